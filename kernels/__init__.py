@@ -5,6 +5,7 @@ Entry points (stable):
 * ``kernels.attention(q, k, v, biases, impl="reference" | "triton")``
 * ``kernels.layer_norm(x, weight, bias, eps=1e-5, impl=...)``
 
+Triton files are named ``fused_*.py`` so that importing them never shadows these entry points.
 ``import kernels`` works without a GPU and without Triton. Requesting ``impl="triton"`` where Triton
 cannot run raises :class:`KernelUnavailableError`; there is no silent fallback.
 """
@@ -34,8 +35,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), im
     _check_impl(impl)
     if impl == "reference":
         return reference.attention(q, k, v, biases)
-    from . import attention as _attention  # noqa: F401  (imports triton lazily)
-    return _attention.attention(q, k, v, biases)
+    from .fused_attention import fused_attention  # imports triton lazily; raises if it cannot run
+    return fused_attention(q, k, v, biases)
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, impl: str = "reference") -> Tensor:
@@ -43,5 +44,5 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, impl:
     _check_impl(impl)
     if impl == "reference":
         return reference.layer_norm(x, weight, bias, eps)
-    from . import layer_norm as _layer_norm
-    return _layer_norm.layer_norm(x, weight, bias, eps)
+    from .fused_layer_norm import fused_layer_norm
+    return fused_layer_norm(x, weight, bias, eps)
