@@ -63,6 +63,7 @@ class TemplateConfig:
 
     enabled: bool = True
     embed_angles: bool = True
+    use_unit_vector: bool = False
     max_templates: int = 4
     dgram_num_bins: int = 39
     dgram_min_bin: float = 3.25

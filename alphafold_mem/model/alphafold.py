@@ -1,0 +1,190 @@
+"""The AlphaFold2 monomer network with recycling (Jumper et al. 2021, Suppl. Alg. 2).
+
+This is the only file that wires the modules together. Forwards take data only: memory behaviour
+(chunking, checkpointing, kernels, precision) is bound to the modules from outside.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from ..config import ModelConfig
+from ..geometry import all_atom
+from .embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
+from .evoformer import EvoformerStack, ExtraMsaStack
+from .heads import AuxiliaryHeads
+from .structure_module import StructureModule
+from .template import TemplateEmbedding
+
+#: Our output name -> OpenFold's, where they differ.
+OPENFOLD_OUTPUT_NAMES = {"ptm": "ptm_score", "pae_logits": "tm_logits", "sm_frames": "sm_frames (as 4x4, OpenFold: quaternion+translation)"}
+
+_REQUIRED = ("aatype", "residue_index", "seq_mask", "target_feat", "msa_feat", "msa_mask",
+             "extra_msa", "extra_msa_mask", "extra_has_deletion", "extra_deletion_value")
+_TEMPLATE_KEYS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask",
+                  "template_pseudo_beta", "template_pseudo_beta_mask", "template_mask",
+                  "template_torsion_angles_sin_cos", "template_alt_torsion_angles_sin_cos",
+                  "template_torsion_angles_mask")
+
+
+class AlphaFold(nn.Module):
+    """AlphaFold2 monomer (Suppl. Alg. 2): embedders, templates, extra-MSA stack, Evoformer,
+    structure module and auxiliary heads, with recycling.
+
+    Args:
+        config: a :class:`alphafold_mem.config.ModelConfig` (see :func:`alphafold_mem.model_config`).
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = c = config
+        ie = c.input_embedder
+        self.input_embedder = InputEmbedder(ie.tf_dim, ie.msa_dim, c.c_m, c.c_z, ie.relpos_k)
+        r = c.recycling
+        self.recycling_embedder = RecyclingEmbedder(c.c_m, c.c_z, r.num_bins, r.min_bin, r.max_bin)
+        self.template_embedding = TemplateEmbedding(c.template, c.c_m, c.c_z, c.c_t) if c.template.enabled else None
+        self.extra_msa_embedder = ExtraMsaEmbedder(c.c_e)
+        self.extra_msa_stack = ExtraMsaStack(c.c_e, c.c_z, c.extra_msa)
+        self.evoformer = EvoformerStack(c.c_m, c.c_z, c.c_s, c.evoformer)
+        self.structure_module = StructureModule(c.c_s, c.c_z, c.structure_module)
+        self.aux_heads = AuxiliaryHeads(c.c_m, c.c_z, c.c_s, c.heads)
+
+    # ------------------------------------------------------------------------------------------
+    def forward(self, batch: dict[str, Tensor], recycle_dim: Optional[int] = None) -> dict[str, Tensor]:
+        """Run the network with recycling.
+
+        Args:
+            batch: AF2 feature dict (names as in AF2/OpenFold), each with an optional leading batch
+                dim: ``aatype [*, N_res]`` (int, 0-20), ``residue_index [*, N_res]``, ``seq_mask
+                [*, N_res]``, ``target_feat [*, N_res, 22]``, ``msa_feat [*, N_seq, N_res, 49]``,
+                ``msa_mask [*, N_seq, N_res]``, ``extra_msa [*, N_extra, N_res]`` (int, 0-21),
+                ``extra_msa_mask``, ``extra_has_deletion``, ``extra_deletion_value [*, N_extra, N_res]``
+                and, when templates are enabled, ``template_*`` (see :mod:`alphafold_mem.model.template`).
+                Optional: ``atom37_atom_exists [*, N_res, 37]`` (derived from aatype if absent).
+                Keys the model does not use are ignored.
+            recycle_dim: ``None``: every iteration reads the same features and the number of
+                iterations is ``config.num_recycles + 1``. An int (OpenFold's convention is -1):
+                every feature carries a recycling dim there; iteration i reads ``feature[..., i]``
+                and the number of iterations is its size.
+
+        Returns:
+            ``final_atom_positions [*, N_res, 37, 3]`` (Å), ``final_atom_mask [*, N_res, 37]``,
+            ``final_atom14_positions [*, N_res, 14, 3]``, ``plddt [*, N_res]`` (0-100),
+            ``lddt_logits``, ``distogram_logits [*, N_res, N_res, 64]``, ``masked_msa_logits
+            [*, N_seq, N_res, 23]``, ``experimentally_resolved_logits [*, N_res, 37]``, ``single
+            [*, N_res, c_s]``, ``pair [*, N_res, N_res, c_z]``, ``msa [*, N_seq, N_res, c_m]``, the
+            per-layer structure-module outputs ``sm_frames [L, *, N_res, 4, 4]``, ``sm_sidechain_frames``,
+            ``sm_positions``, ``sm_angles``, ``sm_unnormalized_angles``, ``sm_states``, ``sm_single``,
+            ``num_recycles`` (iterations run), and for PAE presets ``predicted_aligned_error
+            [*, N_res, N_res]`` (Å), ``max_predicted_aligned_error``, ``pae_logits`` and ``ptm [*]``
+            (OpenFold calls these ``tm_logits`` and ``ptm_score``).
+
+        Raises:
+            KeyError: a required feature is missing (the message names it).
+        """
+        missing = [k for k in _REQUIRED if k not in batch]
+        if self.template_embedding is not None:
+            missing += [k for k in _TEMPLATE_KEYS if k not in batch]
+        if missing:
+            raise KeyError(f"AlphaFold.forward: missing features {missing}")
+        keys = list(_REQUIRED) + (list(_TEMPLATE_KEYS) if self.template_embedding is not None else [])
+        if "atom37_atom_exists" in batch:
+            keys.append("atom37_atom_exists")
+        feats = {k: batch[k] for k in keys}
+
+        aatype_ndim = feats["aatype"].dim() - (1 if recycle_dim is not None else 0)
+        unbatched = aatype_ndim == 1
+        if unbatched:
+            feats = {k: v.unsqueeze(0) for k, v in feats.items()}
+        if recycle_dim is not None:
+            rdim = recycle_dim if recycle_dim < 0 else recycle_dim + (1 if unbatched else 0)
+            num_iters = feats["aatype"].shape[rdim]
+        else:
+            num_iters = self.config.num_recycles + 1
+
+        dtype = next(self.parameters()).dtype
+        prev = None
+        grad_enabled = torch.is_grad_enabled()
+        for i in range(num_iters):
+            it = feats if recycle_dim is None else {k: v.select(rdim, i) for k, v in feats.items()}
+            it = {k: v.to(dtype) if v.is_floating_point() else v for k, v in it.items()}
+            last = i == num_iters - 1
+            # Gradients flow only through the last iteration (Suppl. 1.10).
+            with torch.set_grad_enabled(grad_enabled and last):
+                outputs, prev = self.iteration(it, prev)
+        outputs["num_recycles"] = torch.tensor(num_iters)
+        if unbatched:
+            outputs = {k: _unbatch(k, v) for k, v in outputs.items()}
+        return outputs
+
+    # ------------------------------------------------------------------------------------------
+    def iteration(self, batch: dict[str, Tensor], prev: Optional[tuple[Tensor, Tensor, Tensor]]):
+        """One pass through the network (Suppl. Alg. 2 lines 5-24) on features with a batch dim.
+
+        Returns the outputs and the recycled state ``(m[0], z, final_atom_positions)`` (detached).
+        """
+        aatype = batch["aatype"].long()
+        seq_mask = batch["seq_mask"]
+        pair_mask = seq_mask[..., :, None] * seq_mask[..., None, :]  # [*, N_res, N_res]
+        msa_mask = batch["msa_mask"]
+        n_seq = batch["msa_feat"].shape[-3]
+
+        m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
+        if prev is None:
+            b, n = aatype.shape
+            prev = (m.new_zeros(b, n, self.config.c_m), z.new_zeros(b, n, n, self.config.c_z),
+                    z.new_zeros(b, n, 37, 3))
+        m0_prev, z_prev, x_prev = prev
+        pb, _ = all_atom.pseudo_beta(aatype, x_prev, x_prev.new_ones(x_prev.shape[:-1]))
+        m0_update, z_update = self.recycling_embedder(m0_prev, z_prev, pb)
+        m = torch.cat([(m[..., 0, :, :] + m0_update).unsqueeze(-3), m[..., 1:, :, :]], dim=-3)
+        z = z + z_update
+
+        if self.template_embedding is not None:
+            z = z + self.template_embedding.pair_embedding(batch, z, pair_mask)
+            if self.config.template.embed_angles:
+                rows, rows_mask = self.template_embedding.angle_embedding(batch, m.dtype)
+                m = torch.cat([m, rows], dim=-3)
+                msa_mask = torch.cat([msa_mask, rows_mask], dim=-2)
+
+        e = self.extra_msa_embedder(batch["extra_msa"], batch["extra_has_deletion"], batch["extra_deletion_value"])
+        z = self.extra_msa_stack(e, z, batch["extra_msa_mask"], pair_mask)
+        m, z, s = self.evoformer(m, z, msa_mask, pair_mask)
+
+        sm = self.structure_module(s, z, aatype, seq_mask)
+        atom14 = sm["positions"][-1]  # [*, N_res, 14, 3]
+        if "atom37_atom_exists" in batch:
+            atom37_exists = batch["atom37_atom_exists"]
+        else:
+            atom37_exists = all_atom.make_atom14_masks(aatype)["atom37_atom_exists"].to(atom14.dtype)
+        atom37 = all_atom.atom14_to_atom37(atom14, aatype) * atom37_exists[..., None]
+
+        m = m[..., :n_seq, :, :]
+        out = {
+            "final_atom_positions": atom37,
+            "final_atom_mask": atom37_exists,
+            "final_atom14_positions": atom14,
+            "single": s,
+            "pair": z,
+            "msa": m,
+            **{f"sm_{k}": v for k, v in sm.items()},
+        }
+        out.update(self.aux_heads(m, z, s, sm["single"], seq_mask))
+        new_prev = (m[..., 0, :, :].detach(), z.detach(), atom37.detach())
+        return out, new_prev
+
+
+def _unbatch(key: str, value: Tensor) -> Tensor:
+    """Remove the batch dim added for unbatched input (structure-module outputs carry it second)."""
+    if value.dim() == 0:
+        return value
+    if key.startswith("sm_") and key != "sm_single":
+        return value.squeeze(1)
+    return value.squeeze(0)
+
+
+__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES"]

@@ -1,0 +1,108 @@
+"""Evoformer and extra-MSA stacks (Jumper et al. 2021, Suppl. Alg. 6 and 18).
+
+The stacks hold their blocks in ``self.blocks`` (a ``ModuleList``) and run them in order; activation
+checkpointing and other memory techniques are applied to these blocks from outside
+(:func:`alphafold_mem.apply_memory_policy`), never written in here.
+"""
+
+from __future__ import annotations
+
+import torch.nn as nn
+from torch import Tensor
+
+from ..config import StackConfig
+from .msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
+from .outer_product_mean import OuterProductMean
+from .primitives import Linear, SharedDropout, Transition
+from .triangle import TriangleAttention, TriangleMultiplication
+
+
+class PairStackUpdates(nn.Module):
+    """The pair half of an Evoformer block (Alg. 6 lines 6-10): triangle multiplications, triangle
+    attentions and the pair transition, each a residual update with row/column-shared dropout."""
+
+    def __init__(self, c_z: int, cfg: StackConfig):
+        super().__init__()
+        self.triangle_multiplication_outgoing = TriangleMultiplication(c_z, cfg.c_hidden_mul, outgoing=True)
+        self.triangle_multiplication_incoming = TriangleMultiplication(c_z, cfg.c_hidden_mul, outgoing=False)
+        self.triangle_attention_starting_node = TriangleAttention(
+            c_z, cfg.c_hidden_pair_att, cfg.num_heads_pair, starting=True)
+        self.triangle_attention_ending_node = TriangleAttention(
+            c_z, cfg.c_hidden_pair_att, cfg.num_heads_pair, starting=False)
+        self.pair_transition = Transition(c_z, cfg.transition_n)
+        self.dropout_row = SharedDropout(cfg.pair_dropout, shared_dim=-3)
+        self.dropout_col = SharedDropout(cfg.pair_dropout, shared_dim=-2)
+
+    def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
+        z = z + self.dropout_row(self.triangle_multiplication_outgoing(z, pair_mask))
+        z = z + self.dropout_row(self.triangle_multiplication_incoming(z, pair_mask))
+        z = z + self.dropout_row(self.triangle_attention_starting_node(z, pair_mask))
+        z = z + self.dropout_col(self.triangle_attention_ending_node(z, pair_mask))
+        return z + self.pair_transition(z, pair_mask)
+
+
+class EvoformerBlock(nn.Module):
+    """One Evoformer block (Suppl. Alg. 6); with ``global_column=True`` the extra-MSA block of
+    Alg. 18, whose column attention is global (Alg. 19).
+
+    Forward: m ``[*, N_seq, N_res, c_m]``, z ``[*, N_res, N_res, c_z]``, msa_mask ``[*, N_seq, N_res]``,
+    pair_mask ``[*, N_res, N_res]``. Returns the updated ``(m, z)``.
+    """
+
+    def __init__(self, c_m: int, c_z: int, cfg: StackConfig, global_column: bool = False):
+        super().__init__()
+        self.msa_row_attention_with_pair_bias = MSARowAttentionWithPairBias(
+            c_m, c_z, cfg.c_hidden_msa_att, cfg.num_heads_msa)
+        if global_column:
+            self.msa_column_attention = MSAColumnGlobalAttention(c_m, cfg.c_hidden_msa_att, cfg.num_heads_msa)
+        else:
+            self.msa_column_attention = MSAColumnAttention(c_m, cfg.c_hidden_msa_att, cfg.num_heads_msa)
+        self.msa_transition = Transition(c_m, cfg.transition_n)
+        self.outer_product_mean = OuterProductMean(c_m, c_z, cfg.c_hidden_opm)
+        self.pair_updates = PairStackUpdates(c_z, cfg)
+        self.msa_dropout = SharedDropout(cfg.msa_dropout, shared_dim=-3)
+
+    def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
+        m = m + self.msa_dropout(self.msa_row_attention_with_pair_bias(m, z, msa_mask))
+        m = m + self.msa_column_attention(m, msa_mask)
+        m = m + self.msa_transition(m, msa_mask)
+        z = z + self.outer_product_mean(m, msa_mask)
+        z = self.pair_updates(z, pair_mask)
+        return m, z
+
+
+class EvoformerStack(nn.Module):
+    """The Evoformer trunk (Suppl. Alg. 6, 48 blocks in AF2) and the single projection of m[0].
+
+    Forward: m ``[*, N_seq, N_res, c_m]``, z ``[*, N_res, N_res, c_z]``, masks as in
+    :class:`EvoformerBlock`. Returns ``(m, z, s)`` with s ``[*, N_res, c_s]`` = Linear(m[0]).
+    """
+
+    def __init__(self, c_m: int, c_z: int, c_s: int, cfg: StackConfig):
+        super().__init__()
+        self.blocks = nn.ModuleList([EvoformerBlock(c_m, c_z, cfg) for _ in range(cfg.num_blocks)])
+        self.single_activations = Linear(c_m, c_s)
+
+    def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        for block in self.blocks:
+            m, z = block(m, z, msa_mask, pair_mask)
+        s = self.single_activations(m[..., 0, :, :])
+        return m, z, s
+
+
+class ExtraMsaStack(nn.Module):
+    """The extra-MSA stack (Suppl. Alg. 18): Evoformer blocks with global column attention that
+    update the pair representation from a large, unclustered MSA.
+
+    Forward: e ``[*, N_extra, N_res, c_e]``, z, extra_msa_mask ``[*, N_extra, N_res]``, pair_mask.
+    Returns the updated z ``[*, N_res, N_res, c_z]``.
+    """
+
+    def __init__(self, c_e: int, c_z: int, cfg: StackConfig):
+        super().__init__()
+        self.blocks = nn.ModuleList([EvoformerBlock(c_e, c_z, cfg, global_column=True) for _ in range(cfg.num_blocks)])
+
+    def forward(self, e: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> Tensor:
+        for block in self.blocks:
+            e, z = block(e, z, msa_mask, pair_mask)
+        return z

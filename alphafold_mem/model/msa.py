@@ -1,0 +1,65 @@
+"""MSA attention modules (Jumper et al. 2021, Suppl. Alg. 7, 8, 19)."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+from torch import Tensor
+
+from .primitives import Attention, GlobalAttention, LayerNorm, Linear, mask_bias
+
+
+class MSARowAttentionWithPairBias(nn.Module):
+    """Row-wise gated self-attention with pair bias (Suppl. Alg. 7).
+
+    Forward: m ``[*, N_seq, N_res, c_m]``, z ``[*, N_res, N_res, c_z]``, msa_mask ``[*, N_seq, N_res]``.
+    Returns the update ``[*, N_seq, N_res, c_m]``.
+    """
+
+    def __init__(self, c_m: int, c_z: int, c_hidden: int, num_heads: int, inf: float = 1e9):
+        super().__init__()
+        self.inf = inf
+        self.query_norm = LayerNorm(c_m)
+        self.feat_2d_norm = LayerNorm(c_z)
+        self.feat_2d_weights = Linear(c_z, num_heads, bias=False, init="default")
+        self.attention = Attention(c_m, c_m, c_hidden, num_heads)
+
+    def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
+        m = self.query_norm(m)
+        pair_bias = self.feat_2d_weights(self.feat_2d_norm(z)).movedim(-1, -3)  # [*, H, N_res, N_res]
+        pair_bias = pair_bias.unsqueeze(-4)  # [*, 1, H, N_res, N_res], shared by all rows
+        key_bias = mask_bias(msa_mask, self.inf)[..., :, None, None, :]  # [*, N_seq, 1, 1, N_res]
+        return self.attention(m, m, [key_bias, pair_bias])
+
+
+class MSAColumnAttention(nn.Module):
+    """Column-wise gated self-attention (Suppl. Alg. 8).
+
+    Forward: m ``[*, N_seq, N_res, c_m]``, msa_mask ``[*, N_seq, N_res]``. Returns the update.
+    """
+
+    def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9):
+        super().__init__()
+        self.inf = inf
+        self.query_norm = LayerNorm(c_m)
+        self.attention = Attention(c_m, c_m, c_hidden, num_heads)
+
+    def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_seq, c_m]
+        key_bias = mask_bias(msa_mask.transpose(-1, -2), self.inf)[..., :, None, None, :]  # [*, N_res, 1, 1, N_seq]
+        return self.attention(m, m, [key_bias]).transpose(-2, -3)
+
+
+class MSAColumnGlobalAttention(nn.Module):
+    """Column-wise global attention for the extra MSA stack (Suppl. Alg. 19).
+
+    Forward: e ``[*, N_extra, N_res, c_e]``, mask ``[*, N_extra, N_res]``. Returns the update.
+    """
+
+    def __init__(self, c_e: int, c_hidden: int, num_heads: int, inf: float = 1e9):
+        super().__init__()
+        self.query_norm = LayerNorm(c_e)
+        self.attention = GlobalAttention(c_e, c_hidden, num_heads, inf=inf)
+
+    def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_extra, c_e]
+        return self.attention(m, msa_mask.transpose(-1, -2)).transpose(-2, -3)

@@ -1,0 +1,166 @@
+"""Structure module (Jumper et al. 2021, Suppl. 1.8, Alg. 20-24).
+
+Frames inside the module are kept in nanometres (AF2's ``position_scale`` = 10 converts to Å at the
+outputs); every output position and translation is in Å. One set of weights is shared by all
+``num_layers`` iterations (8 in AF2). Geometry runs in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..config import StructureModuleConfig
+from ..geometry import all_atom
+from ..geometry.rigid import Rigid
+from .primitives import LayerNorm, Linear
+
+
+class InvariantPointAttention(nn.Module):
+    """Invariant point attention (Suppl. Alg. 22).
+
+    Forward: s ``[*, N_res, c_s]``, z ``[*, N_res, N_res, c_z]``, frames (Rigid ``[*, N_res]``, nm),
+    mask ``[*, N_res]``. Returns ``[*, N_res, c_s]``. The output is invariant to a global rigid
+    motion applied to all frames.
+    """
+
+    def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int,
+                 num_v_points: int, inf: float = 1e5, eps: float = 1e-8):
+        super().__init__()
+        self.c, self.h, self.pq, self.pv = c_hidden, num_heads, num_qk_points, num_v_points
+        self.inf, self.eps = inf, eps
+        h = num_heads
+        self.q_scalar = Linear(c_s, h * c_hidden)
+        self.kv_scalar = Linear(c_s, 2 * h * c_hidden)
+        self.q_point_local = Linear(c_s, 3 * h * num_qk_points)
+        self.kv_point_local = Linear(c_s, 3 * h * (num_qk_points + num_v_points))
+        # softplus^-1(1): the point weights start at 1 (Suppl. 1.8.2)
+        self.trainable_point_weights = nn.Parameter(torch.full((h,), math.log(math.e - 1.0)))
+        self.attention_2d = Linear(c_z, h)
+        concat = h * (c_z + c_hidden + 4 * num_v_points)
+        self.output_projection = Linear(concat, c_s, init="final")
+
+    def _points(self, linear: Linear, s: Tensor, frames: Rigid, n_points: int) -> Tensor:
+        """Project to ``[*, N_res, H, P, 3]`` local points (x|y|z blocks, heads slower) then to global."""
+        p = linear(s).unflatten(-1, (3, self.h, n_points))  # [*, N_res, 3, H, P]
+        p = p.movedim(-3, -1)  # [*, N_res, H, P, 3]
+        return frames[..., None, None].apply(p)
+
+    def forward(self, s: Tensor, z: Tensor, frames: Rigid, mask: Tensor) -> Tensor:
+        h, c = self.h, self.c
+        q = self.q_scalar(s).unflatten(-1, (h, c))  # [*, N_res, H, C]
+        k, v = self.kv_scalar(s).unflatten(-1, (h, 2 * c)).split(c, dim=-1)  # 2 x [*, N_res, H, C]
+        q_pts = self._points(self.q_point_local, s, frames, self.pq)  # [*, N_res, H, Pq, 3]
+        kv_pts = self._points(self.kv_point_local, s, frames, self.pq + self.pv)
+        k_pts, v_pts = kv_pts.split([self.pq, self.pv], dim=-2)  # [*, N_res, H, Pq|Pv, 3]
+
+        scalar_w = math.sqrt(1.0 / (3 * c))
+        point_w = math.sqrt(1.0 / (3 * self.pq * 9.0 / 2))
+        logits = torch.einsum("...ihc,...jhc->...hij", q * scalar_w, k)  # [*, H, N_res, N_res]
+        d2 = ((q_pts[..., :, None, :, :, :] - k_pts[..., None, :, :, :, :]) ** 2).sum(-1)  # [*, I, J, H, Pq]
+        gamma = F.softplus(self.trainable_point_weights) * point_w  # [H]
+        logits = logits - 0.5 * (d2 * gamma[:, None]).sum(-1).movedim(-1, -3)  # [*, H, I, J]
+        logits = logits + math.sqrt(1.0 / 3) * self.attention_2d(z).movedim(-1, -3)
+        mask_2d = mask[..., :, None] * mask[..., None, :]
+        logits = logits - self.inf * (1.0 - mask_2d[..., None, :, :])
+        a = torch.softmax(logits, dim=-1)  # [*, H, N_res, N_res]
+
+        o = torch.einsum("...hij,...jhc->...ihc", a, v)  # [*, N_res, H, C]
+        o_pt = torch.einsum("...hij,...jhpx->...ihpx", a, v_pts)  # [*, N_res, H, Pv, 3] global
+        o_pt = frames[..., None, None].invert_apply(o_pt)  # local
+        o_norm = torch.sqrt(self.eps + (o_pt ** 2).sum(-1))  # [*, N_res, H, Pv]
+        o_pair = torch.einsum("...hij,...ijc->...ihc", a, z)  # [*, N_res, H, c_z]
+        feats = [o.flatten(-2), *[o_pt[..., i].flatten(-2) for i in range(3)], o_norm.flatten(-2), o_pair.flatten(-2)]
+        return self.output_projection(torch.cat(feats, dim=-1))
+
+
+class AngleResnet(nn.Module):
+    """Torsion-angle prediction (Suppl. Alg. 20 lines 11-14): a small residual network on the
+    current and the initial single representation, 7 angles as unnormalised (sin, cos).
+
+    Forward: s, s_initial ``[*, N_res, c_s]``. Returns unnormalised and normalised angles
+    ``[*, N_res, 7, 2]``.
+    """
+
+    def __init__(self, c_s: int, c_resnet: int, num_blocks: int, num_angles: int, eps: float = 1e-12):
+        super().__init__()
+        self.num_angles, self.eps = num_angles, eps
+        self.input_projection = Linear(c_s, c_resnet)
+        self.input_projection_1 = Linear(c_s, c_resnet)
+        self.resblocks = nn.ModuleList([
+            nn.ModuleDict({"linear_1": Linear(c_resnet, c_resnet, init="relu"),
+                           "linear_2": Linear(c_resnet, c_resnet, init="final")})
+            for _ in range(num_blocks)])
+        self.unnormalized_angles = Linear(c_resnet, 2 * num_angles)
+
+    def forward(self, s: Tensor, s_initial: Tensor) -> tuple[Tensor, Tensor]:
+        a = self.input_projection(F.relu(s)) + self.input_projection_1(F.relu(s_initial))
+        for block in self.resblocks:
+            a = a + block["linear_2"](F.relu(block["linear_1"](F.relu(a))))
+        raw = self.unnormalized_angles(F.relu(a)).unflatten(-1, (self.num_angles, 2))  # [*, N_res, 7, 2]
+        norm = torch.sqrt(torch.clamp((raw ** 2).sum(-1, keepdim=True), min=self.eps))
+        return raw, raw / norm
+
+
+class StructureModule(nn.Module):
+    """The structure module (Suppl. Alg. 20) with shared weights across its iterations.
+
+    Forward: s ``[*, N_res, c_s]`` (Evoformer single), z ``[*, N_res, N_res, c_z]``, aatype
+    ``[*, N_res]``, mask (seq_mask) ``[*, N_res]``.
+
+    Returns a dict with, per iteration L (stacked on a leading layer dim):
+    ``frames`` ``[L, *, N_res, 4, 4]`` (Å), ``sidechain_frames`` ``[L, *, N_res, 8, 4, 4]`` (Å),
+    ``unnormalized_angles`` / ``angles`` ``[L, *, N_res, 7, 2]``, ``positions`` ``[L, *, N_res, 14, 3]``
+    (atom14, Å), ``states`` ``[L, *, N_res, c_s]``; and ``single`` ``[*, N_res, c_s]`` (the final state).
+    """
+
+    def __init__(self, c_s: int, c_z: int, cfg: StructureModuleConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.single_layer_norm = LayerNorm(c_s)
+        self.initial_projection = Linear(c_s, c_s)
+        self.pair_layer_norm = LayerNorm(c_z)
+        self.invariant_point_attention = InvariantPointAttention(
+            c_s, c_z, cfg.c_ipa, cfg.num_heads_ipa, cfg.num_qk_points, cfg.num_v_points)
+        self.attention_layer_norm = LayerNorm(c_s)
+        self.transition = nn.ModuleList(
+            [Linear(c_s, c_s, init="relu"), Linear(c_s, c_s, init="relu"), Linear(c_s, c_s, init="final")])
+        self.transition_layer_norm = LayerNorm(c_s)
+        self.affine_update = Linear(c_s, 6, init="final")
+        self.rigid_sidechain = AngleResnet(c_s, cfg.c_resnet, cfg.num_resnet_blocks, cfg.num_angles)
+        self.dropout = nn.Dropout(cfg.dropout_rate)
+
+    def forward(self, s: Tensor, z: Tensor, aatype: Tensor, mask: Tensor) -> dict[str, Tensor]:
+        s = s.float()
+        z = self.pair_layer_norm(z.float())
+        s_initial = self.single_layer_norm(s)  # AF2: the angle resnet sees the normed input
+        s = self.initial_projection(s_initial)
+        frames = Rigid.identity(tuple(s.shape[:-1]), dtype=s.dtype, device=s.device)
+        outs: dict[str, list[Tensor]] = {k: [] for k in
+                                         ("frames", "sidechain_frames", "unnormalized_angles", "angles",
+                                          "positions", "states")}
+        for _ in range(self.cfg.num_layers):
+            s = s + self.invariant_point_attention(s, z, frames, mask)
+            s = self.attention_layer_norm(self.dropout(s))
+            t = F.relu(self.transition[0](s))
+            t = F.relu(self.transition[1](t))
+            s = self.transition_layer_norm(self.dropout(s + self.transition[2](t)))
+            frames = frames.compose_q_update_vec(self.affine_update(s))
+            raw, angles = self.rigid_sidechain(s, s_initial)
+            frames_a = frames.scale_translation(self.cfg.position_scale)  # Å
+            sc_frames = all_atom.torsion_angles_to_frames(frames_a, angles, aatype)  # [*, N_res, 8]
+            positions = all_atom.frames_to_atom14_positions(sc_frames, aatype)  # [*, N_res, 14, 3]
+            outs["frames"].append(frames_a.to_tensor_4x4())
+            outs["sidechain_frames"].append(sc_frames.to_tensor_4x4())
+            outs["unnormalized_angles"].append(raw)
+            outs["angles"].append(angles)
+            outs["positions"].append(positions)
+            outs["states"].append(s)
+            frames = frames.stop_rot_gradient()
+        result = {k: torch.stack(v) for k, v in outs.items()}
+        result["single"] = s
+        return result

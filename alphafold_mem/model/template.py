@@ -1,0 +1,176 @@
+"""Template embedding (Jumper et al. 2021, Suppl. 1.7.1, Alg. 2 lines 7-13, Alg. 16-17)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..config import StackConfig, TemplateConfig
+from ..geometry.rigid import Rigid
+from .embedders import dgram_from_positions
+from .primitives import Attention, LayerNorm, Linear, SharedDropout, Transition, mask_bias
+from .triangle import TriangleAttention, TriangleMultiplication
+
+_N, _CA, _C = 0, 1, 2  # atom37 indices of the backbone atoms
+
+
+class TemplatePairBlock(nn.Module):
+    """One block of the template pair stack (Suppl. Alg. 16): triangle attention (starting, ending),
+    triangle multiplication (outgoing, incoming), pair transition.
+
+    Forward: t ``[*, N_res, N_res, c_t]``, pair_mask ``[*, N_res, N_res]``. Returns the updated t.
+    """
+
+    def __init__(self, c_t: int, c_hidden_att: int, num_heads: int, c_hidden_mul: int, transition_n: int,
+                 dropout_rate: float):
+        super().__init__()
+        self.triangle_attention_starting_node = TriangleAttention(c_t, c_hidden_att, num_heads, starting=True)
+        self.triangle_attention_ending_node = TriangleAttention(c_t, c_hidden_att, num_heads, starting=False)
+        self.triangle_multiplication_outgoing = TriangleMultiplication(c_t, c_hidden_mul, outgoing=True)
+        self.triangle_multiplication_incoming = TriangleMultiplication(c_t, c_hidden_mul, outgoing=False)
+        self.pair_transition = Transition(c_t, transition_n)
+        self.dropout_row = SharedDropout(dropout_rate, shared_dim=-3)
+        self.dropout_col = SharedDropout(dropout_rate, shared_dim=-2)
+
+    def forward(self, t: Tensor, pair_mask: Tensor) -> Tensor:
+        t = t + self.dropout_row(self.triangle_attention_starting_node(t, pair_mask))
+        t = t + self.dropout_col(self.triangle_attention_ending_node(t, pair_mask))
+        t = t + self.dropout_row(self.triangle_multiplication_outgoing(t, pair_mask))
+        t = t + self.dropout_row(self.triangle_multiplication_incoming(t, pair_mask))
+        return t + self.pair_transition(t, pair_mask)
+
+
+def template_pair_features(batch: dict[str, Tensor], cfg: TemplateConfig, dtype: torch.dtype) -> Tensor:
+    """The 88 template pair feature channels of one template (Suppl. 1.7.1, Table 1).
+
+    Channels: distogram of the template pseudo-beta (39 bins 3.25-50.75 Å), pseudo-beta pair mask,
+    one_hot(template_aatype, 22) of residue j and of residue i, unit vectors in the backbone frame of
+    i (zero unless ``use_unit_vector``), backbone pair mask; all multiplied by the backbone pair mask.
+
+    Args:
+        batch: ``template_aatype [*, N_res]``, ``template_all_atom_positions [*, N_res, 37, 3]`` (Å),
+            ``template_all_atom_mask [*, N_res, 37]``, ``template_pseudo_beta [*, N_res, 3]``,
+            ``template_pseudo_beta_mask [*, N_res]`` (one template: no template dim).
+
+    Returns:
+        ``[*, N_res, N_res, 88]``.
+    """
+    pb_mask = batch["template_pseudo_beta_mask"].to(dtype)
+    pb_mask_2d = pb_mask[..., :, None] * pb_mask[..., None, :]
+    dgram = dgram_from_positions(batch["template_pseudo_beta"].to(dtype), cfg.dgram_num_bins,
+                                 cfg.dgram_min_bin, cfg.dgram_max_bin)
+    aatype = F.one_hot(batch["template_aatype"].long(), 22).to(dtype)  # [*, N_res, 22]
+    n_res = aatype.shape[-2]
+    pos = batch["template_all_atom_positions"].to(dtype)
+    atom_mask = batch["template_all_atom_mask"].to(dtype)
+    bb_mask = atom_mask[..., _N] * atom_mask[..., _CA] * atom_mask[..., _C]
+    bb_mask_2d = bb_mask[..., :, None] * bb_mask[..., None, :]  # [*, N_res, N_res]
+    frames = Rigid.from_3_points(pos[..., _N, :], pos[..., _CA, :], pos[..., _C, :])
+    if cfg.use_unit_vector:
+        vec = frames.unsqueeze(-1).invert_apply(frames.trans[..., None, :, :])  # [*, N_res, N_res, 3]
+        inv_dist = torch.rsqrt(1e-20 + (vec ** 2).sum(-1)) * bb_mask_2d
+        unit = vec * inv_dist[..., None]
+    else:
+        unit = pos.new_zeros(bb_mask_2d.shape + (3,))
+    feats = torch.cat([
+        dgram,
+        pb_mask_2d[..., None],
+        aatype[..., None, :, :].expand(*aatype.shape[:-2], n_res, n_res, 22),
+        aatype[..., :, None, :].expand(*aatype.shape[:-2], n_res, n_res, 22),
+        unit,
+        bb_mask_2d[..., None],
+    ], dim=-1)  # [*, N_res, N_res, 88]
+    return feats * bb_mask_2d[..., None]
+
+
+def template_angle_features(batch: dict[str, Tensor], dtype: torch.dtype) -> Tensor:
+    """The 57 template torsion-angle feature channels (Suppl. 1.7.1, Table 1):
+    one_hot(template_aatype, 22), torsion sin/cos (14), alternative torsion sin/cos (14), torsion mask (7).
+
+    Args:
+        batch: ``template_aatype [*, N_templ, N_res]``, ``template_torsion_angles_sin_cos`` and
+            ``template_alt_torsion_angles_sin_cos [*, N_templ, N_res, 7, 2]``,
+            ``template_torsion_angles_mask [*, N_templ, N_res, 7]``.
+
+    Returns:
+        ``[*, N_templ, N_res, 57]``.
+    """
+    aatype = F.one_hot(batch["template_aatype"].long(), 22).to(dtype)
+    return torch.cat([
+        aatype,
+        batch["template_torsion_angles_sin_cos"].to(dtype).flatten(-2),
+        batch["template_alt_torsion_angles_sin_cos"].to(dtype).flatten(-2),
+        batch["template_torsion_angles_mask"].to(dtype),
+    ], dim=-1)
+
+
+class TemplatePointwiseAttention(nn.Module):
+    """Attention of each pair position over the templates (Suppl. Alg. 17), no gating.
+
+    Forward: z ``[*, N_res, N_res, c_z]``, t ``[*, N_templ, N_res, N_res, c_t]``,
+    template_mask ``[*, N_templ]``. Returns ``[*, N_res, N_res, c_z]``.
+    """
+
+    def __init__(self, c_z: int, c_t: int, c_hidden: int, num_heads: int, inf: float = 1e5):
+        super().__init__()
+        self.inf = inf
+        self.attention = Attention(c_z, c_t, c_hidden, num_heads, gating=False)
+
+    def forward(self, z: Tensor, t: Tensor, template_mask: Tensor) -> Tensor:
+        t = t.movedim(-4, -2)  # [*, N_res, N_res, N_templ, c_t]
+        bias = mask_bias(template_mask, self.inf)[..., None, None, None, None, :]  # [*, 1, 1, 1, 1, N_templ]
+        out = self.attention(z[..., None, :], t, [bias])  # [*, N_res, N_res, 1, c_z]
+        return out.squeeze(-2)
+
+
+class TemplateEmbedding(nn.Module):
+    """Template pair embedding (Alg. 2 lines 7-9, Alg. 16-17) and template angle embedding
+    (Alg. 2 lines 10-13).
+
+    ``pair_embedding`` returns the update to z ``[*, N_res, N_res, c_z]``; ``angle_embedding`` returns
+    the extra MSA rows ``[*, N_templ, N_res, c_m]`` and their mask ``[*, N_templ, N_res]``.
+    """
+
+    def __init__(self, cfg: TemplateConfig, c_m: int, c_z: int, c_t: int):
+        super().__init__()
+        self.cfg = cfg
+        ps = cfg.pair_stack
+        self.embedding2d = Linear(cfg.pair_in_dim, c_t)
+        self.blocks = nn.ModuleList([
+            TemplatePairBlock(c_t, ps.c_hidden_tri_att, ps.num_heads_tri_att, ps.c_hidden_tri_mul,
+                              ps.transition_n, ps.dropout_rate)
+            for _ in range(ps.num_blocks)])
+        self.output_layer_norm = LayerNorm(c_t)
+        self.pointwise_attention = TemplatePointwiseAttention(c_z, c_t, cfg.pointwise_c_hidden, cfg.pointwise_num_heads)
+        if cfg.embed_angles:
+            self.template_single_embedding = Linear(cfg.angle_feat_dim, c_m, init="relu")
+            self.template_projection = Linear(c_m, c_m, init="relu")
+
+    def embed_one(self, single: dict[str, Tensor], pair_mask: Tensor, dtype: torch.dtype) -> Tensor:
+        """One template through the pair stack: ``[*, N_res, N_res, c_t]``."""
+        t = self.embedding2d(template_pair_features(single, self.cfg, dtype))
+        for block in self.blocks:
+            t = block(t, pair_mask)
+        return self.output_layer_norm(t)
+
+    def pair_embedding(self, batch: dict[str, Tensor], z: Tensor, pair_mask: Tensor) -> Tensor:
+        keys = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask",
+                "template_pseudo_beta", "template_pseudo_beta_mask")
+        n_templ = batch["template_aatype"].shape[-2]
+        ts = []
+        for i in range(n_templ):
+            single = {k: batch[k].select(pair_mask.dim() - 2, i) for k in keys}
+            ts.append(self.embed_one(single, pair_mask, z.dtype))
+        t = torch.stack(ts, dim=-4)  # [*, N_templ, N_res, N_res, c_t]
+        template_mask = batch["template_mask"].to(z.dtype)
+        out = self.pointwise_attention(z, t, template_mask)
+        has_templates = (template_mask.sum(-1) > 0).to(z.dtype)[..., None, None, None]
+        return out * has_templates
+
+    def angle_embedding(self, batch: dict[str, Tensor], dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        feats = template_angle_features(batch, dtype)
+        rows = self.template_projection(F.relu(self.template_single_embedding(feats)))
+        mask = batch["template_torsion_angles_mask"][..., 2].to(dtype)  # [*, N_templ, N_res]
+        return rows, mask
