@@ -427,11 +427,14 @@ def openfold_state_dict(model: AlphaFold) -> dict[str, torch.Tensor]:
     return sd
 
 
-def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm") -> AlphaFold:
+def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm", **overrides) -> AlphaFold:
     """Build and load an :class:`AlphaFold` from an OpenFold checkpoint (.pt state dict, optionally
     wrapped under ``state_dict``/``model``/``ema`` and with ``module.``/``model.`` prefixes).
 
-    Sizes are inferred as in :func:`load_af2_params`.
+    Sizes are inferred as in :func:`load_af2_params`. OpenFold stores attention projections as
+    flat ``[H*C, in]`` matrices; heads come from the pair-bias projections where there is one. The
+    template pointwise attention has none: its head count is the preset's (or
+    ``template__pointwise_num_heads=...`` in ``overrides``).
 
     Raises:
         ParameterLoadError: a parameter is missing, unexpected or mis-shaped (named with both shapes).
@@ -446,7 +449,6 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm") ->
     sd = normalize_state_dict_keys(sd)
     names = _openfold_names()
     # Convert to AF2 layout lazily: the OpenFold tensor has our torch layout already.
-    af2_shapes: dict[str, tuple[int, ...]] = {}
     tensors: dict[str, list[torch.Tensor]] = {}
     for key, pattern in names.items():
         if "{i}" in pattern:
@@ -462,11 +464,10 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm") ->
     unexpected = sorted(k for k in sd if k not in known)
     if unexpected:
         raise ParameterLoadError(f"unexpected OpenFold parameter '{unexpected[0]}' ({len(unexpected)} in all)")
-    # infer sizes: build AF2 shapes from a probe model is circular, so derive them from the tensors
-    probe_shapes = {}
-    for key, ts in tensors.items():
-        probe_shapes[key] = _af2_shape_from_torch(key, ts)
+    probe_shapes = _af2_shapes_from_openfold(tensors, preset, overrides)
     cfg = infer_config(probe_shapes, preset)
+    if overrides:
+        cfg = model_config(preset, **{**_config_overrides_from(cfg), **overrides})
     with torch.device("meta"):
         model = AlphaFold(cfg)
     model = model.to_empty(device="cpu")
@@ -484,21 +485,49 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm") ->
                     f"'{names[key].format(i=i)}' has shape {tuple(t.shape)} but the model expects {tuple(p.shape)}")
             with torch.no_grad():
                 p.copy_(t)
-    del af2_shapes
     return model.eval()
 
 
-def _af2_shape_from_torch(key: str, ts: list[torch.Tensor]) -> tuple[int, ...]:
-    """Approximate AF2 shape used only for size inference (stacked keys get the block axis)."""
-    t = ts[0]
-    if t.dim() == 2:
-        shape = (t.shape[1], t.shape[0])  # torch [out, in] -> AF2 [in, out]
-    else:
-        shape = tuple(t.shape)
-    stacked = key.startswith(("evoformer/evoformer_iteration/", "evoformer/extra_msa_stack/")) or \
-        "__layer_stack_no_state" in key
-    if key.endswith("attention//query_w") or key.endswith("attention//key_w"):
-        # heads and head width are not recoverable from a flattened [H*C, in] matrix alone;
-        # they are recovered from the matching gating bias / point weights below when possible.
-        pass
-    return ((len(ts),) if stacked else ()) + shape
+def _config_overrides_from(cfg: ModelConfig) -> dict:
+    """Flatten a config into dotted overrides (so extra overrides can be layered on it)."""
+    flat = {}
+
+    def walk(d, prefix):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, prefix + k + ".")
+            elif k != "preset":
+                flat[prefix + k] = v
+    walk(cfg.to_dict(), "")
+    return flat
+
+
+def _af2_shapes_from_openfold(tensors: dict[str, list[torch.Tensor]], preset: str, overrides: dict):
+    """AF2-layout shapes of OpenFold tensors, enough for :func:`infer_config`."""
+    shapes = {}
+    for key, ts in tensors.items():
+        t = ts[0]
+        shape = (t.shape[1], t.shape[0]) if t.dim() == 2 else tuple(t.shape)
+        stacked = key.startswith(("evoformer/evoformer_iteration/", "evoformer/extra_msa_stack/")) or \
+            "__layer_stack_no_state" in key
+        shapes[key] = ((len(ts),) if stacked else ()) + shape
+    for key in list(shapes):
+        if not key.endswith("/attention//query_w"):
+            continue
+        owner = key[: -len("/attention//query_w")]
+        bias_key = owner + "//feat_2d_weights"
+        if owner.endswith("msa_column_attention"):  # AF2 uses the row attention's head count
+            bias_key = owner[: -len("msa_column_attention")] + "msa_row_attention_with_pair_bias//feat_2d_weights"
+        if bias_key in shapes:
+            heads = shapes[bias_key][-1]
+        else:
+            heads = overrides.get("template.pointwise_num_heads",
+                                  overrides.get("template__pointwise_num_heads",
+                                                model_config(preset).template.pointwise_num_heads))
+        *lead, c_in, hc = shapes[key]
+        if hc % heads:
+            raise ParameterLoadError(
+                f"'{key}': {hc} output channels do not split into {heads} heads; "
+                f"pass template__pointwise_num_heads=<H> to load_openfold_checkpoint")
+        shapes[key] = (*lead, c_in, heads, hc // heads)
+    return shapes

@@ -13,6 +13,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+def _stat_dtype(x: Tensor) -> torch.dtype:
+    """fp32 for half-precision inputs; fp64 stays fp64 (statistics are never computed narrower)."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = ()) -> Tensor:
     """Multi-head attention core ``softmax(q k^T + sum(biases)) v`` (AF2 Suppl. Alg. 7, 13, 14 core).
 
@@ -39,7 +44,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = ()) ->
     logits = torch.matmul(q, k.transpose(-1, -2))  # [*, H, Q, K]
     for b in biases:
         logits = logits + b
-    probs = torch.softmax(logits.float(), dim=-1).to(v.dtype)  # [*, H, Q, K]
+    probs = torch.softmax(logits.to(_stat_dtype(logits)), dim=-1).to(v.dtype)  # [*, H, Q, K]
     return torch.matmul(probs, v)  # [*, H, Q, C_v]
 
 
@@ -49,5 +54,6 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
     Args:
         x: ``[*, C]``; weight, bias: ``[C]``.
     """
-    out = F.layer_norm(x.float(), x.shape[-1:], weight.float(), bias.float(), eps)
+    sd = _stat_dtype(x)
+    out = F.layer_norm(x.to(sd), x.shape[-1:], weight.to(sd), bias.to(sd), eps)
     return out.to(x.dtype)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..config import HeadsConfig
-from .primitives import LayerNorm, Linear
+from .primitives import LayerNorm, Linear, fp32_island
 
 
 class PredictedLDDTHead(nn.Module):
@@ -78,13 +78,14 @@ class AuxiliaryHeads(nn.Module):
 
 def compute_plddt(logits: Tensor) -> Tensor:
     """Expected lDDT-Cα from the binned head ``[*, N_res, B]`` -> ``[*, N_res]`` on 0-100 (Alg. 29)."""
+    logits = fp32_island(logits)
     num_bins = logits.shape[-1]
-    centers = (torch.arange(num_bins, device=logits.device, dtype=torch.float32) + 0.5) / num_bins
-    return (torch.softmax(logits.float(), dim=-1) * centers).sum(-1) * 100.0
+    centers = (torch.arange(num_bins, device=logits.device, dtype=logits.dtype) + 0.5) / num_bins
+    return (torch.softmax(logits, dim=-1) * centers).sum(-1) * 100.0
 
 
-def _pae_bin_centers(num_bins: int, max_bin: float, device) -> Tensor:
-    breaks = torch.linspace(0.0, max_bin, num_bins - 1, device=device)
+def _pae_bin_centers(num_bins: int, max_bin: float, like: Tensor) -> Tensor:
+    breaks = torch.linspace(0.0, max_bin, num_bins - 1, device=like.device, dtype=like.dtype)
     step = breaks[1] - breaks[0]
     return torch.cat([breaks + step / 2, (breaks[-1] + 3 * step / 2).reshape(1)])  # [num_bins]
 
@@ -92,8 +93,8 @@ def _pae_bin_centers(num_bins: int, max_bin: float, device) -> Tensor:
 def compute_predicted_aligned_error(logits: Tensor, max_bin: float) -> tuple[Tensor, Tensor]:
     """Expected aligned error (Suppl. 1.9.7): logits ``[*, N_res, N_res, B]`` -> PAE ``[*, N_res, N_res]``
     in Å, and the largest representable value (the last bin centre, Å)."""
-    centers = _pae_bin_centers(logits.shape[-1], max_bin, logits.device)
-    pae = (torch.softmax(logits.float(), dim=-1) * centers).sum(-1)
+    centers = _pae_bin_centers(logits.shape[-1], max_bin, fp32_island(logits))
+    pae = (torch.softmax(fp32_island(logits), dim=-1) * centers).sum(-1)
     return pae, centers[-1]
 
 
@@ -106,12 +107,12 @@ def compute_ptm(logits: Tensor, max_bin: float, residue_weights: Tensor, eps: fl
     Returns:
         ``[*]`` pTM in [0, 1]: the best alignment frame's expected TM-score.
     """
-    w = residue_weights.float()
-    centers = _pae_bin_centers(logits.shape[-1], max_bin, logits.device)
+    w = fp32_island(residue_weights)
+    centers = _pae_bin_centers(logits.shape[-1], max_bin, fp32_island(logits))
     n = torch.clamp(w.sum(-1), min=19.0)  # [*]
     d0 = 1.24 * (n - 15.0) ** (1.0 / 3) - 1.8
     tm_per_bin = 1.0 / (1.0 + centers ** 2 / d0[..., None] ** 2)  # [*, B]
-    probs = torch.softmax(logits.float(), dim=-1)
+    probs = torch.softmax(fp32_island(logits), dim=-1)
     term = (probs * tm_per_bin[..., None, None, :]).sum(-1)  # [*, N_res, N_res]
     normed = w / (eps + w.sum(-1, keepdim=True))
     per_alignment = (term * normed[..., None, :]).sum(-1)  # [*, N_res]

@@ -75,6 +75,12 @@ class LayerNorm(nn.LayerNorm):
         return kernels.layer_norm(x, self.weight, self.bias, self.eps, impl=self.kernel_impl)
 
 
+def fp32_island(x: Tensor) -> Tensor:
+    """Cast half-precision tensors to fp32 (fp32/fp64 pass through): the named fp32 islands of
+    AF2 (softmax statistics, the structure module, geometry, confidence heads)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 def mask_bias(mask: Tensor, inf: float = 1e9) -> Tensor:
     """Additive attention bias ``inf * (mask - 1)``: 0 where mask is 1, ``-inf`` where it is 0."""
     return (mask - 1.0) * inf
@@ -143,7 +149,7 @@ class GlobalAttention(nn.Module):
         v = self.linear_v(m)  # [*, N_res, N_seq, C]
         bias = mask_bias(mask, self.inf)[..., None, :]  # [*, N_res, 1, N_seq]
         logits = torch.matmul(q, k.transpose(-1, -2)) + bias  # [*, N_res, H, N_seq]
-        a = torch.softmax(logits.float(), dim=-1).to(v.dtype)
+        a = torch.softmax(fp32_island(logits), dim=-1).to(v.dtype)
         o = torch.matmul(a, v)  # [*, N_res, H, C]
         g = torch.sigmoid(self.linear_g(m)).unflatten(-1, (h, c))  # [*, N_res, N_seq, H, C]
         o = g * o[..., None, :, :]  # [*, N_res, N_seq, H, C]

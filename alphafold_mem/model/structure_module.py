@@ -17,7 +17,7 @@ from torch import Tensor
 from ..config import StructureModuleConfig
 from ..geometry import all_atom
 from ..geometry.rigid import Rigid
-from .primitives import LayerNorm, Linear
+from .primitives import LayerNorm, Linear, fp32_island
 
 
 class InvariantPointAttention(nn.Module):
@@ -135,8 +135,8 @@ class StructureModule(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout_rate)
 
     def forward(self, s: Tensor, z: Tensor, aatype: Tensor, mask: Tensor) -> dict[str, Tensor]:
-        s = s.float()
-        z = self.pair_layer_norm(z.float())
+        s = fp32_island(s)
+        z = self.pair_layer_norm(fp32_island(z))
         s_initial = self.single_layer_norm(s)  # AF2: the angle resnet sees the normed input
         s = self.initial_projection(s_initial)
         frames = Rigid.identity(tuple(s.shape[:-1]), dtype=s.dtype, device=s.device)
