@@ -1,4 +1,4 @@
-"""Subcommands of the ``alphafold-mem`` CLI (each registers itself in :func:`register_all`)."""
+"""Subcommands of the ``alphafold-mem`` CLI: each module registers its own subparser here."""
 
 from __future__ import annotations
 
@@ -6,6 +6,4 @@ import argparse
 
 
 def register_all(sub: argparse._SubParsersAction) -> None:
-    """Add every available subcommand to the parser."""
-    from . import forward_cmd
-    forward_cmd.register(sub)
+    """Add every subcommand to the parser."""

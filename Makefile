@@ -1,0 +1,25 @@
+# One-command set-up: `make demo` (the main job) and `make test` (the test suite) each create the
+# virtual environment on first use. torch==2.13.0 is installed first so pip never pulls a CUDA build
+# on CPU machines; GPU users: see environment.yml.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install test demo clean-venv
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(PY) -m pytest -q -n 2
+
+demo: install
+	$(VENV)/bin/alphafold-mem --version
+
+clean-venv:
+	rm -rf $(VENV)
