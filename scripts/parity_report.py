@@ -1,0 +1,59 @@
+"""Print the max |difference| per output between alphafold_mem and OpenFold's reference vectors.
+
+Usage (from the repository root):
+    python scripts/parity_report.py [--vectors tests/data/parity]
+
+Runs the parity model (AF2-format params.npz) on OpenFold's inputs with recycle_dim=-1 in fp32 (3
+iterations and 1 iteration) and in fp64, and prints one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+import numpy as np
+import torch
+
+from alphafold_mem.params import load_af2_params
+
+OURS_TO_OPENFOLD = {"ptm": "ptm_score", "pae_logits": "tm_logits"}
+OUTPUTS = ["final_atom_positions", "sm_positions", "sm_angles", "plddt", "lddt_logits", "distogram_logits",
+           "masked_msa_logits", "experimentally_resolved_logits", "single", "pair", "msa", "pae_logits",
+           "predicted_aligned_error", "ptm"]
+
+
+def run(vectors: pathlib.Path, dtype: torch.dtype, iters: int | None):
+    model = load_af2_params(vectors / "params.npz").to(dtype)
+    inp = {k: torch.from_numpy(v) for k, v in np.load(vectors / "inputs.npz").items()}
+    if iters:
+        inp = {k: v[..., :iters] for k, v in inp.items()}
+    inp = {k: v.to(dtype) if v.is_floating_point() else v for k, v in inp.items()}
+    with torch.no_grad():
+        return model(inp, recycle_dim=-1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vectors", type=pathlib.Path, default=pathlib.Path("tests/data/parity"))
+    args = ap.parse_args()
+    runs = {
+        "fp32, 3 iterations": (run(args.vectors, torch.float32, None), "outputs.npz"),
+        "fp32, 1 iteration": (run(args.vectors, torch.float32, 1), "outputs_iter1.npz"),
+        "fp64, 3 iterations": (run(args.vectors, torch.float64, None), "outputs_fp64.npz"),
+    }
+    print(f"| output | max abs value | " + " | ".join(runs) + " |")
+    print("|---|---|" + "---|" * len(runs))
+    for name in OUTPUTS:
+        ref_name = OURS_TO_OPENFOLD.get(name, name)
+        cells, maxval = [], 0.0
+        for label, (out, ref_file) in runs.items():
+            ref = np.load(args.vectors / ref_file)[ref_name]
+            maxval = max(maxval, float(np.abs(ref).max()))
+            cells.append(f"{np.abs(out[name].double().numpy() - ref).max():.2e}")
+        shown = name if ref_name == name else f"{name} ({ref_name})"
+        print(f"| {shown} | {maxval:.2e} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
