@@ -1,0 +1,355 @@
+"""Training dataset over a directory of structures plus a directory of per-chain alignments.
+
+Layout::
+
+    <structures>/            *.cif, *.mmcif, *.pdb, *.ent (optionally .gz), searched recursively
+    <alignments>/<pdbid>_<chain>/   one folder per chain (pdbid lower case, author chain id):
+        *.a3m, *.sto          AF2/OpenFold (uniref90_hits.sto, bfd_uniclust_hits.a3m,
+                              mgnify_hits.sto), ColabFold/Protenix (non_pairing.a3m) ...
+
+Chains with identical SEQRES may share one folder (e.g. ``5eil_B`` -> ``5eil_A``): a chain without
+its own folder uses any folder whose query equals its sequence. ``pairing.a3m`` (species-paired rows
+for multimers) is ignored. Files are merged in AF2's order: UniRef90 (first 10,000 rows), BFD /
+UniClust / other A3Ms, MGnify (first 501 rows), then any other alignment in name order.
+
+The index (JSON, written once by ``scripts/build_chain_index.py``) lists every protein chain with
+its sequence, resolution, release date, number of resolved residues and alignment folder, and
+points to a per-chain ``.npz`` cache of the parsed coordinates so that training never re-parses
+mmCIF. Paths in the index are relative to the index file.
+
+Robustness: required inputs (index, files it names) are validated when the dataset is built; an
+entry that fails to load later (unreadable structure, corrupt cache, bad alignment) is skipped with
+an :class:`~alphafold_mem.data.errors.InputWarning`, counted in ``num_skipped``, and replaced by the
+next entry, so an epoch never ends early on bad data. Counters are per process (per DataLoader
+worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from .errors import InputError, warn_input
+from .features import make_features
+from .mmcif import STRUCTURE_SUFFIXES, ProteinChain, read_structure
+from .parsers import Msa, parse_msa
+from .transforms import Sample
+
+__all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset", "alignment_files"]
+
+INDEX_VERSION = 1
+_MSA_SUFFIXES = (".a3m", ".sto", ".a3m.gz", ".sto.gz")
+_MSA_CAPS = {"uniref90": 10_000, "mgnify": 501}
+
+
+def alignment_files(folder: str | os.PathLike) -> list[tuple[Path, int | None]]:
+    """The alignment files of a chain folder in AF2 merge order, with their row caps."""
+    folder = Path(folder)
+    files = [p for p in sorted(folder.iterdir()) if p.name.lower().endswith(_MSA_SUFFIXES)
+             and not p.name.lower().startswith("pairing.")]
+
+    def rank(p: Path) -> int:
+        n = p.name.lower()
+        if n.startswith("uniref90"):
+            return 0
+        if n.startswith("mgnify"):
+            return 2
+        if n.endswith((".a3m", ".a3m.gz")):
+            return 1
+        return 3
+
+    out = []
+    for p in sorted(files, key=lambda p: (rank(p), p.name)):
+        cap = next((c for k, c in _MSA_CAPS.items() if p.name.lower().startswith(k)), None)
+        out.append((p, cap))
+    return out
+
+
+def _folder_query(folder: Path) -> str | None:
+    """Query sequence (first row, insertions removed) of a folder's first alignment, or None."""
+    for path, _ in alignment_files(folder):
+        try:
+            msa = parse_msa(path, max_sequences=1)
+        except InputError:
+            continue
+        if msa.depth:
+            return msa.query
+    return None
+
+
+@dataclass
+class ChainIndex:
+    """A list of chain entries (dicts) loaded from / saved to a JSON index file.
+
+    Each entry has: ``name`` (``<pdbid>_<chain>``), ``pdb_id``, ``chain_id``, ``structure`` (path),
+    ``cache`` (``.npz`` path or None), ``alignment_dir`` (or None), ``sequence``, ``length``,
+    ``num_resolved``, ``resolution`` (Å or None), ``release_date``, ``method``.
+    """
+
+    entries: list = field(default_factory=list)
+    root: Path = field(default_factory=Path)
+    skipped: list = field(default_factory=list)
+
+    def resolve(self, rel: str | None) -> Path | None:
+        """Absolute path of an index-relative path."""
+        return None if rel is None else (self.root / rel)
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
+                                    "skipped": self.skipped}, indent=1))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ChainIndex":
+        """Read an index; :class:`InputError` when missing, unreadable or of another version."""
+        path = Path(path)
+        if not path.is_file():
+            raise InputError("chain index not found (build it with scripts/build_chain_index.py)", file=path)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read chain index: {exc}", file=path) from exc
+        if data.get("version") != INDEX_VERSION or not isinstance(data.get("chains"), list):
+            raise InputError(f"not a version-{INDEX_VERSION} chain index", file=path)
+        return cls(entries=data["chains"], root=path.parent.resolve(), skipped=data.get("skipped", []))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _rel(path: Path, root: Path) -> str:
+    return os.path.relpath(Path(path).resolve(), root)
+
+
+def _iter_structures(dirs: Iterable[str | os.PathLike]) -> list[Path]:
+    out = []
+    for d in dirs:
+        d = Path(d)
+        if d.is_file():
+            out.append(d)
+            continue
+        if not d.is_dir():
+            raise InputError("structure directory not found", file=d)
+        out.extend(p for p in sorted(d.rglob("*")) if p.name.lower().endswith(STRUCTURE_SUFFIXES))
+    return out
+
+
+def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir: str | os.PathLike | None,
+                      out_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+                      verbose: bool = False) -> ChainIndex:
+    """Parse every structure once, cache its chains and write the JSON index.
+
+    Args:
+        structure_dirs: directories (searched recursively) or files.
+        alignment_dir: root of the per-chain alignment folders, or None (single-sequence training).
+        out_path: the index file to write.
+        cache_dir: where to write ``<name>.npz`` coordinate caches (None: no cache, parse on load).
+        verbose: print one line per structure with its parse time.
+
+    Returns:
+        The :class:`ChainIndex` (also saved). Unreadable structures, and chains already indexed from
+        another file (e.g. the same entry as .cif and .pdb; the first file in sorted order wins), are
+        listed in ``skipped`` with a warning, not fatal.
+    """
+    out_path = Path(out_path)
+    root = out_path.parent.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if cache_dir is not None:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    folders: dict[str, Path] = {}
+    by_query: dict[str, Path] = {}
+    if alignment_dir is not None:
+        adir = Path(alignment_dir)
+        if not adir.is_dir():
+            raise InputError("alignment directory not found", file=adir)
+        for sub in sorted(p for p in adir.iterdir() if p.is_dir()):
+            folders[sub.name] = sub
+    index = ChainIndex(root=root)
+    seen: dict[str, str] = {}
+    timings = []
+    for path in _iter_structures(structure_dirs):
+        t0 = time.perf_counter()
+        try:
+            structure = read_structure(path)
+        except (InputError, OSError, ValueError) as exc:
+            warn_input(f"skipping unreadable structure: {exc}", file=path)
+            index.skipped.append({"structure": _rel(path, root), "error": str(exc)})
+            continue
+        timings.append(time.perf_counter() - t0)
+        if verbose:
+            print(f"{path}: {len(structure.chains)} protein chains, {timings[-1]:.3f} s")
+        for chain in structure.chains.values():
+            if chain.name in seen:
+                warn_input(f"duplicate chain {chain.name} (already indexed from {seen[chain.name]}); skipped",
+                           file=path, record=chain.name)
+                index.skipped.append({"structure": _rel(path, root), "chain": chain.chain_id,
+                                      "error": f"duplicate of {seen[chain.name]}"})
+                continue
+            seen[chain.name] = _rel(path, root)
+            folder = folders.get(chain.name) or folders.get(f"{chain.pdb_id}_{chain.chain_id}".lower())
+            if folder is None and folders:
+                if not by_query:  # read folder queries lazily, once
+                    for sub in folders.values():
+                        q = _folder_query(sub)
+                        if q is not None:
+                            by_query.setdefault(q, sub)
+                folder = by_query.get(chain.sequence)
+            cache = None
+            if cache_dir is not None:
+                cache = Path(cache_dir) / f"{chain.name}.npz"
+                np.savez(cache, aatype=chain.aatype, atom37_positions=chain.atom37_positions,
+                         atom37_mask=chain.atom37_mask)
+            index.entries.append({
+                "name": chain.name, "pdb_id": chain.pdb_id, "chain_id": chain.chain_id,
+                "structure": _rel(path, root), "cache": None if cache is None else _rel(cache, root),
+                "alignment_dir": None if folder is None else _rel(folder, root),
+                "sequence": chain.sequence, "length": len(chain), "num_resolved": chain.num_resolved,
+                "resolution": chain.resolution, "release_date": chain.release_date, "method": chain.method,
+            })
+    index.timings = timings  # type: ignore[attr-defined]
+    index.save(out_path)
+    return index
+
+
+class ProteinChainDataset(torch.utils.data.Dataset):
+    """Map-style dataset of training samples (:class:`~alphafold_mem.data.transforms.Sample`).
+
+    Args:
+        index: a :class:`ChainIndex` or the path of its JSON file.
+        config: ``ModelConfig`` (crop size, MSA sizes, masking).
+        mode: ``"train"`` (crops, block deletion) or ``"eval"`` (full length).
+        seed: base seed; sample ``i`` in epoch ``e`` uses ``default_rng([seed, e, i])``.
+        max_resolution: drop chains with a resolution above this (Å; unknown passes), AF2 Suppl. 1.2.5.
+        max_single_residue_fraction: drop chains where one residue type exceeds this fraction.
+        min_resolved: drop chains with fewer resolved residues.
+
+    Raises:
+        InputError: the index cannot be read, or no usable entry remains.
+    """
+
+    def __init__(self, index, config, *, mode: str = "train", seed: int = 0, max_resolution: float = 9.0,
+                 max_single_residue_fraction: float = 0.8, min_resolved: int = 1):
+        if mode not in ("train", "eval"):
+            raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
+        self.index = index if isinstance(index, ChainIndex) else ChainIndex.load(index)
+        self.config = config
+        self.mode = mode
+        self.seed = seed
+        self.epoch = 0
+        self.num_skipped = 0
+        self.num_skipped_files = 0
+        self.entries = []
+        for entry in self.index.entries:
+            reason = self._reject(entry, max_resolution, max_single_residue_fraction, min_resolved)
+            if reason is not None:
+                self.num_skipped += 1
+                warn_input(f"skipping index entry: {reason}", file=self.index.resolve(entry.get("structure")),
+                           record=entry.get("name"))
+                continue
+            self.entries.append(entry)
+        if not self.entries:
+            raise InputError(f"no usable chains in the index ({self.num_skipped} skipped)")
+
+    def _reject(self, e: dict, max_res: float, max_frac: float, min_resolved: int) -> str | None:
+        required = ("name", "chain_id", "structure", "sequence")
+        if any(k not in e for k in required):
+            return f"missing fields {[k for k in required if k not in e]}"
+        cache = self.index.resolve(e.get("cache"))
+        structure = self.index.resolve(e["structure"])
+        if not ((cache is not None and cache.is_file()) or structure.is_file()):
+            return f"structure file not found: {structure}"
+        if e.get("alignment_dir") and not self.index.resolve(e["alignment_dir"]).is_dir():
+            return f"alignment folder not found: {self.index.resolve(e['alignment_dir'])}"
+        if e.get("resolution") and e["resolution"] > max_res:
+            return f"resolution {e['resolution']} Å > {max_res} Å"
+        seq = e["sequence"]
+        if seq and max(seq.count(c) for c in set(seq)) / len(seq) > max_frac:
+            return f"one residue type makes up more than {max_frac:.0%} of the sequence"
+        if e.get("num_resolved", min_resolved) < min_resolved:
+            return f"only {e.get('num_resolved')} resolved residues"
+        return None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Change the random stream (crops, MSA sampling) for a new epoch."""
+        self.epoch = int(epoch)
+
+    def sample_weights(self) -> torch.Tensor:
+        """AF2 Suppl. 1.2.5 sampling weights: ``max(min(N_res, 512), 256) / 512`` divided by the
+        number of chains with the same sequence (a stand-in for 40 % identity clusters). Use with
+        ``torch.utils.data.WeightedRandomSampler``."""
+        counts: dict[str, int] = {}
+        for e in self.entries:
+            counts[e["sequence"]] = counts.get(e["sequence"], 0) + 1
+        w = [max(min(len(e["sequence"]), 512), 256) / 512 / counts[e["sequence"]] for e in self.entries]
+        return torch.tensor(w, dtype=torch.float64)
+
+    def load_chain(self, entry: dict) -> ProteinChain:
+        """The entry's chain from its ``.npz`` cache, else parsed from the structure file."""
+        cache = self.index.resolve(entry.get("cache"))
+        if cache is not None and cache.is_file():
+            try:
+                with np.load(cache) as z:
+                    arrays = {k: z[k] for k in ("aatype", "atom37_positions", "atom37_mask")}
+            except (OSError, ValueError, KeyError) as exc:
+                raise InputError(f"corrupt chain cache: {exc}", file=cache, record=entry["name"]) from exc
+            if len(arrays["aatype"]) != len(entry["sequence"]):
+                raise InputError("cache length differs from the indexed sequence", file=cache,
+                                 record=entry["name"])
+            return ProteinChain(
+                pdb_id=entry.get("pdb_id", ""), chain_id=entry["chain_id"], sequence=entry["sequence"],
+                aatype=arrays["aatype"], atom37_positions=arrays["atom37_positions"],
+                atom37_mask=arrays["atom37_mask"], b_factors=np.zeros_like(arrays["atom37_mask"]),
+                resolution=entry.get("resolution"), release_date=entry.get("release_date"),
+                method=entry.get("method", ""), path=str(self.index.resolve(entry["structure"])))
+        structure = read_structure(self.index.resolve(entry["structure"]))
+        chain = structure.chain(entry["chain_id"], id_type="auth")
+        if chain.sequence != entry["sequence"]:
+            raise InputError("structure sequence differs from the index (rebuild the index)",
+                             file=chain.path, record=entry["name"])
+        return chain
+
+    def load_msas(self, entry: dict) -> list[Msa]:
+        """The entry's alignments (AF2 order and caps); a bad file is skipped with a counted warning."""
+        folder = self.index.resolve(entry.get("alignment_dir"))
+        if folder is None:
+            return []
+        msas = []
+        for path, cap in alignment_files(folder):
+            try:
+                msas.append(parse_msa(path, query=entry["sequence"], max_sequences=cap))
+            except InputError as exc:
+                self.num_skipped_files += 1
+                warn_input(f"skipping alignment ({self.num_skipped_files} skipped so far): {exc}",
+                           file=path, record=entry["name"])
+        return msas
+
+    def _make(self, i: int) -> Sample:
+        entry = self.entries[i]
+        chain = self.load_chain(entry)
+        rng = np.random.default_rng([self.seed, self.epoch, i])
+        feats = make_features(chain, self.load_msas(entry), self.config, structure=chain, mode=self.mode,
+                              seed=rng)
+        return Sample(sample_id=entry["name"], features=feats)
+
+    def __getitem__(self, i: int) -> Sample:
+        n = len(self.entries)
+        for attempt in range(n):
+            j = (i + attempt) % n
+            try:
+                return self._make(j)
+            except (InputError, OSError, ValueError, KeyError) as exc:
+                self.num_skipped += 1
+                warn_input(f"skipping sample ({self.num_skipped} skipped so far): {exc}",
+                           record=self.entries[j]["name"])
+        raise RuntimeError(f"every one of the {n} entries failed to load")
