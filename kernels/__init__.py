@@ -7,7 +7,9 @@ Entry points (stable):
 
 Triton files are named ``fused_*.py`` so that importing them never shadows these entry points.
 ``import kernels`` works without a GPU and without Triton. Requesting ``impl="triton"`` where Triton
-cannot run raises :class:`KernelUnavailableError`; there is no silent fallback.
+cannot run raises :class:`KernelUnavailableError`; there is no silent fallback. On CPU the Triton
+kernels run in Triton's interpreter when ``TRITON_INTERPRET=1`` is set before anything imports
+triton (tests only; it is slow).
 """
 
 from __future__ import annotations
@@ -16,13 +18,12 @@ from typing import Sequence
 
 from torch import Tensor
 
-from . import reference
+from . import _triton_support, reference
+from ._triton_support import KernelUnavailableError
 
 IMPLS = ("reference", "triton")
 
-
-class KernelUnavailableError(RuntimeError):
-    """A requested kernel implementation cannot run here (no Triton, no GPU and no interpreter)."""
+__all__ = ["IMPLS", "KernelUnavailableError", "attention", "layer_norm"]
 
 
 def _check_impl(impl: str) -> None:
@@ -31,11 +32,17 @@ def _check_impl(impl: str) -> None:
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), impl: str = "reference") -> Tensor:
-    """``softmax(q k^T + sum(biases)) v`` with shapes as in :func:`kernels.reference.attention`."""
+    """``softmax(q k^T + sum(biases)) v`` with shapes as in :func:`kernels.reference.attention`.
+
+    ``impl="triton"`` runs :func:`kernels.fused_attention.fused_attention` (never stores the
+    ``[*, H, Q, K]`` probabilities; limits in that module's docstring).
+    """
     _check_impl(impl)
     if impl == "reference":
         return reference.attention(q, k, v, biases)
-    from .fused_attention import fused_attention  # imports triton lazily; raises if it cannot run
+    _triton_support.require_triton("attention")
+    from .fused_attention import fused_attention  # imports triton lazily
+
     return fused_attention(q, k, v, biases)
 
 
@@ -44,5 +51,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, impl:
     _check_impl(impl)
     if impl == "reference":
         return reference.layer_norm(x, weight, bias, eps)
+    _triton_support.require_triton("layer_norm")
     from .fused_layer_norm import fused_layer_norm
+
     return fused_layer_norm(x, weight, bias, eps)

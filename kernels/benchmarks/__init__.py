@@ -1,0 +1,1 @@
+"""Benchmarks of the Triton kernels against their references (GPU; ``--smoke`` runs on CPU)."""

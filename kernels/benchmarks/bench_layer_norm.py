@@ -1,0 +1,99 @@
+"""Benchmark the fused LayerNorm against the reference and ``torch.nn.functional.layer_norm``.
+
+Commands (from the repository root)::
+
+    python -m kernels.benchmarks.bench_layer_norm                  # GPU, bf16 input, fp32 params
+    python -m kernels.benchmarks.bench_layer_norm --smoke          # CPU: tiny shape, Triton interpreter
+
+Prints the device and one table: forward time, backward time (forward+backward minus forward) and
+peak memory above the inputs for the AF2 LayerNorm shapes: pair [N_res, N_res, c_z=128] at N_res
+256/512/1024, MSA [N_seq=512, N_res=256, c_m=256], extra MSA [5120, 256, c_e=64], and the
+single representation widened to 384 channels [N_res=1024, 384].
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from kernels.benchmarks._common import device_name, fmt, is_oom, peak_mib, setup_device, time_ms
+
+AF2_SHAPES = [
+    ("pair 256x256x128", (256, 256, 128)),
+    ("pair 512x512x128", (512, 512, 128)),
+    ("pair 1024x1024x128", (1024, 1024, 128)),
+    ("msa 512x256x256", (512, 256, 256)),
+    ("extra_msa 5120x256x64", (5120, 256, 64)),
+    ("single 1024x384", (1024, 384)),
+]
+SMOKE_SHAPES = [("smoke 7x37x100", (7, 37, 100))]
+
+
+def _impls() -> dict:
+    import kernels
+
+    def torch_ln(x, w, b):  # what autocast would run: fp32 compute when x is bf16
+        return F.layer_norm(x.float(), x.shape[-1:], w, b, 1e-5).to(x.dtype)
+
+    return {
+        "triton": lambda x, w, b: kernels.layer_norm(x, w, b, 1e-5, impl="triton"),
+        "reference": lambda x, w, b: kernels.layer_norm(x, w, b, 1e-5, impl="reference"),
+        "F.layer_norm": torch_ln,
+    }
+
+
+def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
+    g = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(shape, device=device, dtype=dtype, generator=g).requires_grad_(True)
+    w = torch.randn(shape[-1], device=device, generator=g).requires_grad_(True)
+    b = torch.randn(shape[-1], device=device, generator=g).requires_grad_(True)
+    dy = torch.randn_like(x)
+
+    def fwd():
+        with torch.no_grad():
+            return fn(x, w, b)
+
+    def fwd_bwd():
+        for t in (x, w, b):
+            t.grad = None
+        fn(x, w, b).backward(dy)
+
+    t_fwd = time_ms(fwd, device, warmup, reps)
+    t_all = time_ms(fwd_bwd, device, warmup, reps)
+    return t_fwd, t_all - t_fwd, peak_mib(fwd_bwd, device)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    parser.add_argument("--smoke", action="store_true", help="tiny shape, runs on CPU via the interpreter")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=20)
+    args = parser.parse_args(argv)
+
+    device = setup_device(args.smoke)  # before triton is imported
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    shapes = SMOKE_SHAPES if args.smoke else AF2_SHAPES
+    warmup, reps = (0, 1) if args.smoke else (args.warmup, args.reps)
+
+    print(f"device: {device_name(device)}; dtype {args.dtype} (parameters fp32)")
+    header = f"{'shape':24s} {'impl':12s} {'fwd ms':>10s} {'bwd ms':>10s} {'peak MiB':>10s}"
+    print(header)
+    print("-" * len(header))
+    for label, shape in shapes:
+        for name, fn in _impls().items():
+            try:
+                t_fwd, t_bwd, peak = bench_one(fn, shape, dtype, device, warmup, reps)
+                row = f"{fmt(t_fwd)} {fmt(t_bwd)} {fmt(peak)}"
+            except Exception as exc:  # noqa: BLE001 - report and continue
+                row = f"{'OOM':>10s}" if is_oom(exc) else f"error: {type(exc).__name__}: {str(exc)[:60]}"
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            print(f"{label:24s} {name:12s} {row}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
