@@ -18,8 +18,10 @@ install: $(STAMP)
 test: install
 	$(PY) -m pytest -q -n 2
 
+# Main job: predict 1LCD chain A from its FASTA + a3m with the shipped demo weights (CPU, ~1 min).
 demo: install
-	$(VENV)/bin/alphafold-mem --version
+	$(VENV)/bin/alphafold-mem predict data/fasta/per_entry/1lcd.fasta \
+		--msa data/alignments/1lcd_A/jackhmmer_pool.a3m --out out/demo
 
 clean-venv:
 	rm -rf $(VENV)

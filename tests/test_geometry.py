@@ -267,3 +267,15 @@ def test_torsion_angles_to_frames_gradients_finite():
     frames = all_atom.torsion_angles_to_frames(Rigid(backb.rots.float(), trans), angles, aatype)
     all_atom.frames_to_atom14_positions(frames, aatype).square().sum().backward()
     assert torch.isfinite(angles.grad).all() and torch.isfinite(trans.grad).all()
+
+
+def test_residue_tables_are_not_cached_as_fake_tensors():
+    """Memory estimation runs the model under FakeTensorMode; the table cache must not keep fakes."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    with FakeTensorMode():
+        fake = all_atom.make_atom14_masks(torch.zeros(5, dtype=torch.long))
+        assert isinstance(fake["atom14_atom_exists"], FakeTensor)
+    real = all_atom.make_atom14_masks(torch.zeros(5, dtype=torch.long))
+    assert not isinstance(real["atom14_atom_exists"], FakeTensor)
+    assert real["atom14_atom_exists"].sum().item() > 0

@@ -8,7 +8,6 @@ chi4); the 8 rigid groups are (backbone, pre-omega, phi, psi, chi1, chi2, chi3, 
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import torch
@@ -18,15 +17,31 @@ from alphafold_mem.geometry import residue_constants as rc
 from alphafold_mem.geometry.rigid import Rigid
 
 
-@functools.lru_cache(maxsize=None)
-def _cached_table(name: str, device: torch.device, dtype: torch.dtype | None) -> Tensor:
-    arr = getattr(rc, name)
-    return torch.as_tensor(np.asarray(arr), device=device, dtype=dtype)
+_TABLE_CACHE: dict[tuple, Tensor] = {}
+
+
+def _fake_mode_active() -> bool:
+    """True inside torch's FakeTensorMode (memory estimation): tables made there must not be cached."""
+    try:
+        return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
+    except AttributeError:  # older torch without the mode-key API
+        return False
 
 
 def _table(name: str, like: Tensor, float_dtype: torch.dtype | None = None) -> Tensor:
-    """A ``residue_constants`` array as a tensor on ``like.device`` (float tables in ``float_dtype``)."""
-    return _cached_table(name, like.device, float_dtype)
+    """A ``residue_constants`` array as a tensor on ``like.device`` (float tables in ``float_dtype``).
+
+    Real tensors are cached per (name, device, dtype); under FakeTensorMode a fresh fake tensor is
+    made each time, so estimation never leaves fake tensors in the cache.
+    """
+    if _fake_mode_active():
+        return torch.as_tensor(np.asarray(getattr(rc, name)), device=like.device, dtype=float_dtype)
+    key = (name, like.device, float_dtype)
+    table = _TABLE_CACHE.get(key)
+    if table is None:
+        table = torch.as_tensor(np.asarray(getattr(rc, name)), device=like.device, dtype=float_dtype)
+        _TABLE_CACHE[key] = table
+    return table
 
 
 def _restype(aatype: Tensor) -> Tensor:

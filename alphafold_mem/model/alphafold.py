@@ -1,7 +1,11 @@
 """The AlphaFold2 monomer network with recycling (Jumper et al. 2021, Suppl. Alg. 2).
 
 This is the only file that wires the modules together. Forwards take data only: memory behaviour
-(chunking, checkpointing, kernels, precision) is bound to the modules from outside.
+(chunking, checkpointing, kernels, precision) is bound to the modules from outside by
+:func:`alphafold_mem.apply_memory_policy`; the two model-level seams are ``precision`` (the one
+autocast is entered here, around the whole recycling loop) and ``offload`` (inference: the MSA
+representation waits in host memory while the extra-MSA stack runs, and the recycled state waits
+there between iterations).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..config import ModelConfig
+from .. import precision as _precision
 from ..geometry import all_atom
 from .embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
 from .evoformer import EvoformerStack, ExtraMsaStack
@@ -37,7 +42,13 @@ class AlphaFold(nn.Module):
 
     Args:
         config: a :class:`alphafold_mem.config.ModelConfig` (see :func:`alphafold_mem.model_config`).
+
+    Memory attributes (set by :func:`alphafold_mem.apply_memory_policy`): ``precision`` (``"fp32"`` or
+    ``"bf16"``) and ``offload`` (bool).
     """
+
+    precision: str = "fp32"
+    offload: bool = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -107,25 +118,35 @@ class AlphaFold(nn.Module):
             num_iters = self.config.num_recycles + 1
 
         dtype = next(self.parameters()).dtype
-        prev = None
+        prev: list[Tensor] = []
         grad_enabled = torch.is_grad_enabled()
-        for i in range(num_iters):
-            it = feats if recycle_dim is None else {k: v.select(rdim, i) for k, v in feats.items()}
-            it = {k: v.to(dtype) if v.is_floating_point() else v for k, v in it.items()}
-            last = i == num_iters - 1
-            # Gradients flow only through the last iteration (Suppl. 1.10).
-            with torch.set_grad_enabled(grad_enabled and last):
-                outputs, prev = self.iteration(it, prev)
+        outputs: dict[str, Tensor] = {}
+        with _precision.autocast(self.precision, feats["aatype"].device.type):
+            for i in range(num_iters):
+                it = feats if recycle_dim is None else {k: v.select(rdim, i) for k, v in feats.items()}
+                it = {k: v.to(dtype) if v.is_floating_point() else v for k, v in it.items()}
+                last = i == num_iters - 1
+                outputs.clear()  # the previous iteration's outputs are not kept alive during this one
+                # Gradients flow only through the last iteration (Suppl. 1.10).
+                with torch.set_grad_enabled(grad_enabled and last):
+                    outputs, prev = self.iteration(it, prev)
         outputs["num_recycles"] = torch.tensor(num_iters)
         if unbatched:
             outputs = {k: _unbatch(k, v) for k, v in outputs.items()}
         return outputs
 
     # ------------------------------------------------------------------------------------------
-    def iteration(self, batch: dict[str, Tensor], prev: Optional[tuple[Tensor, Tensor, Tensor]]):
+    def iteration(self, batch: dict[str, Tensor], prev: list[Tensor]):
         """One pass through the network (Suppl. Alg. 2 lines 5-24) on features with a batch dim.
 
-        Returns the outputs and the recycled state ``(m[0], z, final_atom_positions)`` (detached).
+        Args:
+            batch: features with a batch dim.
+            prev: the recycled state ``[m[0], z, final_atom_positions]`` of the previous iteration,
+                or an empty list for the first. The list is emptied once embedded, so the caller
+                holds no reference to the previous state while this iteration runs.
+
+        Returns the outputs and the recycled state ``[m[0], z, final_atom_positions]`` (detached;
+        in host memory when ``offload`` is set).
         """
         aatype = batch["aatype"].long()
         seq_mask = batch["seq_mask"]
@@ -134,15 +155,21 @@ class AlphaFold(nn.Module):
         n_seq = batch["msa_feat"].shape[-3]
 
         m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
-        if prev is None:
+        # masks in the representations' dtype (bf16 under autocast; 0/1 are exact), so that a masked
+        # update does not promote the residual stream back to fp32; a no-op in fp32
+        pair_mask, msa_mask = pair_mask.to(z.dtype), msa_mask.to(m.dtype)
+        if not prev:
             b, n = aatype.shape
-            prev = (m.new_zeros(b, n, self.config.c_m), z.new_zeros(b, n, n, self.config.c_z),
-                    z.new_zeros(b, n, 37, 3))
-        m0_prev, z_prev, x_prev = prev
+            prev = [m.new_zeros(b, n, self.config.c_m), z.new_zeros(b, n, n, self.config.c_z),
+                    z.new_zeros(b, n, 37, 3)]
+        m0_prev, z_prev, x_prev = (t.to(z.device) for t in prev)
+        prev.clear()
         pb, _ = all_atom.pseudo_beta(aatype, x_prev, x_prev.new_ones(x_prev.shape[:-1]))
         m0_update, z_update = self.recycling_embedder(m0_prev, z_prev, pb)
+        del m0_prev, z_prev, x_prev
         m = torch.cat([(m[..., 0, :, :] + m0_update).unsqueeze(-3), m[..., 1:, :, :]], dim=-3)
         z = z + z_update
+        del z_update
 
         if self.template_embedding is not None:
             z = z + self.template_embedding.pair_embedding(batch, z, pair_mask)
@@ -151,8 +178,14 @@ class AlphaFold(nn.Module):
                 m = torch.cat([m, rows], dim=-3)
                 msa_mask = torch.cat([msa_mask, rows_mask], dim=-2)
 
+        offload = self.offload and not torch.is_grad_enabled() and m.device.type != "cpu"
+        if offload:  # m is not used by the extra-MSA stack: let it wait in host memory
+            m_device, m = m.device, m.to("cpu")
         e = self.extra_msa_embedder(batch["extra_msa"], batch["extra_has_deletion"], batch["extra_deletion_value"])
-        z = self.extra_msa_stack(e, z, batch["extra_msa_mask"], pair_mask)
+        z = self.extra_msa_stack(e, z, batch["extra_msa_mask"].to(e.dtype), pair_mask)
+        del e
+        if offload:
+            m = m.to(m_device)
         m, z, s = self.evoformer(m, z, msa_mask, pair_mask)
 
         sm = self.structure_module(s, z, aatype, seq_mask)
@@ -174,7 +207,9 @@ class AlphaFold(nn.Module):
             **{f"sm_{k}": v for k, v in sm.items()},
         }
         out.update(self.aux_heads(m, z, s, sm["single"], seq_mask))
-        new_prev = (m[..., 0, :, :].detach(), z.detach(), atom37.detach())
+        new_prev = [m[..., 0, :, :].detach(), z.detach(), atom37.detach()]
+        if offload:
+            new_prev = [t.to("cpu") for t in new_prev]
         return out, new_prev
 
 

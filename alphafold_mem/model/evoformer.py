@@ -2,7 +2,9 @@
 
 The stacks hold their blocks in ``self.blocks`` (a ``ModuleList``) and run them in order; activation
 checkpointing and other memory techniques are applied to these blocks from outside
-(:func:`alphafold_mem.apply_memory_policy`), never written in here.
+(:func:`alphafold_mem.apply_memory_policy`), never written in here. The one memory seam is
+``inplace`` (a non-parameter attribute the policy sets): residual updates then modify m and z in
+place when no gradient is recorded.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from torch import Tensor
 from ..config import StackConfig
 from .msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from .outer_product_mean import OuterProductMean
-from .primitives import Linear, SharedDropout, Transition
+from .primitives import Linear, SharedDropout, Transition, residual
 from .triangle import TriangleAttention, TriangleMultiplication
 
 
 class PairStackUpdates(nn.Module):
     """The pair half of an Evoformer block (Alg. 6 lines 6-10): triangle multiplications, triangle
     attentions and the pair transition, each a residual update with row/column-shared dropout."""
+
+    inplace: bool = False
 
     def __init__(self, c_z: int, cfg: StackConfig):
         super().__init__()
@@ -34,11 +38,12 @@ class PairStackUpdates(nn.Module):
         self.dropout_col = SharedDropout(cfg.pair_dropout, shared_dim=-2)
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        z = z + self.dropout_row(self.triangle_multiplication_outgoing(z, pair_mask))
-        z = z + self.dropout_row(self.triangle_multiplication_incoming(z, pair_mask))
-        z = z + self.dropout_row(self.triangle_attention_starting_node(z, pair_mask))
-        z = z + self.dropout_col(self.triangle_attention_ending_node(z, pair_mask))
-        return z + self.pair_transition(z, pair_mask)
+        ip = self.inplace
+        z = residual(z, self.dropout_row(self.triangle_multiplication_outgoing(z, pair_mask)), ip)
+        z = residual(z, self.dropout_row(self.triangle_multiplication_incoming(z, pair_mask)), ip)
+        z = residual(z, self.dropout_row(self.triangle_attention_starting_node(z, pair_mask)), ip)
+        z = residual(z, self.dropout_col(self.triangle_attention_ending_node(z, pair_mask)), ip)
+        return residual(z, self.pair_transition(z, pair_mask), ip)
 
 
 class EvoformerBlock(nn.Module):
@@ -48,6 +53,8 @@ class EvoformerBlock(nn.Module):
     Forward: m ``[*, N_seq, N_res, c_m]``, z ``[*, N_res, N_res, c_z]``, msa_mask ``[*, N_seq, N_res]``,
     pair_mask ``[*, N_res, N_res]``. Returns the updated ``(m, z)``.
     """
+
+    inplace: bool = False
 
     def __init__(self, c_m: int, c_z: int, cfg: StackConfig, global_column: bool = False):
         super().__init__()
@@ -63,10 +70,11 @@ class EvoformerBlock(nn.Module):
         self.msa_dropout = SharedDropout(cfg.msa_dropout, shared_dim=-3)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
-        m = m + self.msa_dropout(self.msa_row_attention_with_pair_bias(m, z, msa_mask))
-        m = m + self.msa_column_attention(m, msa_mask)
-        m = m + self.msa_transition(m, msa_mask)
-        z = z + self.outer_product_mean(m, msa_mask)
+        ip = self.inplace
+        m = residual(m, self.msa_dropout(self.msa_row_attention_with_pair_bias(m, z, msa_mask)), ip)
+        m = residual(m, self.msa_column_attention(m, msa_mask), ip)
+        m = residual(m, self.msa_transition(m, msa_mask), ip)
+        z = residual(z, self.outer_product_mean(m, msa_mask), ip)
         z = self.pair_updates(z, pair_mask)
         return m, z
 

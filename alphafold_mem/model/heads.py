@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..config import HeadsConfig
-from .primitives import LayerNorm, Linear, fp32_island
+from ..precision import fp32_island
+from .primitives import LayerNorm, Linear
 
 
 class PredictedLDDTHead(nn.Module):

@@ -1,10 +1,18 @@
-"""MSA attention modules (Jumper et al. 2021, Suppl. Alg. 7, 8, 19)."""
+"""MSA attention modules (Jumper et al. 2021, Suppl. Alg. 7, 8, 19).
+
+``chunk_size`` (bound by the memory policy) chunks the independent axis: MSA rows for row attention,
+residue columns for column attention; the LayerNorm runs inside the chunk so no normalised copy of
+the whole MSA exists.
+"""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch.nn as nn
 from torch import Tensor
 
+from ..memory.chunking import chunked
 from .primitives import Attention, GlobalAttention, LayerNorm, Linear, mask_bias
 
 
@@ -15,6 +23,8 @@ class MSARowAttentionWithPairBias(nn.Module):
     Returns the update ``[*, N_seq, N_res, c_m]``.
     """
 
+    chunk_size: Optional[int] = None
+
     def __init__(self, c_m: int, c_z: int, c_hidden: int, num_heads: int, inf: float = 1e9):
         super().__init__()
         self.inf = inf
@@ -24,11 +34,16 @@ class MSARowAttentionWithPairBias(nn.Module):
         self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
-        m = self.query_norm(m)
-        pair_bias = self.feat_2d_weights(self.feat_2d_norm(z)).movedim(-1, -3)  # [*, H, N_res, N_res]
-        pair_bias = pair_bias.unsqueeze(-4)  # [*, 1, H, N_res, N_res], shared by all rows
-        key_bias = mask_bias(msa_mask, self.inf)[..., :, None, None, :]  # [*, N_seq, 1, 1, N_res]
-        return self.attention(m, m, [key_bias, pair_bias])
+        pair_bias = chunked(lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)), (z,), (-3,),
+                            self.chunk_size)  # [*, N_res, N_res, H]
+        pair_bias = pair_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res], shared by all rows
+
+        def rows(mc: Tensor, mask_c: Tensor) -> Tensor:  # [*, S, N_res, c_m], [*, S, N_res]
+            mc = self.query_norm(mc)
+            key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, S, 1, 1, N_res]
+            return self.attention(mc, mc, [key_bias, pair_bias])
+
+        return chunked(rows, (m, msa_mask), (-3, -2), self.chunk_size, out_dim=-3)
 
 
 class MSAColumnAttention(nn.Module):
@@ -37,6 +52,8 @@ class MSAColumnAttention(nn.Module):
     Forward: m ``[*, N_seq, N_res, c_m]``, msa_mask ``[*, N_seq, N_res]``. Returns the update.
     """
 
+    chunk_size: Optional[int] = None
+
     def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9):
         super().__init__()
         self.inf = inf
@@ -44,6 +61,9 @@ class MSAColumnAttention(nn.Module):
         self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        return chunked(self._columns, (m, msa_mask), (-2, -1), self.chunk_size, out_dim=-2)
+
+    def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_seq, c_m]
         key_bias = mask_bias(msa_mask.transpose(-1, -2), self.inf)[..., :, None, None, :]  # [*, N_res, 1, 1, N_seq]
         return self.attention(m, m, [key_bias]).transpose(-2, -3)
@@ -55,11 +75,16 @@ class MSAColumnGlobalAttention(nn.Module):
     Forward: e ``[*, N_extra, N_res, c_e]``, mask ``[*, N_extra, N_res]``. Returns the update.
     """
 
+    chunk_size: Optional[int] = None
+
     def __init__(self, c_e: int, c_hidden: int, num_heads: int, inf: float = 1e9):
         super().__init__()
         self.query_norm = LayerNorm(c_e)
         self.attention = GlobalAttention(c_e, c_hidden, num_heads, inf=inf)
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        return chunked(self._columns, (m, msa_mask), (-2, -1), self.chunk_size, out_dim=-2)
+
+    def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_extra, c_e]
         return self.attention(m, msa_mask.transpose(-1, -2)).transpose(-2, -3)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn as nn
 from torch import Tensor
 
+from ..memory.chunking import chunked
+from ..precision import fp32_island, fp32_region
 from .primitives import LayerNorm, Linear
 
 
@@ -15,7 +19,12 @@ class OuterProductMean(nn.Module):
     Forward: m ``[*, N_seq, N_res, c_m]``, msa_mask ``[*, N_seq, N_res]``.
     Returns ``[*, N_res, N_res, c_z]``: ``Linear(flatten(sum_s a_si ⊗ b_sj)) / (eps + sum_s mask_si mask_sj)``
     with eps 1e-3 (AF2 divides after the output projection, bias included).
+
+    ``chunk_size`` (memory policy) chunks the projections over MSA rows and the outer product
+    ``[*, N_res, N_res, C, C]`` over its first residue axis i.
     """
+
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, c_hidden: int, eps: float = 1e-3):
         super().__init__()
@@ -26,11 +35,18 @@ class OuterProductMean(nn.Module):
         self.output = Linear(c_hidden * c_hidden, c_z, init="final")
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        a, b = chunked(self._project, (m, msa_mask), (-3, -2), self.chunk_size, out_dim=-3)  # 2 x [*, N_seq, N_res, C]
+        return chunked(self._outer, (a, b, msa_mask, msa_mask), (-2, None, -1, None), self.chunk_size, out_dim=-3)
+
+    def _project(self, m: Tensor, msa_mask: Tensor) -> tuple[Tensor, Tensor]:
         m = self.layer_norm_input(m)
         mask = msa_mask[..., None]  # [*, N_seq, N_res, 1]
-        a = self.left_projection(m) * mask  # [*, N_seq, N_res, C]
-        b = self.right_projection(m) * mask  # [*, N_seq, N_res, C]
-        outer = torch.einsum("...sic,...sjd->...ijcd", a, b)  # [*, N_res, N_res, C, C]
-        out = self.output(outer.flatten(-2))  # [*, N_res, N_res, c_z]
-        norm = torch.einsum("...si,...sj->...ij", msa_mask, msa_mask)[..., None]  # [*, N_res, N_res, 1]
-        return out / (self.eps + norm)
+        return self.left_projection(m) * mask, self.right_projection(m) * mask
+
+    def _outer(self, a: Tensor, b: Tensor, mask_i: Tensor, mask: Tensor) -> Tensor:
+        outer = torch.einsum("...sic,...sjd->...ijcd", a, b)  # [*, I, N_res, C, C]
+        out = self.output(outer.flatten(-2))  # [*, I, N_res, c_z]
+        # the count of sequences in fp32 (bf16 holds integers exactly only up to 256)
+        with fp32_region(mask.device.type):
+            norm = torch.einsum("...si,...sj->...ij", fp32_island(mask_i), fp32_island(mask))[..., None]  # [*, I, N_res, 1]
+        return (out / (self.eps + norm)).to(out.dtype)

@@ -5,14 +5,16 @@ Sources: Jumper et al. 2021, Suppl. 1.11.4 (initialisation), Alg. 7-8 / 13-14 (g
 Alg. 19 (global attention), Suppl. 1.11.6 (shared dropout).
 
 The attention *core* (``softmax(q k^T + biases) v``) is delegated to :mod:`kernels`, the one dispatch
-point between the plain PyTorch reference and the fused Triton kernel. Which implementation runs is a
-runtime memory choice set on the module from outside (``attention_impl``), never a forward argument.
+point between the plain PyTorch reference and the fused Triton kernel, or to the low-memory
+(chunked, online-softmax) attention of :mod:`alphafold_mem.memory.chunking`. Which implementation
+runs, and every chunk size, is a runtime memory choice bound to the modules from outside by
+:func:`alphafold_mem.apply_memory_policy` (non-parameter attributes), never a forward argument.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -20,6 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import kernels
+
+from ..memory.chunking import chunked, low_memory_attention
+from ..precision import fp32_island
 
 INITS = ("default", "relu", "glorot", "gating", "final")
 
@@ -75,10 +80,13 @@ class LayerNorm(nn.LayerNorm):
         return kernels.layer_norm(x, self.weight, self.bias, self.eps, impl=self.kernel_impl)
 
 
-def fp32_island(x: Tensor) -> Tensor:
-    """Cast half-precision tensors to fp32 (fp32/fp64 pass through): the named fp32 islands of
-    AF2 (softmax statistics, the structure module, geometry, confidence heads)."""
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+def residual(x: Tensor, update: Tensor, inplace: bool = False) -> Tensor:
+    """The residual update ``x + update``; with ``inplace`` (memory policy, inference) and no
+    gradient being recorded, ``x`` is updated in place so no second representation is allocated.
+    The values are identical either way."""
+    if inplace and not torch.is_grad_enabled():
+        return x.add_(update)
+    return x + update
 
 
 def mask_bias(mask: Tensor, inf: float = 1e9) -> Tensor:
@@ -96,9 +104,14 @@ class Attention(nn.Module):
     Forward:
         q_x ``[*, Q, c_q]``, kv_x ``[*, K, c_kv]``, biases: tensors broadcastable to ``[*, H, Q, K]``
         (mask and pair biases). Returns ``[*, Q, c_q]``.
+
+    Memory attributes (set by the memory policy): ``attention_impl`` is ``"reference"`` or
+    ``"triton"`` (dispatched by :func:`kernels.attention`) or ``"chunked"`` (low-memory attention
+    with ``attention_chunks = (q_chunk, kv_chunk)``).
     """
 
     attention_impl: str = "reference"
+    attention_chunks: tuple[int, int] = (1024, 4096)
 
     def __init__(self, c_q: int, c_kv: int, c_hidden: int, num_heads: int, gating: bool = True):
         super().__init__()
@@ -116,7 +129,10 @@ class Attention(nn.Module):
         k = self.linear_k(kv_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, K, C]
         v = self.linear_v(kv_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, K, C]
         q = q * (c ** -0.5)
-        o = kernels.attention(q, k, v, list(biases), impl=self.attention_impl)  # [*, H, Q, C]
+        if self.attention_impl == "chunked":
+            o = low_memory_attention(q, k, v, list(biases), *self.attention_chunks)  # [*, H, Q, C]
+        else:
+            o = kernels.attention(q, k, v, list(biases), impl=self.attention_impl)  # [*, H, Q, C]
         o = o.transpose(-2, -3)  # [*, Q, H, C]
         if self.linear_g is not None:
             g = torch.sigmoid(self.linear_g(q_x)).unflatten(-1, (h, c))  # [*, Q, H, C]
@@ -181,8 +197,11 @@ class SharedDropout(nn.Module):
 class Transition(nn.Module):
     """Transition layer (Suppl. Alg. 9 / 15): LayerNorm, Linear(c -> n c), ReLU, Linear(n c -> c).
 
-    Forward: x ``[*, C]``, mask ``[*]`` (the output is zeroed at masked positions). Returns ``[*, C]``.
+    Forward: x ``[*, R, N, C]``, mask ``[*, R, N]`` (the output is zeroed at masked positions).
+    Returns ``[*, R, N, C]``. ``chunk_size`` (memory policy) chunks the rows R.
     """
+
+    chunk_size: Optional[int] = None
 
     def __init__(self, c: int, n: int):
         super().__init__()
@@ -191,5 +210,8 @@ class Transition(nn.Module):
         self.linear_2 = Linear(n * c, c, init="final")
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return chunked(self._rows, (x, mask), (-3, -2), self.chunk_size, out_dim=-3)
+
+    def _rows(self, x: Tensor, mask: Tensor) -> Tensor:
         x = self.layer_norm(x)
         return self.linear_2(F.relu(self.linear_1(x))) * mask[..., None]

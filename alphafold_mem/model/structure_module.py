@@ -2,7 +2,8 @@
 
 Frames inside the module are kept in nanometres (AF2's ``position_scale`` = 10 converts to Å at the
 outputs); every output position and translation is in Å. One set of weights is shared by all
-``num_layers`` iterations (8 in AF2). Geometry runs in fp32.
+``num_layers`` iterations (8 in AF2). The module and its geometry are an fp32 island: autocast is off
+inside (:func:`alphafold_mem.precision.fp32_region`) and the inputs are cast to fp32.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from torch import Tensor
 from ..config import StructureModuleConfig
 from ..geometry import all_atom
 from ..geometry.rigid import Rigid
-from .primitives import LayerNorm, Linear, fp32_island
+from ..precision import fp32_island, fp32_region
+from .primitives import LayerNorm, Linear
 
 
 class InvariantPointAttention(nn.Module):
@@ -135,7 +137,10 @@ class StructureModule(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout_rate)
 
     def forward(self, s: Tensor, z: Tensor, aatype: Tensor, mask: Tensor) -> dict[str, Tensor]:
-        s = fp32_island(s)
+        with fp32_region(s.device.type):
+            return self._forward(fp32_island(s), z, aatype, fp32_island(mask))
+
+    def _forward(self, s: Tensor, z: Tensor, aatype: Tensor, mask: Tensor) -> dict[str, Tensor]:
         z = self.pair_layer_norm(fp32_island(z))
         s_initial = self.single_layer_norm(s)  # AF2: the angle resnet sees the normed input
         s = self.initial_projection(s_initial)

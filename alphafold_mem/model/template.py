@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -10,7 +12,8 @@ from torch import Tensor
 from ..config import StackConfig, TemplateConfig
 from ..geometry.rigid import Rigid
 from .embedders import dgram_from_positions
-from .primitives import Attention, LayerNorm, Linear, SharedDropout, Transition, mask_bias
+from ..memory.chunking import chunked
+from .primitives import Attention, LayerNorm, Linear, SharedDropout, Transition, mask_bias, residual
 from .triangle import TriangleAttention, TriangleMultiplication
 
 _N, _CA, _C = 0, 1, 2  # atom37 indices of the backbone atoms
@@ -21,7 +24,10 @@ class TemplatePairBlock(nn.Module):
     triangle multiplication (outgoing, incoming), pair transition.
 
     Forward: t ``[*, N_res, N_res, c_t]``, pair_mask ``[*, N_res, N_res]``. Returns the updated t.
+    ``inplace`` (memory policy): residual updates in place when no gradient is recorded.
     """
+
+    inplace: bool = False
 
     def __init__(self, c_t: int, c_hidden_att: int, num_heads: int, c_hidden_mul: int, transition_n: int,
                  dropout_rate: float):
@@ -35,11 +41,12 @@ class TemplatePairBlock(nn.Module):
         self.dropout_col = SharedDropout(dropout_rate, shared_dim=-2)
 
     def forward(self, t: Tensor, pair_mask: Tensor) -> Tensor:
-        t = t + self.dropout_row(self.triangle_attention_starting_node(t, pair_mask))
-        t = t + self.dropout_col(self.triangle_attention_ending_node(t, pair_mask))
-        t = t + self.dropout_row(self.triangle_multiplication_outgoing(t, pair_mask))
-        t = t + self.dropout_row(self.triangle_multiplication_incoming(t, pair_mask))
-        return t + self.pair_transition(t, pair_mask)
+        ip = self.inplace
+        t = residual(t, self.dropout_row(self.triangle_attention_starting_node(t, pair_mask)), ip)
+        t = residual(t, self.dropout_col(self.triangle_attention_ending_node(t, pair_mask)), ip)
+        t = residual(t, self.dropout_row(self.triangle_multiplication_outgoing(t, pair_mask)), ip)
+        t = residual(t, self.dropout_row(self.triangle_multiplication_incoming(t, pair_mask)), ip)
+        return residual(t, self.pair_transition(t, pair_mask), ip)
 
 
 def template_pair_features(batch: dict[str, Tensor], cfg: TemplateConfig, dtype: torch.dtype) -> Tensor:
@@ -110,8 +117,11 @@ class TemplatePointwiseAttention(nn.Module):
     """Attention of each pair position over the templates (Suppl. Alg. 17), no gating.
 
     Forward: z ``[*, N_res, N_res, c_z]``, t ``[*, N_templ, N_res, N_res, c_t]``,
-    template_mask ``[*, N_templ]``. Returns ``[*, N_res, N_res, c_z]``.
+    template_mask ``[*, N_templ]``. Returns ``[*, N_res, N_res, c_z]``. ``chunk_size`` (memory
+    policy) chunks the pair rows i.
     """
+
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_t: int, c_hidden: int, num_heads: int, inf: float = 1e5):
         super().__init__()
@@ -119,9 +129,12 @@ class TemplatePointwiseAttention(nn.Module):
         self.attention = Attention(c_z, c_t, c_hidden, num_heads, gating=False)
 
     def forward(self, z: Tensor, t: Tensor, template_mask: Tensor) -> Tensor:
-        t = t.movedim(-4, -2)  # [*, N_res, N_res, N_templ, c_t]
         bias = mask_bias(template_mask, self.inf)[..., None, None, None, None, :]  # [*, 1, 1, 1, 1, N_templ]
-        out = self.attention(z[..., None, :], t, [bias])  # [*, N_res, N_res, 1, c_z]
+        return chunked(lambda zc, tc: self._rows(zc, tc, bias), (z, t), (-3, -3), self.chunk_size, out_dim=-3)
+
+    def _rows(self, z: Tensor, t: Tensor, bias: Tensor) -> Tensor:
+        t = t.movedim(-4, -2)  # [*, I, N_res, N_templ, c_t]
+        out = self.attention(z[..., None, :], t, [bias])  # [*, I, N_res, 1, c_z]
         return out.squeeze(-2)
 
 
@@ -149,8 +162,9 @@ class TemplateEmbedding(nn.Module):
             self.template_projection = Linear(c_m, c_m, init="relu")
 
     def embed_one(self, single: dict[str, Tensor], pair_mask: Tensor, dtype: torch.dtype) -> Tensor:
-        """One template through the pair stack: ``[*, N_res, N_res, c_t]``."""
-        t = self.embedding2d(template_pair_features(single, self.cfg, dtype))
+        """One template through the pair stack: ``[*, N_res, N_res, c_t]``. The features (distogram,
+        frames) are computed in at least fp32 (a geometry fp32 island, also under bf16 autocast)."""
+        t = self.embedding2d(template_pair_features(single, self.cfg, torch.promote_types(dtype, torch.float32)))
         for block in self.blocks:
             t = block(t, pair_mask)
         return self.output_layer_norm(t)

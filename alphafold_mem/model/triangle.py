@@ -1,12 +1,30 @@
-"""Triangular updates of the pair representation (Jumper et al. 2021, Suppl. Alg. 11-14)."""
+"""Triangular updates of the pair representation (Jumper et al. 2021, Suppl. Alg. 11-14).
+
+``chunk_size`` (bound by the memory policy) chunks the pair rows i: the projections and the output
+of the multiplicative update, and the queries of triangle attention (whose ``[*, N_res, H, N_res,
+N_res]`` logits are the largest pair transient). The bias terms shared by all rows are computed
+first, themselves in row chunks.
+"""
 
 from __future__ import annotations
+
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
+from ..memory.chunking import chunked
 from .primitives import Attention, LayerNorm, Linear, mask_bias
+
+
+def _normalise_once(norm: LayerNorm, z: Tensor, chunk_size: Optional[int]) -> tuple[Callable[[Tensor], Tensor], Tensor]:
+    """``(f, x)`` with ``f(x[rows]) == norm(z)[rows]``: unchunked, z is normalised once (``f`` is the
+    identity, as in the reference); chunked, each chunk normalises its own rows so no normalised
+    copy of the whole pair representation is kept."""
+    if chunk_size is None or chunk_size >= z.shape[-3]:
+        return (lambda x: x), norm(z)
+    return norm, z
 
 
 class TriangleMultiplication(nn.Module):
@@ -17,6 +35,8 @@ class TriangleMultiplication(nn.Module):
 
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
     """
+
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_hidden: int, outgoing: bool):
         super().__init__()
@@ -31,15 +51,28 @@ class TriangleMultiplication(nn.Module):
         self.gating_linear = Linear(c_z, c_z, init="gating")
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        z = self.layer_norm_input(z)
+        norm, z = _normalise_once(self.layer_norm_input, z, self.chunk_size)
+        a, b = chunked(lambda zc, mc: self._project(norm(zc), mc), (z, pair_mask), (-3, -2), self.chunk_size,
+                       out_dim=-3)  # 2 x [*, I, J, C]
+        output = lambda a_, b_, zc: self._output(a_, b_, norm(zc))  # noqa: E731
+        if self.outgoing:  # output rows i read a[i, :] and all of b
+            return chunked(output, (a, b, z), (-3, None, -3), self.chunk_size, out_dim=-3)
+        return chunked(output, (a, b, z), (None, -2, -3), self.chunk_size, out_dim=-3)  # reads b[:, i]
+
+    def _project(self, z: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Gated projections of the normalised z: a, b ``[*, I, J, C]``."""
         mask = pair_mask[..., None]
         a = self.left_projection(z) * torch.sigmoid(self.left_gate(z)) * mask  # [*, I, J, C]
         b = self.right_projection(z) * torch.sigmoid(self.right_gate(z)) * mask  # [*, I, J, C]
+        return a, b
+
+    def _output(self, a: Tensor, b: Tensor, z: Tensor) -> Tensor:
+        """Output rows from a, b and the normalised z rows."""
         if self.outgoing:
             x = torch.einsum("...ikc,...jkc->...ijc", a, b)
         else:
             x = torch.einsum("...kjc,...kic->...ijc", a, b)
-        x = self.output_projection(self.center_layer_norm(x))  # [*, N_res, N_res, c_z]
+        x = self.output_projection(self.center_layer_norm(x))  # [*, I, N_res, c_z]
         return x * torch.sigmoid(self.gating_linear(z))
 
 
@@ -52,6 +85,8 @@ class TriangleAttention(nn.Module):
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
     """
 
+    chunk_size: Optional[int] = None
+
     def __init__(self, c_z: int, c_hidden: int, num_heads: int, starting: bool, inf: float = 1e9):
         super().__init__()
         self.starting, self.inf = starting, inf
@@ -62,8 +97,14 @@ class TriangleAttention(nn.Module):
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
         if not self.starting:
             z, pair_mask = z.transpose(-2, -3), pair_mask.transpose(-1, -2)
-        z = self.query_norm(z)
-        tri_bias = self.feat_2d_weights(z).movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res]
-        key_bias = mask_bias(pair_mask, self.inf)[..., :, None, None, :]  # [*, N_res, 1, 1, N_res]
-        out = self.attention(z, z, [key_bias, tri_bias])
+        norm, z = _normalise_once(self.query_norm, z, self.chunk_size)
+        tri_bias = chunked(lambda zc: self.feat_2d_weights(norm(zc)), (z,), (-3,), self.chunk_size)  # [*, N_res, N_res, H]
+        tri_bias = tri_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res]
+
+        def rows(zc: Tensor, mask_c: Tensor) -> Tensor:  # [*, I, N_res, c_z], [*, I, N_res]
+            zc = norm(zc)
+            key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, I, 1, 1, N_res]
+            return self.attention(zc, zc, [key_bias, tri_bias])
+
+        out = chunked(rows, (z, pair_mask), (-3, -2), self.chunk_size, out_dim=-3)
         return out if self.starting else out.transpose(-2, -3)

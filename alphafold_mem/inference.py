@@ -1,0 +1,507 @@
+"""Structure prediction from FASTA (or a3m) inputs: :func:`predict`, which ``alphafold-mem predict`` wraps.
+
+One run:
+
+1. collects the targets (:mod:`alphafold_mem.targets`: a FASTA file with one or many records, a directory of FASTA files, or one
+   ``.a3m``/``.sto`` whose first row is the query) and their MSAs (``msa``: one file for a single
+   target; ``msa_dir``: ``<id>.a3m``/``<id>.sto`` or a folder ``<id>/`` of alignment files, merged;
+   neither: single-sequence mode, said so);
+2. validates every input before any model work: a bad record or MSA is reported in one line naming
+   file, record and position, and the other targets still run;
+3. skips targets whose outputs are complete (``<id>_scores.json`` is written last) unless
+   ``overwrite``;
+4. loads the weights once (any format :mod:`alphafold_mem.weights` detects), then for each target
+   builds features, runs the model (a failure such as running out of memory fails that target only)
+   and writes ``<id>.pdb`` (pLDDT in the B-factor column), ``<id>.cif`` (ModelCIF, pLDDT as local QA
+   metric), ``<id>_scores.json``, ``<id>_plddt.png`` and, for PAE presets, ``<id>_pae.json``
+   (AlphaFold DB layout) and ``<id>_pae.png``;
+5. writes ``timings.json`` (seconds and memory per stage) and prints a summary table.
+
+All outputs are written atomically (temporary name, then rename).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from .targets import PredictError, Target, collect_targets
+
+__all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
+
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass
+class TargetResult:
+    """The outcome for one target.
+
+    ``status``: ``"ok"``, ``"skipped"`` (finished outputs exist), ``"invalid"`` (input rejected
+    before model work) or ``"failed"`` (error during features, model or output writing).
+    """
+
+    name: str
+    length: Optional[int] = None
+    msa_depth: Optional[int] = None
+    mean_plddt: Optional[float] = None
+    ptm: Optional[float] = None
+    seconds: Optional[float] = None
+    status: str = "ok"
+    message: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    order: int = field(default=0, repr=False)  # position in the input, for the summary
+
+
+@dataclass
+class PredictionRun:
+    """Results of :func:`predict`: one :class:`TargetResult` per target (and per rejected input)."""
+
+    results: list[TargetResult]
+    out_dir: str
+    timings_path: Optional[str] = None
+    weights: Optional[str] = None
+
+    @property
+    def failed(self) -> list[TargetResult]:
+        return [r for r in self.results if r.status in ("invalid", "failed")]
+
+    @property
+    def exit_code(self) -> int:
+        """0 if nothing failed, 1 otherwise."""
+        return 1 if self.failed else 0
+
+    def summary_table(self) -> str:
+        """The end-of-run table: target, length, MSA depth, mean pLDDT, seconds, status."""
+        rows = [("target", "length", "MSA depth", "mean pLDDT", "seconds", "status")]
+        for r in self.results:
+            rows.append((r.name, _fmt(r.length), _fmt(r.msa_depth), _fmt(r.mean_plddt, ".1f"),
+                         _fmt(r.seconds, ".1f"), r.status))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = []
+        for k, row in enumerate(rows):
+            cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:5], widths[1:5])] + [row[5]]
+            lines.append("  ".join(cells).rstrip())
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+
+def _fmt(value, spec: str = "") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+# ------------------------------------------------------------------------------------------------
+# model
+# ------------------------------------------------------------------------------------------------
+def _resolve_device(device: str) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise PredictError(f"--device {device!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PredictError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+    return dev
+
+
+def _memory_policy(memory_policy, precision: str, chunk_size, low_memory: bool):
+    from .memory import MemoryPolicy
+
+    if memory_policy is not None:
+        if precision != "fp32" or chunk_size is not None or low_memory:
+            raise PredictError("give either memory_policy or precision/chunk_size/low_memory, not both")
+        if not isinstance(memory_policy, MemoryPolicy):
+            raise PredictError(f"memory_policy must be a MemoryPolicy, got {type(memory_policy).__name__}")
+        return memory_policy
+    if isinstance(chunk_size, str) and chunk_size != "auto":
+        try:
+            chunk_size = int(chunk_size)
+        except ValueError:
+            raise PredictError(f"--chunk-size {chunk_size!r}: expected a positive integer or 'auto'") from None
+    try:
+        if low_memory:
+            extra = {} if chunk_size is None else {"chunk_size": chunk_size}
+            return MemoryPolicy.low_memory_inference(precision=precision, **extra)
+        return MemoryPolicy.reference(precision=precision, chunk_size=chunk_size)
+    except ValueError as exc:
+        raise PredictError(f"memory options: {exc}") from None
+
+
+def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
+    """One empty template (``template_mask`` 0) for template-enabled models run without templates,
+    as AF2 pads missing templates: its pair update is multiplied by 0 and its MSA row is masked."""
+    z = torch.zeros
+    return {
+        "template_aatype": torch.full((1, n_res), 21, dtype=torch.int64),
+        "template_all_atom_positions": z(1, n_res, 37, 3),
+        "template_all_atom_mask": z(1, n_res, 37),
+        "template_pseudo_beta": z(1, n_res, 3),
+        "template_pseudo_beta_mask": z(1, n_res),
+        "template_torsion_angles_sin_cos": z(1, n_res, 7, 2),
+        "template_alt_torsion_angles_sin_cos": z(1, n_res, 7, 2),
+        "template_torsion_angles_mask": z(1, n_res, 7),
+        "template_mask": z(1),
+    }
+
+
+class _Stages:
+    """Seconds and memory per stage for ``timings.json``.
+
+    ``peak_mib`` comes from :func:`alphafold_mem.memory.track_peak`: on CUDA the allocator's peak
+    above what was allocated when the stage began (every stage); on CPU the peak of tensor storages
+    created by torch ops inside the stage (parameters and inputs excluded), measured for the model
+    forward only, where it is the activation peak (the other CPU stages are mostly numpy, which it
+    cannot see). ``process_max_rss_mib`` (CPU) is the process's maximum resident set size so far
+    (``getrusage``): a whole-process high-water mark, not a per-stage peak.
+    """
+
+    def __init__(self, device: torch.device, track_cpu: bool = True):
+        self.device = device
+        self.track_cpu = track_cpu
+        self.records: dict[str, dict] = {}
+
+    def run(self, key: str, fn: Callable, forward: bool = False):
+        from .memory import track_peak
+
+        cuda = self.device.type == "cuda"
+        track = cuda or (forward and self.track_cpu)
+        start = time.perf_counter()
+        peak = None
+        try:
+            if track:
+                with track_peak(self.device) as peak:
+                    return fn()
+            return fn()
+        finally:
+            rec = {"seconds": round(time.perf_counter() - start, 4)}
+            if peak is not None:
+                rec["peak_mib"] = round(peak.peak_mib, 1)
+            if not cuda:
+                rec["process_max_rss_mib"] = round(_max_rss_mb(), 1)
+            self.records[key] = rec
+
+    def describe(self) -> dict[str, str]:
+        if self.device.type == "cuda":
+            return {"peak_mib": "torch.cuda.max_memory_allocated during the stage minus what was allocated "
+                                "when it began (alphafold_mem.memory.track_peak)"}
+        out = {"process_max_rss_mib": "process maximum resident set size so far (getrusage): a whole-process "
+                                      "high-water mark, not a per-stage peak"}
+        if self.track_cpu:
+            out["peak_mib"] = ("model stages only: peak of tensor storages created during the forward, "
+                               "parameters and inputs excluded (alphafold_mem.memory.track_peak)")
+        return out
+
+
+def _max_rss_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
+
+
+# ------------------------------------------------------------------------------------------------
+# outputs
+# ------------------------------------------------------------------------------------------------
+def _output_paths(out_dir: str, name: str, with_pae: bool) -> dict[str, str]:
+    p = {"pdb": f"{name}.pdb", "cif": f"{name}.cif", "plddt_png": f"{name}_plddt.png",
+         "scores": f"{name}_scores.json"}
+    if with_pae:
+        p.update({"pae_json": f"{name}_pae.json", "pae_png": f"{name}_pae.png"})
+    return {k: os.path.join(out_dir, v) for k, v in p.items()}
+
+
+def _write_outputs(paths: dict[str, str], t: Target, out: dict, scores: dict, method: str) -> None:
+    from . import __version__
+    from .geometry import residue_constants as rc
+    from .output import pae_json, plot_pae, plot_plddt, write_json, write_modelcif, write_pdb
+
+    aatype = out["aatype"]
+    mask = out["final_atom_mask"].copy()
+    pos, plddt = out["final_atom_positions"].copy(), out["plddt"]
+    unk = aatype >= rc.restype_num
+    # UNK has no atoms in the atom37 tables: write its Cα, the origin of its final backbone frame.
+    ca = rc.atom_order["CA"]
+    mask[unk, :] = 0.0
+    mask[unk, ca] = 1.0
+    pos[unk, ca] = out["backbone_origin"][unk]
+    remarks = [f"target {t.name}: {t.description[:200]}", method]
+    write_pdb(paths["pdb"], t.name, aatype, pos, mask, plddt, remarks=remarks)
+    write_modelcif(paths["cif"], t.name, aatype, pos, mask, plddt, ptm=out.get("ptm"),
+                   description=t.description, software_version=__version__, method_details=method)
+    plot_plddt(paths["plddt_png"], plddt, title=t.name)
+    if "pae_json" in paths:
+        pae, max_pae = out["predicted_aligned_error"], out["max_predicted_aligned_error"]
+        write_json(paths["pae_json"], pae_json(pae, max_pae), indent=None)
+        plot_pae(paths["pae_png"], pae, max_pae, title=t.name)
+    write_json(paths["scores"], scores, flat=True)  # last: its presence marks the target as finished
+
+
+# ------------------------------------------------------------------------------------------------
+# the entry point
+# ------------------------------------------------------------------------------------------------
+def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = False, weights=None,
+            preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
+            precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
+            low_memory: bool = False, memory_policy=None, track_memory: bool = True,
+            log: Optional[Callable[[str], None]] = None, debug: bool = False) -> PredictionRun:
+    """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
+
+    Args:
+        inputs: a FASTA file (one or many records), a directory of FASTA files, an ``.a3m``/``.sto``
+            whose first row is the query, or a list of these.
+        out_dir: output directory (created). Files per target are named from the sanitised record id.
+        msa: one ``.a3m``/``.sto`` for a single-target input.
+        msa_dir: directory with ``<id>.a3m``/``<id>.sto`` or a folder ``<id>/`` of alignments (merged).
+        single_sequence: run without MSAs (also what happens, with a notice, when no MSA is given).
+        weights: any weights file :func:`alphafold_mem.weights.load_weights` accepts; default
+            ``data/demo_weights/demo.ckpt``.
+        preset: for AF2/OpenFold weights the preset that supplies what shapes cannot; for our
+            checkpoints it must match the stored config (or be None).
+        num_recycles: recycling iterations after the first (default: the model config's).
+        device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
+        precision: ``"fp32"`` or ``"bf16"`` (the model's one autocast, with its fp32 islands).
+        seed: seed of MSA cluster sampling/masking and of torch.
+        overwrite: re-run targets whose outputs are complete (default: skip them).
+        chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest
+            chunk whose predicted peak fits the free device memory); results equal unchunked ones.
+        low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
+            unless ``chunk_size`` is given, in-place updates, offload of idle representations on GPU).
+        memory_policy: a :class:`alphafold_mem.MemoryPolicy` to use as is (then ``precision``,
+            ``chunk_size`` and ``low_memory`` must be left at their defaults).
+        track_memory: on CPU, measure the forward's activation peak with
+            :func:`alphafold_mem.memory.track_peak` (a dispatch mode that slows the CPU forward; CUDA
+            measurements are free and always on).
+        log: receives one line per message (default: print to stderr).
+        debug: include tracebacks in the log for failures.
+
+    Returns:
+        :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
+
+    Raises:
+        PredictError: bad options, unusable weights, or no input at all (one line).
+    """
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    if precision not in PRECISIONS:
+        raise PredictError(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if msa is not None and msa_dir is not None:
+        raise PredictError("give either --msa or --msa-dir, not both")
+    if single_sequence and (msa is not None or msa_dir is not None):
+        raise PredictError("--single-sequence cannot be combined with --msa/--msa-dir")
+    if num_recycles is not None and num_recycles < 0:
+        raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
+    policy = _memory_policy(memory_policy, precision, chunk_size, low_memory)
+    dev = _resolve_device(device)
+    out_dir = os.fspath(out_dir)
+    t_start = time.perf_counter()
+
+    # 1-2. Inputs, validated before any model work.
+    targets, rejected = collect_targets(inputs, msa, msa_dir, log)
+    results = [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
+               for x in rejected]
+    if single_sequence:
+        for t in targets:
+            if t.from_alignment:
+                log(f"note: {t.name}: --single-sequence given; ignoring the alignment input {t.source}")
+            t.msa_files, t.msa_depth = (), 1
+    no_msa = [t.name for t in targets if not t.msa_files]
+    if no_msa and not single_sequence:
+        shown = ", ".join(no_msa[:5]) + (f" and {len(no_msa) - 5} more" if len(no_msa) > 5 else "")
+        log(f"note: no MSA given for {shown}: running in single-sequence mode (expect low confidence; "
+            "pass --msa or --msa-dir, or --single-sequence to silence this)")
+
+    # 3. Weights (only if there is work to do) and finished targets.
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise PredictError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
+    from .memory import apply_memory_policy
+    from .weights import DEFAULT_WEIGHTS, default_weights_path
+    weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
+    todo, skipped = [], []
+    for t in targets:
+        # A PAE model also writes _pae files, but _scores.json (written last) marks completion.
+        marker = os.path.join(out_dir, f"{t.name}_scores.json")
+        if os.path.exists(marker) and not overwrite:
+            skipped.append(t)
+        else:
+            todo.append(t)
+    for t in skipped:
+        log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
+
+    stages = _Stages(dev, track_cpu=track_memory)
+    loaded = None
+    if todo:
+        from .weights import WeightsError, load_weights
+        if weights is None and not os.path.exists(weights_path):
+            raise PredictError(f"no --weights given and the default demo weights ({DEFAULT_WEIGHTS}) are "
+                               "missing; pass --weights FILE (an alphafold-mem checkpoint, AF2 .npz or OpenFold .pt)")
+        try:
+            loaded = stages.run("load_weights", lambda: load_weights(weights_path, preset=preset))
+        except WeightsError as exc:
+            raise PredictError(str(exc)) from None
+        model = loaded.model
+        if num_recycles is not None:
+            model.config = dataclasses.replace(model.config, num_recycles=num_recycles)
+        model = model.to(dev).eval()
+        apply_memory_policy(model, policy)
+        cfg = model.config
+        log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
+            f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
+            f"memory policy {policy.name}, {cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
+
+    # 4. Targets.
+    by_name = {t.name: TargetResult(name=t.name, length=len(t.sequence), msa_depth=t.msa_depth, order=t.order)
+               for t in targets}
+    for t in skipped:
+        r = by_name[t.name]
+        r.status, r.message = "skipped", "finished outputs exist"
+        r.mean_plddt = _previous_mean_plddt(os.path.join(out_dir, f"{t.name}_scores.json"))
+    for k, t in enumerate(todo, 1):
+        r = by_name[t.name]
+        r.outputs = _output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
+        start = time.perf_counter()
+        try:
+            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path)
+        except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
+            r.status = "failed"
+            r.message = _failure_message(t, exc)
+            log(f"error: {r.message}")
+            if debug:
+                log(traceback.format_exc().rstrip())
+        r.seconds = round(time.perf_counter() - start, 2)
+        if r.status == "ok":
+            log(f"[{k}/{len(todo)}] {t.name}: {r.length} residues, MSA depth {r.msa_depth}, "
+                f"mean pLDDT {r.mean_plddt:.1f}" + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
+                + f", {r.seconds:.1f} s")
+
+    # 5. Timings and summary.
+    ordered = sorted(results + [by_name[t.name] for t in targets], key=lambda r: r.order)
+    run = PredictionRun(ordered, out_dir, weights=weights_path)
+    timings = {
+        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name, "weights": weights_path,
+        "memory_measure": stages.describe(),
+        "total_seconds": round(time.perf_counter() - t_start, 3),
+        "stages": stages.records,
+        "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length}
+                    for r in run.results},
+    }
+    from .output import write_json
+    run.timings_path = os.path.join(out_dir, "timings.json")
+    write_json(run.timings_path, timings)
+    log("")
+    log(run.summary_table())
+    if run.failed:
+        log(f"{len(run.failed)} of {len(run.results)} target(s) rejected or failed; see the error lines above")
+    return run
+
+
+def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path) -> None:
+    """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
+    from .data import make_features, parse_msa
+
+    precision = policy.precision
+    cfg = model.config
+
+    def features():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # already reported during validation
+            msas = [parse_msa(f, query=t.sequence) for f in t.msa_files]
+        batch = make_features(t.sequence, msa=msas or None, config=cfg, mode="predict", seed=seed)
+        if cfg.template.enabled and "template_aatype" not in batch:
+            batch.update(_placeholder_templates(len(t.sequence)))
+        return batch
+
+    batch = stages.run(f"{t.name}/features", features)
+    r.msa_depth = t.msa_depth
+    batch = {k: v.to(dev) for k, v in batch.items()}
+    chunk_note = policy.chunk_size
+    if policy.chunk_size == "auto":
+        # Resolve here rather than in the model's pre-hook: the choice is reported, and the estimator's
+        # fake-tensor run stays outside the CPU peak tracker.
+        from .memory import apply_memory_policy, resolve_auto_chunk
+        from .memory.estimate import batch_sizes
+
+        chosen = stages.run(f"{t.name}/auto_chunk", lambda: resolve_auto_chunk(
+            cfg, policy, *batch_sizes(batch), training=False, device=dev))
+        apply_memory_policy(model, policy.replace(chunk_size=chosen))
+        chunk_note = f"auto -> {chosen}"
+
+    def forward():
+        torch.manual_seed(seed)
+        with torch.inference_mode():  # precision: the model enters its one autocast itself
+            return model(batch)
+
+    out = stages.run(f"{t.name}/model", forward, forward=True)
+    keep = ("final_atom_positions", "final_atom_mask", "plddt", "predicted_aligned_error",
+            "max_predicted_aligned_error", "ptm")
+    arrays = {k: out[k].detach().float().cpu().numpy() for k in keep if k in out}
+    arrays["aatype"] = batch["aatype"].cpu().numpy()
+    # UNK ('X') has no atoms in the atom37 tables; its Cα is the final backbone frame's origin.
+    arrays["backbone_origin"] = out["sm_frames"][-1][..., :3, 3].detach().float().cpu().numpy()
+    del out, batch
+    if "ptm" in arrays:
+        arrays["ptm"] = float(arrays["ptm"])
+    if "max_predicted_aligned_error" in arrays:
+        arrays["max_predicted_aligned_error"] = float(arrays["max_predicted_aligned_error"])
+    plddt = arrays["plddt"]
+    if not np.all(np.isfinite(plddt)) or not np.all(np.isfinite(arrays["final_atom_positions"])):
+        raise FloatingPointError("the model produced non-finite coordinates or pLDDT")
+    r.mean_plddt = float(plddt.mean())
+    r.ptm = arrays.get("ptm")
+    msa_note = (f"MSA {', '.join(os.path.basename(f) for f in t.msa_files)} ({t.msa_depth} rows)"
+                if t.msa_files else "single-sequence")
+    method = (f"weights {os.path.basename(weights_path)} ({loaded.format}, preset {cfg.preset}); {msa_note}; "
+              f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy.name}"
+              + (f" (chunk size {chunk_note})" if policy.chunk_size == "auto" else ""))
+    scores = {
+        "id": t.name, "description": t.description, "source": t.source, "sequence": t.sequence,
+        "length": len(t.sequence),
+        "mean_plddt": round(r.mean_plddt, 2),
+        "plddt": [round(float(x), 2) for x in plddt],
+        "msa_depth": t.msa_depth, "msa_files": list(t.msa_files),
+        "msa_mode": "msa" if t.msa_files else "single_sequence",
+        "weights": weights_path, "weights_format": loaded.format, "preset": cfg.preset,
+        "num_recycles": cfg.num_recycles, "seed": seed, "precision": precision,
+        "memory_policy": policy.name, "chunk_size": chunk_note,
+    }
+    if "predicted_aligned_error" in arrays:
+        pae = arrays["predicted_aligned_error"]
+        scores["ptm"] = round(r.ptm, 4)
+        scores["max_pae"] = round(float(pae.max()), 2)
+        scores["max_predicted_aligned_error"] = round(arrays["max_predicted_aligned_error"], 2)
+    stages.run(f"{t.name}/outputs", lambda: _write_outputs(r.outputs, t, arrays, scores, method))
+    r.status = "ok"
+
+
+def _previous_mean_plddt(path: str) -> Optional[float]:
+    import json
+
+    try:
+        with open(path) as fh:
+            value = json.load(fh).get("mean_plddt")
+        return float(value) if value is not None else None
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def _failure_message(t: Target, exc: BaseException) -> str:
+    from .data import InputError
+
+    cpu_oom = isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or cpu_oom:
+        return (f"{t.source}: record '{t.name}': out of memory at {len(t.sequence)} residues "
+                f"(MSA depth {t.msa_depth}); try --low-memory or --chunk-size, or another device")
+    if isinstance(exc, InputError):
+        return str(exc) if exc.record else f"{exc} (record '{t.name}')"
+    text = " ".join(str(exc).split())[:300] or type(exc).__name__
+    return f"{t.source}: record '{t.name}': {type(exc).__name__}: {text}"
+

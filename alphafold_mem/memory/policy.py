@@ -1,0 +1,224 @@
+"""The memory policy: one frozen object that selects every memory technique, bound to a model from
+outside by :func:`apply_memory_policy` (and re-bindable at run time, e.g. between training and
+inference). Model forwards take data only (DESIGN.md conventions 3, 4, 8, 12).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import torch
+import torch.nn as nn
+
+from ..precision import PRECISIONS
+
+ATTENTION_IMPLS = ("reference", "chunked", "triton")
+
+ChunkSize = Union[None, int, str]
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    """Every memory choice of a run. The default is the reference: the plain computation.
+
+    Attributes:
+        attention: attention core: ``"reference"`` (plain PyTorch, materialises the ``[*, H, Q, K]``
+            probabilities), ``"chunked"`` (low-memory attention, Rabe & Staats 2021: query/key chunks
+            with online softmax, probabilities recomputed in backward) or ``"triton"`` (the fused
+            kernels of :mod:`kernels`, attention and LayerNorm; raises where Triton cannot run).
+        chunk_size: ``None`` (no chunking), an int (rows per chunk for every chunkable op: MSA row
+            and column attention, extra-MSA attention, triangle attention and multiplication, outer
+            product mean, transitions, template pointwise attention) or ``"auto"`` (the largest
+            power of two whose predicted peak fits ``max_memory``; see :func:`resolve_auto_chunk`).
+        attention_chunks: ``(q_chunk, kv_chunk)`` of the ``"chunked"`` attention.
+        checkpoint_evoformer, checkpoint_extra_msa, checkpoint_template: activation checkpointing,
+            in blocks per checkpoint (0: off, 1: every block, n: segments of n blocks).
+        checkpoint_granularity: ``"block"`` (segments of blocks, as above) or ``"update"``: inside
+            every checkpointed stack, each residual update of each block (attention, transition,
+            outer product mean, triangle update) is its own checkpoint. Same single recomputation
+            as per-block checkpointing, but during backward only the residual stream of the
+            blocks is kept, plus one update's activations.
+        precision: ``"fp32"`` (parameter dtype) or ``"bf16"`` (autocast entered once in
+            ``AlphaFold.forward``, fp32 islands as in :mod:`alphafold_mem.precision`).
+        inplace: inference only: residual updates modify the representations in place.
+        offload: inference only: representations not in use (the MSA representation during the
+            extra-MSA stack, the recycled state between iterations) wait in host memory.
+        max_memory: memory budget in bytes for ``chunk_size="auto"``; ``None``: the free memory of
+            the device at the time of the forward.
+    """
+
+    attention: str = "reference"
+    chunk_size: ChunkSize = None
+    attention_chunks: tuple[int, int] = (1024, 4096)
+    checkpoint_evoformer: int = 0
+    checkpoint_extra_msa: int = 0
+    checkpoint_template: int = 0
+    checkpoint_granularity: str = "block"
+    precision: str = "fp32"
+    inplace: bool = False
+    offload: bool = False
+    max_memory: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_IMPLS:
+            raise ValueError(f"unknown attention '{self.attention}'; valid: {', '.join(ATTENTION_IMPLS)}")
+        if self.checkpoint_granularity not in ("block", "update"):
+            raise ValueError(f"checkpoint_granularity must be 'block' or 'update', got {self.checkpoint_granularity!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision '{self.precision}'; valid: {', '.join(PRECISIONS)}")
+        cs = self.chunk_size
+        if not (cs is None or cs == "auto" or (isinstance(cs, int) and not isinstance(cs, bool) and cs >= 1)):
+            raise ValueError(f"chunk_size must be None, an int >= 1 or 'auto', got {cs!r}")
+        if len(self.attention_chunks) != 2 or min(self.attention_chunks) < 1:
+            raise ValueError(f"attention_chunks must be two ints >= 1, got {self.attention_chunks!r}")
+        for name in ("checkpoint_evoformer", "checkpoint_extra_msa", "checkpoint_template"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (blocks per checkpoint), got {getattr(self, name)}")
+        if self.max_memory is not None and self.max_memory <= 0:
+            raise ValueError(f"max_memory must be a positive number of bytes, got {self.max_memory}")
+
+    # -- presets ------------------------------------------------------------------------------
+    @classmethod
+    def reference(cls, **overrides: Any) -> "MemoryPolicy":
+        """The plain computation: no chunking, no checkpointing, reference attention, fp32."""
+        return cls(**overrides)
+
+    @classmethod
+    def training(cls, **overrides: Any) -> "MemoryPolicy":
+        """Training: the Evoformer, extra-MSA and template stacks checkpointed at the granularity of
+        residual updates (one recomputation, as per-block checkpointing, but a smaller peak), and
+        low-memory attention (the probabilities are never stored, not even while recomputing).
+        AF2 trained in bf16: pass ``precision="bf16"``."""
+        base = dict(attention="chunked", checkpoint_evoformer=1, checkpoint_extra_msa=1, checkpoint_template=1,
+                    checkpoint_granularity="update")
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def low_memory_inference(cls, **overrides: Any) -> "MemoryPolicy":
+        """Inference at a small footprint: every chunkable op in chunks of 16 rows, low-memory
+        attention (its logits block capped whatever the chunk), in-place residual updates, idle
+        representations offloaded to host memory. The peak is then a few representations; smaller
+        chunks save little more and cost time (Python overhead per chunk)."""
+        base = dict(attention="chunked", chunk_size=16, inplace=True, offload=True)
+        return cls(**{**base, **overrides})
+
+    def replace(self, **changes: Any) -> "MemoryPolicy":
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def name(self) -> str:
+        """A short description (for tables)."""
+        for preset in ("reference", "training", "low_memory_inference"):
+            if self == getattr(MemoryPolicy, preset)():
+                return preset
+        diffs = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                 if getattr(self, f.name) != f.default]
+        return ",".join(diffs) or "reference"
+
+
+PRESETS = ("reference", "training", "low_memory_inference")
+
+
+def preset(name: str, **overrides: Any) -> MemoryPolicy:
+    """A named preset (``reference``, ``training``, ``low_memory_inference``) with overrides."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown memory policy preset '{name}'; valid: {', '.join(PRESETS)}")
+    return getattr(MemoryPolicy, name)(**overrides)
+
+
+# ------------------------------------------------------------------------------------------------
+# Binding
+
+
+def _chunkable(module: nn.Module) -> bool:
+    return "chunk_size" in {k for cls in type(module).__mro__ for k in vars(cls)}
+
+
+def apply_memory_policy(model: nn.Module, policy: MemoryPolicy) -> nn.Module:
+    """Bind ``policy`` to ``model`` (in place; returns the model). Re-applying another policy
+    replaces the previous one completely.
+
+    What it sets: ``attention_impl`` / ``attention_chunks`` on every attention module,
+    ``kernel_impl`` on every LayerNorm, ``chunk_size`` on every chunkable op, ``inplace`` on every
+    block, ``precision`` and ``offload`` on the :class:`~alphafold_mem.AlphaFold` model; it installs
+    checkpoint hooks on the Evoformer, extra-MSA and template stacks and, for ``chunk_size="auto"``,
+    a forward pre-hook that picks the chunk size for each input size from the memory estimator.
+    Parameter names and values are unchanged.
+    """
+    from ..model.alphafold import AlphaFold
+    from ..model.evoformer import EvoformerBlock, EvoformerStack, ExtraMsaStack, PairStackUpdates
+    from ..model.primitives import Attention, LayerNorm
+    from ..model.template import TemplateEmbedding, TemplatePairBlock
+    from .checkpoint import checkpoint_blocks
+
+    for handle in getattr(model, "_memory_policy_handles", []):
+        handle.remove()
+    handles = []
+    fixed_chunk = None if policy.chunk_size == "auto" else policy.chunk_size
+    kernel_impl = "triton" if policy.attention == "triton" else "reference"
+    for module in model.modules():
+        if isinstance(module, Attention):
+            module.attention_impl = policy.attention
+            module.attention_chunks = tuple(policy.attention_chunks)
+        if isinstance(module, LayerNorm):
+            module.kernel_impl = kernel_impl
+        if _chunkable(module):
+            module.chunk_size = fixed_chunk
+        if isinstance(module, (EvoformerBlock, PairStackUpdates, TemplatePairBlock)):
+            module.inplace = policy.inplace
+        if isinstance(module, AlphaFold):
+            module.precision = policy.precision
+            module.offload = policy.offload
+        every = 0
+        if isinstance(module, EvoformerStack):
+            every = policy.checkpoint_evoformer
+        elif isinstance(module, ExtraMsaStack):
+            every = policy.checkpoint_extra_msa
+        elif isinstance(module, TemplateEmbedding):
+            every = policy.checkpoint_template
+        if every and policy.checkpoint_granularity == "update":
+            for block in module.blocks:
+                for update in (m for m in block.modules() if _chunkable(m)):
+                    handles += checkpoint_blocks([update], 1)
+        elif every:
+            handles += checkpoint_blocks(module.blocks, every)
+    if policy.chunk_size == "auto":
+        if not isinstance(model, AlphaFold):
+            raise ValueError("chunk_size='auto' needs the whole AlphaFold model (it sizes chunks from its inputs)")
+        handles.append(model.register_forward_pre_hook(_AutoChunk(policy), with_kwargs=True))
+    model._memory_policy_handles = handles
+    model.memory_policy = policy
+    return model
+
+
+def set_chunk_size(model: nn.Module, chunk_size: Optional[int]) -> None:
+    """Set the chunk size of every chunkable op (used by ``"auto"`` once it has chosen)."""
+    for module in model.modules():
+        if _chunkable(module):
+            module.chunk_size = chunk_size
+
+
+class _AutoChunk:
+    """Forward pre-hook of ``chunk_size="auto"``: sizes chunks for each input size (cached)."""
+
+    def __init__(self, policy: MemoryPolicy):
+        self.policy = policy
+        self.cache: dict[tuple, Optional[int]] = {}
+
+    def __call__(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
+        from .estimate import batch_sizes, resolve_auto_chunk
+
+        batch = args[0] if args else kwargs["batch"]
+        recycle_dim = args[1] if len(args) > 1 else kwargs.get("recycle_dim")
+        sizes = batch_sizes(batch, recycle_dim)
+        if sizes not in self.cache:
+            device = batch["aatype"].device
+            self.cache[sizes] = resolve_auto_chunk(model.config, self.policy, *sizes, training=torch.is_grad_enabled(),
+                                                   device=device)
+        set_chunk_size(model, self.cache[sizes])
+
+
+__all__ = ["MemoryPolicy", "PRESETS", "apply_memory_policy", "preset", "set_chunk_size"]

@@ -1,0 +1,71 @@
+"""pLDDT and PAE plots (matplotlib, object-oriented API with the Agg canvas: no pyplot, no global
+backend switch)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._atomic import atomic_path
+
+__all__ = ["plot_plddt", "plot_pae"]
+
+#: AlphaFold DB confidence bands: (lower bound, upper bound, colour, label).
+PLDDT_BANDS = (
+    (90.0, 100.0, "#0053D6", "very high (>90)"),
+    (70.0, 90.0, "#65CBF3", "confident (70-90)"),
+    (50.0, 70.0, "#FFDB13", "low (50-70)"),
+    (0.0, 50.0, "#FF7D45", "very low (<50)"),
+)
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+
+
+def plot_plddt(path, plddt: np.ndarray, title: str = "") -> None:
+    """Per-residue pLDDT (0-100) over residue number (1-based), on the AlphaFold DB colour bands."""
+    plddt = np.asarray(plddt, dtype=np.float64)
+    fig = _figure(7.0, 3.2)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(1, plddt.shape[0] + 1)
+    ax.plot(x, plddt, color="0.35", lw=0.8, zorder=2)
+    for lo, hi, colour, label in PLDDT_BANDS:
+        ax.axhspan(lo, hi, color=colour, alpha=0.15, lw=0, zorder=1)
+        inside = (plddt >= lo) & ((plddt < hi) if lo < 90.0 else (plddt <= hi))
+        ax.scatter(x[inside], plddt[inside], s=9, color=colour, zorder=3, label=label)
+    ax.set_xlim(0.5, max(plddt.shape[0], 1) + 0.5)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("Residue")
+    ax.set_ylabel("pLDDT")
+    ax.set_title(f"{title}  mean pLDDT {plddt.mean():.1f}" if title else f"mean pLDDT {plddt.mean():.1f}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, title="pLDDT",
+              title_fontsize=7)
+    _save(fig, path)
+
+
+def plot_pae(path, pae: np.ndarray, max_pae: float | None = None, title: str = "") -> None:
+    """Predicted aligned error (Å) heatmap: x = scored residue, y = aligned residue (AlphaFold DB layout)."""
+    pae = np.asarray(pae, dtype=np.float64)
+    vmax = float(max_pae) if max_pae is not None else float(pae.max(initial=1.0))
+    n = pae.shape[0]
+    fig = _figure(5.0, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(pae, cmap="Greens_r", vmin=0.0, vmax=vmax, origin="upper",
+                   extent=(0.5, n + 0.5, n + 0.5, 0.5), interpolation="nearest")
+    cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    cbar.set_label("Expected position error (Å)")
+    ax.set_xlabel("Scored residue")
+    ax.set_ylabel("Aligned residue")
+    if title:
+        ax.set_title(title)
+    _save(fig, path)

@@ -1,0 +1,62 @@
+"""Where precision is decided: bf16 autocast is entered once, at the model's edge, and a few named
+fp32 islands keep the numerically delicate parts wide (Jumper et al. 2021 trained in bf16 with the
+same islands; AF2 ``alphafold/model/utils.py``).
+
+Precisions (``MemoryPolicy.precision``):
+
+* ``"fp32"``: no autocast; the model runs in its parameter dtype (fp32, or fp64 in parity tests).
+* ``"bf16"``: :func:`autocast` wraps the whole forward (``AlphaFold.forward`` enters it once): matmuls
+  and linears run in bf16 and the representations are stored in bf16, which halves them.
+
+The fp32 islands, each expressed by one helper here:
+
+* softmax statistics: the attention cores compute logits -> softmax (or the online log-sum-exp) in
+  fp32 (:func:`kernels.reference.attention`, :func:`alphafold_mem.memory.chunking.low_memory_attention`);
+* LayerNorm statistics: mean / variance in fp32 (:func:`kernels.reference.layer_norm`);
+* the structure module and all rigid geometry: :func:`fp32_region` disables autocast and
+  :func:`fp32_island` casts its inputs (``StructureModule.forward``);
+* confidence heads (pLDDT, PAE, pTM) and losses: :func:`fp32_island` on their logits / inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+from torch import Tensor
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def fp32_island(x: Tensor) -> Tensor:
+    """Cast half-precision tensors to fp32 (fp32/fp64 pass through): the named fp32 islands of
+    AF2 (softmax statistics, the structure module, geometry, confidence heads, losses)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+@contextlib.contextmanager
+def fp32_region(device_type: str) -> Iterator[None]:
+    """Run the enclosed code without autocast (an fp32 island such as the structure module); inputs
+    must be cast with :func:`fp32_island`. A no-op when autocast is off."""
+    if torch.is_autocast_enabled(device_type):
+        with torch.autocast(device_type, enabled=False):
+            yield
+    else:
+        yield
+
+
+def autocast(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """The one autocast context of a forward: bf16 for ``precision="bf16"``, nothing for ``"fp32"``.
+
+    Raises:
+        ValueError: unknown precision.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision '{precision}'; valid: {', '.join(PRECISIONS)}")
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=torch.bfloat16)
+
+
+__all__ = ["PRECISIONS", "autocast", "fp32_island", "fp32_region"]

@@ -1,0 +1,99 @@
+"""``alphafold-mem predict``: FASTA (or a3m) in, structures with confidence out.
+
+Examples::
+
+    alphafold-mem predict data/fasta/per_entry/1lcd.fasta \\
+        --msa data/alignments/1lcd_A/jackhmmer_pool.a3m --out out/
+    alphafold-mem predict data/fasta/per_entry/ --msa-dir data/alignments --out out/
+    alphafold-mem predict query.a3m --weights params_model_1_ptm.npz --out out/
+
+Exit status: 0 when every target succeeded or was skipped, 1 when any input was rejected or any
+target failed, 2 for a problem with the run as a whole (options, weights, no input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``predict`` subcommand."""
+    from .config import PRESETS
+    from .weights import DEFAULT_WEIGHTS
+
+    p = sub.add_parser(
+        "predict", help="predict structures from FASTA/a3m inputs",
+        description="Predict monomer structures with pLDDT/PAE confidence from a FASTA file (one or many "
+                    "records), a directory of FASTA files, or an .a3m whose first row is the query.",
+        epilog="Outputs per target (named from the sanitised record id): <id>.pdb (pLDDT in the B-factor "
+               "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
+               "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
+               "Exit status 1 if any target failed, 2 for bad options or weights.")
+    p.add_argument("input", help="FASTA file, directory of FASTA files, or .a3m/.sto alignment (first row = query)")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
+    msa = p.add_mutually_exclusive_group()
+    msa.add_argument("--msa", metavar="FILE", help="alignment (.a3m or .sto) for a single-record input")
+    msa.add_argument("--msa-dir", metavar="DIR",
+                     help="directory with <record id>.a3m / <record id>.sto, or a folder <record id>/ of "
+                          "alignment files (merged)")
+    msa.add_argument("--single-sequence", action="store_true", help="run without an MSA")
+    p.add_argument("--weights", metavar="FILE",
+                   help=f"weights: an alphafold-mem/Lightning checkpoint, an AF2 params .npz or an OpenFold "
+                        f".pt, detected by content (default: {DEFAULT_WEIGHTS})")
+    p.add_argument("--preset", choices=PRESETS, metavar="NAME",
+                   help="model preset for AF2/OpenFold weights (default: from the file name, else model_1_ptm); "
+                        "our checkpoints carry their own config")
+    p.add_argument("--num-recycles", type=int, metavar="N", help="recycling iterations (default: the model's)")
+    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:N (default: auto)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="default: fp32")
+    p.add_argument("--seed", type=int, default=0, help="seed of MSA sampling and torch (default: 0)")
+    p.add_argument("--chunk-size", type=_chunk_size, metavar="N|auto",
+                   help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "
+                        "the free memory); same results, lower peak memory (default: no chunking)")
+    p.add_argument("--low-memory", action="store_true",
+                   help="low-memory inference policy: low-memory attention, chunk size 4 unless --chunk-size "
+                        "is given, in-place updates, offloading of idle representations (GPU)")
+    p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
+                   help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
+                        "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
+    p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.set_defaults(func=run)
+
+
+def _chunk_size(text: str):
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``predict`` from parsed arguments; returns the exit status."""
+    from .inference import PredictError, predict
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        result = predict(
+            args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
+            weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
+            precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
+            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug)
+    except PredictError as exc:
+        log(f"error: {exc}")
+        if args.debug:
+            log(traceback.format_exc().rstrip())
+        return 2
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    return result.exit_code

@@ -1,0 +1,103 @@
+"""``alphafold-mem train``: train or fine-tune AlphaFold2 with Lightning.
+
+Examples::
+
+    alphafold-mem train --data data/                       # demo preset on the shipped example set
+    alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
+        --precision bf16-mixed --max-steps 100000 --out runs/af2
+    alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
+    alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+
+
+def _parse_assignments(items: list[str], what: str) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise SystemExit(f"error: {what} expects KEY=VALUE, got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``train`` subcommand."""
+    from .config import PRESETS
+
+    p = sub.add_parser("train", help="train or fine-tune a model (Lightning)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="model preset (default: demo, or the preset stored in --resume)")
+    p.add_argument("--data", default="data", help="data directory or chain-index JSON (default: data)")
+    p.add_argument("--out", default="runs/train", help="checkpoints and logs go here (default: runs/train)")
+    p.add_argument("--max-steps", type=int, default=1000, help="optimiser steps (default: 1000)")
+    p.add_argument("--precision", choices=("32", "bf16-mixed"), default="32")
+    p.add_argument("--devices", default="1", help="device count or 'auto' (default: 1)")
+    p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
+    p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
+    p.add_argument("--resume", metavar="CKPT", default=None, help="continue from a training checkpoint")
+    p.add_argument("--batch-size", type=int, default=None, help="per-device batch size (default: 1)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 1e-3, AF2)")
+    p.add_argument("--warmup-steps", type=int, default=None, help="linear warm-up steps (default: 1000, AF2)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--val-every", type=int, default=None, help="validate every N steps (default: 200)")
+    p.add_argument("--ckpt-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
+    p.add_argument("--held-out", nargs="*", default=None,
+                   help="PDB ids kept out of training for validation (default: the demo hold-out set)")
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (default: 0)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--logger", nargs="+", choices=("csv", "tensorboard"), default=["csv"])
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                   help="model config override, dotted path (repeatable), e.g. loss.violation_weight=1.0")
+    p.add_argument("--train-set", dest="train_overrides", action="append", metavar="KEY=VALUE",
+                   help="TrainConfig override (repeatable), e.g. ema_decay=0.99")
+    p.add_argument("--no-progress-bar", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import torch
+
+    from .config import apply_overrides, model_config
+    from .train import DEFAULT_HELD_OUT, TrainConfig, train
+    from .train.checkpoint import read_checkpoint_config
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        overrides = _parse_assignments(args.overrides, "--set")
+        if args.resume and args.preset is None:
+            cfg = apply_overrides(read_checkpoint_config(args.resume)[0], overrides)
+        else:
+            cfg = model_config(args.preset or "demo", **overrides)
+        tc_kwargs = {"held_out": tuple(args.held_out) if args.held_out is not None else DEFAULT_HELD_OUT}
+        for name, field in (("batch_size", "batch_size"), ("lr", "lr"), ("warmup_steps", "warmup_steps"),
+                            ("seed", "seed"), ("val_every", "val_every_steps")):
+            if getattr(args, name) is not None:
+                tc_kwargs[field] = getattr(args, name)
+        tc_kwargs.update(_parse_assignments(args.train_overrides, "--train-set"))
+        tc = dataclasses.replace(TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v
+                                                   for k, v in tc_kwargs.items()})
+        devices = args.devices if args.devices == "auto" else int(args.devices)
+        train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
+              strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
+              ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
+              progress_bar=not args.no_progress_bar)
+    except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"alphafold-mem train: error: {msg}", file=sys.stderr)
+        return 2
+    print(f"checkpoints: {args.out}/checkpoints (last.ckpt), logs: {args.out}/logs/metrics.csv")
+    return 0

@@ -1,0 +1,167 @@
+"""Memory benchmark: measured and predicted peak, time, and deviation from the reference policy, side
+by side in one run on the current device, for inference and for one training step.
+
+Default run (the issue-6 acceptance measurement: model_1 channel sizes, 2 Evoformer blocks + 1
+extra-MSA block, no templates, no recycling, N_res 256, N_seq 128, N_extra 1024, CPU)::
+
+    .venv/bin/python scripts/bench_memory.py
+
+The README's predicted table (no measurement, nothing allocated; model_1 inference at N_res
+256-4096 with 512 MSA clusters, 5120 extra sequences, 4 templates; initial_training / finetuning
+training steps)::
+
+    .venv/bin/python scripts/bench_memory.py --predict
+
+Smaller / other runs::
+
+    .venv/bin/python scripts/bench_memory.py --n-res 64 --n-seq 16 --n-extra 64 --repeats 1
+    .venv/bin/python scripts/bench_memory.py --modes inference --device cuda
+
+Columns: ``peak`` is the activation peak (bytes allocated during the run above what existed before:
+parameters and inputs excluded; CPU: :func:`alphafold_mem.memory.track_peak`'s storage accounting,
+CUDA: allocator statistics); ``pred`` is :func:`alphafold_mem.memory.estimate_breakdown` activation
+prediction (FakeTensorMode, nothing allocated); ``s`` the median wall time of ``--repeats`` untracked
+runs; ``dx`` the max |Δ| of the final atom positions (Å), ``dplddt`` of pLDDT, ``grad`` the largest
+per-tensor relative gradient error (training) — all against the reference policy in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem.memory import track_peak
+from alphafold_mem.memory.estimate import estimate_breakdown, proxy_loss
+from alphafold_mem.testing import random_features
+
+NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
+
+
+def _policies(mode: str) -> list[tuple[str, MemoryPolicy]]:
+    if mode == "inference":
+        return [("reference", MemoryPolicy.reference()),
+                ("reference + chunk 16 (fp32 rounding floor)", MemoryPolicy(chunk_size=16)),
+                ("low_memory_inference", MemoryPolicy.low_memory_inference())]
+    return [("reference", MemoryPolicy.reference()),
+            ("training, no checkpointing", MemoryPolicy.training(**NO_CKPT)),
+            ("training, checkpoint per block", MemoryPolicy.training(checkpoint_granularity="block")),
+            ("training (checkpoint per update)", MemoryPolicy.training())]
+
+
+def _step(model, batch, training: bool):
+    model.zero_grad(set_to_none=True)
+    with torch.set_grad_enabled(training):
+        out = model(batch)
+        if training:
+            proxy_loss(out).backward()
+    return {k: out[k].detach() for k in ("final_atom_positions", "plddt")}
+
+
+def _grads(model):
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _grad_error(grads, ref):
+    floor = 1e-6 * max(g.norm().item() for g in ref.values())
+    errs = [((grads[n] - g).norm() / g.norm()).item() for n, g in ref.items() if g.norm().item() > floor]
+    return max(errs)
+
+
+def predict_table() -> None:
+    """Print the README table of predicted peaks (GB = 10^9 bytes, fp32 parameters)."""
+    print("| run | N_res | N_seq | N_extra | N_templ | reference | low-memory (fp32) | low-memory (bf16) |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = [("model_1 inference", "model_1", n, 512, 5120, 4, False) for n in (256, 512, 1024, 2048, 4096)]
+    rows += [("initial_training step", "initial_training", 256, 128, 1024, 4, True),
+             ("finetuning step", "finetuning", 384, 512, 5120, 4, True)]
+    for label, preset, n, s, e, t, training in rows:
+        cfg = model_config(preset)
+        low = MemoryPolicy.training() if training else MemoryPolicy.low_memory_inference()
+        peaks = [estimate_breakdown(cfg, p, n, s, e, t, training).total / 1e9
+                 for p in (MemoryPolicy.reference(), low, low.replace(precision="bf16"))]
+        print(f"| {label} | {n} | {s} | {e} | {t} | " + " | ".join(f"{x:.1f} GB" for x in peaks) + " |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="model_1")
+    ap.add_argument("--n-res", type=int, default=256)
+    ap.add_argument("--n-seq", type=int, default=128)
+    ap.add_argument("--n-extra", type=int, default=1024)
+    ap.add_argument("--evo-blocks", type=int, default=2)
+    ap.add_argument("--extra-blocks", type=int, default=1)
+    ap.add_argument("--templates", type=int, default=0, help="N_templ (0: template embedding off)")
+    ap.add_argument("--recycles", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per row (median reported)")
+    ap.add_argument("--modes", default="inference,training")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--predict", action="store_true", help="print the README table of predicted peaks and exit")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is); 1 gives stable timings on shared cores")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.predict:
+        predict_table()
+        return 0
+
+    cfg = model_config(args.preset, **{
+        "evoformer.num_blocks": args.evo_blocks, "extra_msa.num_blocks": args.extra_blocks,
+        "template.enabled": args.templates > 0, "num_recycles": args.recycles})
+    dev = torch.device(args.device)
+    torch.manual_seed(0)
+    model = AlphaFold(cfg).eval()
+    with torch.no_grad():  # AF2 zero-initialises final layers; perturb so no output is trivial
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    model.to(dev)
+    batch = random_features(cfg, args.n_res, args.n_seq, args.n_extra, n_templ=args.templates)
+    batch["seq_mask"][-5:] = 0  # padding, so masks hold both values
+    batch = {k: v.to(dev) for k, v in batch.items()}
+    c = cfg
+    rep_bytes = 4 * (args.n_res ** 2 * c.c_z + args.n_seq * args.n_res * c.c_m + args.n_extra * args.n_res * c.c_e)
+    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, "
+          f"N_res {args.n_res}, N_seq {args.n_seq}, N_extra {args.n_extra}, N_templ {args.templates}, "
+          f"recycles {args.recycles}, device {dev}, threads {torch.get_num_threads()}")
+    print(f"# one pair + MSA + extra-MSA representation (fp32): {rep_bytes / 2**20:.1f} MiB")
+    print()
+    print("| mode | policy | peak MiB | pred MiB | pred err | peak / ref | peak / reps | s (median) | s / ref "
+          "| dx Å | dplddt | grad rel |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for mode in args.modes.split(","):
+        training = mode == "training"
+        ref = None
+        for name, policy in _policies(mode):
+            apply_memory_policy(model, policy)
+            with track_peak(dev) as mem:
+                out = _step(model, batch, training)
+            grads = _grads(model) if training else None
+            times = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                _step(model, batch, training)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                times.append(time.perf_counter() - t0)
+            pred = estimate_breakdown(cfg, policy, args.n_res, args.n_seq, args.n_extra, args.templates, training).activations
+            sec = statistics.median(times) if times else float("nan")
+            if ref is None:
+                ref = dict(out=out, grads=grads, peak=mem.peak, sec=sec)
+            dx = (out["final_atom_positions"] - ref["out"]["final_atom_positions"]).abs().max().item()
+            dp = (out["plddt"] - ref["out"]["plddt"]).abs().max().item()
+            ge = _grad_error(grads, ref["grads"]) if training else float("nan")
+            print(f"| {mode} | {name} | {mem.peak / 2**20:.1f} | {pred / 2**20:.1f} | "
+                  f"{100 * (pred - mem.peak) / mem.peak:+.1f}% | {mem.peak / ref['peak']:.3f} | "
+                  f"{mem.peak / rep_bytes:.2f} | {sec:.2f} | {sec / ref['sec']:.2f} | {dx:.1e} | {dp:.1e} | "
+                  f"{ge:.1e} |", flush=True)
+            del out, grads
+        apply_memory_policy(model, MemoryPolicy.reference())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
