@@ -45,7 +45,7 @@ NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_templa
 def _policies(mode: str) -> list[tuple[str, MemoryPolicy]]:
     if mode == "inference":
         return [("reference", MemoryPolicy.reference()),
-                ("reference + chunk 16 (fp32 rounding floor)", MemoryPolicy(chunk_size=16)),
+                ("reference attention + chunk 16", MemoryPolicy(chunk_size=16)),
                 ("low_memory_inference", MemoryPolicy.low_memory_inference())]
     return [("reference", MemoryPolicy.reference()),
             ("training, no checkpointing", MemoryPolicy.training(**NO_CKPT)),
