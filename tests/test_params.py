@@ -147,3 +147,20 @@ def test_misshaped_key_names_both_shapes(tmp_path):
     path = _write_modified(tmp_path, lambda a: a.__setitem__(key, np.zeros(51, np.float32)))
     with pytest.raises(ParameterLoadError, match=r"logits//bias.*\(51,\).*\(50,\)"):
         load_af2_params(path)
+
+
+@pytest.mark.parametrize("preset", ["training", "low_memory_inference", "chunk_3"])
+def test_parity_with_openfold_under_memory_policies(parity_model, preset):
+    """Issue 8: parity holds with each memory-policy preset, within the same 1e-3 tolerance."""
+    from alphafold_mem import MemoryPolicy, apply_memory_policy
+
+    policy = MemoryPolicy(chunk_size=3) if preset == "chunk_3" else getattr(MemoryPolicy, preset)()
+    apply_memory_policy(parity_model, policy)
+    try:
+        with torch.no_grad():
+            out = parity_model(_inputs(), recycle_dim=-1)
+    finally:
+        apply_memory_policy(parity_model, MemoryPolicy.reference())
+    diffs = _max_diffs(out, PARITY / "outputs.npz")
+    bad = {k: v for k, v in diffs.items() if v > TOL}
+    assert not bad, f"{preset}: outputs beyond {TOL}: {bad}"
