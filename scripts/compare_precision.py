@@ -1,6 +1,6 @@
 """Loss curves of fp32 vs bf16-mixed training for the same seed and data (CPU autocast bf16).
 
-Command line used for the note in docs/training.md::
+Command line used for the precision note in README.md (Training)::
 
     python scripts/compare_precision.py --data data --steps 60 --out /tmp/precision_check
 
