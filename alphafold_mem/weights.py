@@ -38,6 +38,7 @@ import torch
 
 from .config import PRESETS, ModelConfig, model_config
 from .model.alphafold import AlphaFold
+from .params import normalize_state_dict_keys
 
 __all__ = ["WeightsError", "LoadedWeights", "FORMATS", "DEFAULT_WEIGHTS", "default_weights_path",
            "detect_format", "load_weights", "save_checkpoint"]
@@ -49,7 +50,6 @@ FORMATS = ("af2-npz", "openfold", "alphafold-mem", "lightning")
 DEFAULT_WEIGHTS = "data/demo_weights/demo.ckpt"
 
 _AF2_PREFIX = "alphafold/alphafold_iteration/"
-_WRAPPERS = ("module.", "model.", "_orig_mod.")
 _EXPECTED = "expected an AlphaFold2 .npz, an OpenFold .pt or an alphafold-mem/Lightning checkpoint"
 
 # Plain-data globals that checkpoints hold besides tensors, safe to reconstruct.
@@ -178,19 +178,6 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def _strip_wrappers(sd: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in sd.items():
-        changed = True
-        while changed:
-            changed = False
-            for p in _WRAPPERS:
-                if k.startswith(p):
-                    k, changed = k[len(p):], True
-        out[k] = v
-    return out
-
-
 def _is_tensor_dict(obj) -> bool:
     return isinstance(obj, Mapping) and len(obj) > 0 and all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
@@ -201,7 +188,7 @@ _OPENFOLD_MARKERS = ("input_embedder.linear_tf_m.weight", "structure_module.line
 
 
 def _names_kind(sd: Mapping[str, Any]) -> Optional[str]:
-    keys = set(_strip_wrappers(sd))
+    keys = set(normalize_state_dict_keys(sd))
     if any(k in keys for k in _OUR_MARKERS):
         return "ours"
     if any(k in keys for k in _OPENFOLD_MARKERS):
@@ -296,7 +283,7 @@ def _classify(obj: Any, path: str) -> tuple[str, dict]:
         if note == "EMA weights":
             live = next((s for n, s in candidates if not n), None)
             if live is not None:  # non-float buffers are not averaged: take them from the live weights
-                sd = {**_strip_wrappers(live), **_strip_wrappers(sd)}
+                sd = {**normalize_state_dict_keys(live), **normalize_state_dict_keys(sd)}
         if meta.get("ema") is True and not note:
             details.append("EMA weights")
         if kind == "openfold":
@@ -368,7 +355,7 @@ def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
 
 
 def _load_ours(path: str, config: ModelConfig, sd: Mapping[str, torch.Tensor]) -> AlphaFold:
-    sd = _strip_wrappers(sd)
+    sd = normalize_state_dict_keys(sd)
     with torch.device("meta"):
         model = AlphaFold(config)
     expected = model.state_dict()
