@@ -94,9 +94,14 @@ class _Builder:
         self.linear(f"{key}/transition1", [m.linear_1 for m in mods], stacked)
         self.linear(f"{key}/transition2", [m.linear_2 for m in mods], stacked)
 
+    def pair_bias_weights(self, key, mods, stacked=False):
+        """AF2's bias-free pair-bias projection: ``<key>//feat_2d_weights`` ``[c_z, H]``."""
+        w = mods[0].weight
+        self.add(f"{key}//feat_2d_weights", [m.weight for m in mods], "w_in", (w.shape[1], w.shape[0]), stacked)
+
     def triangle_attention(self, key, mods, stacked=False):
         self.layer_norm(f"{key}/query_norm", [m.query_norm for m in mods], stacked)
-        self.linear(f"{key}/", [m.feat_2d_weights for m in mods], stacked)  # key "<name>//feat_2d_weights"
+        self.pair_bias_weights(key, [m.feat_2d_weights for m in mods], stacked)
         self.attention(f"{key}/attention", [m.attention for m in mods], stacked)
 
     def triangle_multiplication(self, key, mods, stacked=False):
@@ -117,7 +122,7 @@ class _Builder:
         row = [b.msa_row_attention_with_pair_bias for b in blocks]
         self.layer_norm(f"{key}msa_row_attention_with_pair_bias/query_norm", [r.query_norm for r in row], True)
         self.layer_norm(f"{key}msa_row_attention_with_pair_bias/feat_2d_norm", [r.feat_2d_norm for r in row], True)
-        self.linear(f"{key}msa_row_attention_with_pair_bias/", [r.feat_2d_weights for r in row], True)
+        self.pair_bias_weights(f"{key}msa_row_attention_with_pair_bias", [r.feat_2d_weights for r in row], True)
         self.attention(f"{key}msa_row_attention_with_pair_bias/attention", [r.attention for r in row], True)
         col = [b.msa_column_attention for b in blocks]
         if global_column:
@@ -137,11 +142,6 @@ class _Builder:
         self.add(f"{key}outer_product_mean//output_b", [o.output.bias for o in opm], "flat",
                  (opm[0].output.out_features,), True)
         self.pair_updates(key, [b.pair_updates for b in blocks])
-
-
-def _fix_feat_2d(key: str) -> str:
-    # linear(f"{name}/") yields "<name>///weights"; AF2 writes "<name>//feat_2d_weights"
-    return key.replace("///weights", "//feat_2d_weights")
 
 
 def af2_entries(model: AlphaFold) -> list[_Entry]:
@@ -202,7 +202,7 @@ def af2_entries(model: AlphaFold) -> list[_Entry]:
     b.linear("experimentally_resolved_head/logits", [h.experimentally_resolved])
     if h.predicted_aligned_error is not None:
         b.linear("predicted_aligned_error_head/logits", [h.predicted_aligned_error])
-    return [_Entry(_fix_feat_2d(e.key), e.params, e.kind, e.af2_shape, e.stacked) for e in b.entries]
+    return b.entries
 
 
 def _to_torch(arr: np.ndarray, kind: str, torch_shape: torch.Size) -> torch.Tensor:

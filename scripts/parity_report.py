@@ -15,9 +15,9 @@ import pathlib
 import numpy as np
 import torch
 
+from alphafold_mem.model.alphafold import OPENFOLD_OUTPUT_NAMES
 from alphafold_mem.params import load_af2_params
 
-OURS_TO_OPENFOLD = {"ptm": "ptm_score", "pae_logits": "tm_logits"}
 OUTPUTS = ["final_atom_positions", "sm_positions", "sm_angles", "plddt", "lddt_logits", "distogram_logits",
            "masked_msa_logits", "experimentally_resolved_logits", "single", "pair", "msa", "pae_logits",
            "predicted_aligned_error", "ptm"]
@@ -45,7 +45,7 @@ def main() -> None:
     print(f"| output | max abs value | " + " | ".join(runs) + " |")
     print("|---|---|" + "---|" * len(runs))
     for name in OUTPUTS:
-        ref_name = OURS_TO_OPENFOLD.get(name, name)
+        ref_name = OPENFOLD_OUTPUT_NAMES.get(name, name)
         cells, maxval = [], 0.0
         for label, (out, ref_file) in runs.items():
             ref = np.load(args.vectors / ref_file)[ref_name]

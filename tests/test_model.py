@@ -192,8 +192,7 @@ def test_invariant_point_attention_is_invariant():
     mask = torch.ones(n)
     mask[-3:] = 0
     glob = Rigid(quat_to_rot(torch.randn(4)), torch.randn(3) * 10)
-    moved = glob.unsqueeze(0).compose(frames) if False else Rigid(glob.rots @ frames.rots,
-                                                                   glob.apply(frames.trans))
+    moved = glob.compose(frames)  # the same global motion applied to every frame
     a = ipa(s, z, frames, mask)
     b = ipa(s, z, moved, mask)
     assert (a - b).abs().max() <= 1e-4

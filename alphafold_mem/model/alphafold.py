@@ -25,8 +25,9 @@ from .heads import AuxiliaryHeads
 from .structure_module import StructureModule
 from .template import TemplateEmbedding
 
-#: Our output name -> OpenFold's, where they differ.
-OPENFOLD_OUTPUT_NAMES = {"ptm": "ptm_score", "pae_logits": "tm_logits", "sm_frames": "sm_frames (as 4x4, OpenFold: quaternion+translation)"}
+#: Our output name -> OpenFold's, where they differ. (Layouts differ too: our ``sm_frames`` are 4x4
+#: matrices, OpenFold's quaternion + translation.)
+OPENFOLD_OUTPUT_NAMES = {"ptm": "ptm_score", "pae_logits": "tm_logits"}
 
 _REQUIRED = ("aatype", "residue_index", "seq_mask", "target_feat", "msa_feat", "msa_mask",
              "extra_msa", "extra_msa_mask", "extra_has_deletion", "extra_deletion_value")
