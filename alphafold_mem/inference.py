@@ -35,11 +35,10 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from .precision import PRECISIONS
 from .targets import PredictError, Target, collect_targets
 
 __all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
-
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -268,7 +267,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             checkpoints it must match the stored config (or be None).
         num_recycles: recycling iterations after the first (default: the model config's).
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
-        precision: ``"fp32"`` or ``"bf16"`` (the model's one autocast, with its fp32 islands).
+        precision: ``"fp32"``, ``"bf16"`` (the model's one autocast, fp32 islands and fp32
+            representations) or ``"bf16-full"`` (bf16 representations too; see :mod:`alphafold_mem.precision`).
         seed: seed of MSA cluster sampling/masking and of torch.
         overwrite: re-run targets whose outputs are complete (default: skip them).
         chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest

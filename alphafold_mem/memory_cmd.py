@@ -46,7 +46,7 @@ def candidates(training: bool, n_max: int) -> list[tuple[str, "object"]]:
         rows = [("reference", MemoryPolicy.reference()),
                 ("low_memory_inference, unchunked", MemoryPolicy.low_memory_inference(chunk_size=None))]
         rows += [(f"low_memory_inference, chunk {c}", MemoryPolicy.low_memory_inference(chunk_size=c)) for c in chunks]
-    rows += [(f"{label}, bf16", policy.replace(precision="bf16")) for label, policy in rows[1:]]
+    rows += [(f"{label}, {p}", policy.replace(precision=p)) for p in ("bf16", "bf16-full") for label, policy in rows[1:]]
     return rows
 
 

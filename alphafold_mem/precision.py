@@ -6,7 +6,17 @@ Precisions (``MemoryPolicy.precision``):
 
 * ``"fp32"``: no autocast; the model runs in its parameter dtype (fp32, or fp64 in parity tests).
 * ``"bf16"``: :func:`autocast` wraps the whole forward (``AlphaFold.forward`` enters it once): matmuls
-  and linears run in bf16 and the representations are stored in bf16, which halves them.
+  and linears run in bf16, so every transient (projections, attention inputs, transition hidden
+  layers) and every activation saved for backward by a linear is bf16. The residual streams (the
+  MSA, pair and extra-MSA representations) stay fp32, and the embedders that write them first
+  (input, recycling and extra-MSA embedders) are fp32 islands: the standard mixed-precision
+  arrangement (as Lightning's ``bf16-mixed``). Rounding the streams to bf16 after each of the ~10
+  residual updates per block is what moves the demo model's coordinates by up to 0.6 Å
+  (``scripts/compare_precision_inference.py``); with fp32 streams the worst shipped example moves
+  well under 0.5 Å.
+* ``"bf16-full"``: as ``"bf16"`` but the representations themselves are bf16 (AF2's own bfloat16
+  mode: the embedders' outputs and the masks are bf16, so the residual adds stay bf16), which
+  halves them and the inference peak; predictions move more (Cα up to ~0.6 Å on the demo model).
 
 The fp32 islands, each expressed by one helper here:
 
@@ -26,7 +36,7 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "bf16-full")
 
 
 def fp32_island(x: Tensor) -> Tensor:
@@ -46,8 +56,19 @@ def fp32_region(device_type: str) -> Iterator[None]:
         yield
 
 
+def representation_dtype(precision: str, param_dtype: torch.dtype) -> torch.dtype:
+    """dtype of the residual streams: bf16 only for ``"bf16-full"``, else the parameter dtype."""
+    return torch.bfloat16 if precision == "bf16-full" else param_dtype
+
+
+def embedder_region(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """The embedders' context: an fp32 island under ``"bf16"`` (raw features and the fp32 streams
+    are not rounded on the way in); plain autocast otherwise."""
+    return fp32_region(device_type) if precision == "bf16" else contextlib.nullcontext()
+
+
 def autocast(precision: str, device_type: str) -> contextlib.AbstractContextManager:
-    """The one autocast context of a forward: bf16 for ``precision="bf16"``, nothing for ``"fp32"``.
+    """The one autocast context of a forward: bf16 for ``"bf16"`` and ``"bf16-full"``, nothing for ``"fp32"``.
 
     Raises:
         ValueError: unknown precision.
@@ -59,4 +80,4 @@ def autocast(precision: str, device_type: str) -> contextlib.AbstractContextMana
     return torch.autocast(device_type, dtype=torch.bfloat16)
 
 
-__all__ = ["PRECISIONS", "autocast", "fp32_island", "fp32_region"]
+__all__ = ["PRECISIONS", "autocast", "embedder_region", "fp32_island", "fp32_region", "representation_dtype"]

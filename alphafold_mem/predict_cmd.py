@@ -47,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "our checkpoints carry their own config")
     p.add_argument("--num-recycles", type=int, metavar="N", help="recycling iterations (default: the model's)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="default: fp32")
+    p.add_argument("--precision", choices=("fp32", "bf16", "bf16-full"), default="fp32",
+                   help="bf16: bf16 matmuls, fp32 representations; bf16-full: bf16 representations too "
+                        "(half their memory, predictions move more). Default: fp32")
     p.add_argument("--seed", type=int, default=0, help="seed of MSA sampling and torch (default: 0)")
     p.add_argument("--chunk-size", type=_chunk_size, metavar="N|auto",
                    help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "

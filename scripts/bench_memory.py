@@ -21,7 +21,7 @@ Columns: ``peak`` is the activation peak (bytes allocated during the run above w
 parameters and inputs excluded; CPU: :func:`alphafold_mem.memory.track_peak`'s storage accounting,
 CUDA: allocator statistics); ``pred`` is :func:`alphafold_mem.memory.estimate_breakdown` activation
 prediction (FakeTensorMode, nothing allocated); ``s`` the median wall time of ``--repeats`` untracked
-runs; ``dx`` the max |Δ| of the final atom positions (Å), ``dplddt`` of pLDDT, ``grad`` the largest
+runs (interleaved across the rows); ``dx`` the max |Δ| of the final atom positions (Å), ``dplddt`` of pLDDT, ``grad`` the largest
 per-tensor relative gradient error (training) — all against the reference policy in the same run.
 """
 
@@ -42,15 +42,31 @@ from alphafold_mem.testing import random_features
 NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
 
 
-def _policies(mode: str) -> list[tuple[str, MemoryPolicy]]:
-    if mode == "inference":
-        return [("reference", MemoryPolicy.reference()),
-                ("reference attention + chunk 16", MemoryPolicy(chunk_size=16)),
-                ("low_memory_inference", MemoryPolicy.low_memory_inference())]
-    return [("reference", MemoryPolicy.reference()),
-            ("training, no checkpointing", MemoryPolicy.training(**NO_CKPT)),
-            ("training, checkpoint per block", MemoryPolicy.training(checkpoint_granularity="block")),
-            ("training (checkpoint per update)", MemoryPolicy.training())]
+POLICIES = {
+    "inference": [("reference", MemoryPolicy.reference()),
+                  ("chunk16", MemoryPolicy(chunk_size=16)),
+                  ("low_memory_inference", MemoryPolicy.low_memory_inference())],
+    "training": [("reference", MemoryPolicy.reference()),
+                 ("training_no_ckpt", MemoryPolicy.training(**NO_CKPT)),
+                 ("training_block", MemoryPolicy.training(checkpoint_granularity="block")),
+                 ("training", MemoryPolicy.training())],
+}
+DESCRIPTIONS = {
+    "chunk16": "reference attention, chunk 16",
+    "training_no_ckpt": "training(), no checkpointing",
+    "training_block": "training(), checkpoint every block (block granularity)",
+    "training": "training() (every block checkpointed at update granularity)",
+}
+
+
+def _policies(mode: str, names: list[str] | None) -> list[tuple[str, MemoryPolicy]]:
+    rows = POLICIES[mode]
+    if names:
+        unknown = set(names) - {n for n, _ in rows}
+        if unknown:
+            raise SystemExit(f"unknown {mode} policies {sorted(unknown)}; valid: {[n for n, _ in rows]}")
+        rows = [r for r in rows if r[0] in names]
+    return rows
 
 
 def _step(model, batch, training: bool):
@@ -97,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra-blocks", type=int, default=1)
     ap.add_argument("--templates", type=int, default=0, help="N_templ (0: template embedding off)")
     ap.add_argument("--recycles", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per row (median reported)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per row, interleaved across rows (median reported)")
     ap.add_argument("--modes", default="inference,training")
+    ap.add_argument("--policies", default="", help="comma-separated policy names to run (default: all of the mode; "
+                    "the first one is the reference of the ratio columns)")
+    ap.add_argument("--no-predicted", dest="predicted", action="store_false",
+                    help="skip the estimate_peak column (slow for deep stacks in training)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--predict", action="store_true", help="print the README table of predicted peaks and exit")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is); 1 gives stable timings on shared cores")
@@ -129,36 +149,49 @@ def main(argv: list[str] | None = None) -> int:
           f"recycles {args.recycles}, device {dev}, threads {torch.get_num_threads()}")
     print(f"# one pair + MSA + extra-MSA representation (fp32): {rep_bytes / 2**20:.1f} MiB")
     print()
-    print("| mode | policy | peak MiB | pred MiB | pred err | peak / ref | peak / reps | s (median) | s / ref "
-          "| dx Å | dplddt | grad rel |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mode in args.modes.split(","):
         training = mode == "training"
+        rows = _policies(mode, args.policies.split(",") if args.policies else None)
+        results = {}
         ref = None
-        for name, policy in _policies(mode):
+        for name, policy in rows:  # peaks and deviations, one tracked run each
             apply_memory_policy(model, policy)
             with track_peak(dev) as mem:
                 out = _step(model, batch, training)
             grads = _grads(model) if training else None
-            times = []
-            for _ in range(args.repeats):
+            pred = (estimate_breakdown(cfg, policy, args.n_res, args.n_seq, args.n_extra, args.templates,
+                                       training).activations if args.predicted else float("nan"))
+            if ref is None:
+                ref = dict(out=out, grads=grads, peak=mem.peak)
+            results[name] = dict(
+                peak=mem.peak, pred=pred, times=[],
+                dx=(out["final_atom_positions"] - ref["out"]["final_atom_positions"]).abs().max().item(),
+                dp=(out["plddt"] - ref["out"]["plddt"]).abs().max().item(),
+                grad=_grad_error(grads, ref["grads"]) if training else float("nan"))
+            print(f"# {mode} {name}: peak {mem.peak / 2**20:.1f} MiB", flush=True)
+            del out, grads
+        for rnd in range(args.repeats):  # timed runs interleaved, so load changes hit every policy alike
+            for name, policy in rows:
+                apply_memory_policy(model, policy)
                 t0 = time.perf_counter()
                 _step(model, batch, training)
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
-                times.append(time.perf_counter() - t0)
-            pred = estimate_breakdown(cfg, policy, args.n_res, args.n_seq, args.n_extra, args.templates, training).activations
-            sec = statistics.median(times) if times else float("nan")
-            if ref is None:
-                ref = dict(out=out, grads=grads, peak=mem.peak, sec=sec)
-            dx = (out["final_atom_positions"] - ref["out"]["final_atom_positions"]).abs().max().item()
-            dp = (out["plddt"] - ref["out"]["plddt"]).abs().max().item()
-            ge = _grad_error(grads, ref["grads"]) if training else float("nan")
-            print(f"| {mode} | {name} | {mem.peak / 2**20:.1f} | {pred / 2**20:.1f} | "
-                  f"{100 * (pred - mem.peak) / mem.peak:+.1f}% | {mem.peak / ref['peak']:.3f} | "
-                  f"{mem.peak / rep_bytes:.2f} | {sec:.2f} | {sec / ref['sec']:.2f} | {dx:.1e} | {dp:.1e} | "
-                  f"{ge:.1e} |", flush=True)
-            del out, grads
+                results[name]["times"].append(time.perf_counter() - t0)
+                print(f"# {mode} {name}: run {rnd + 1} {results[name]['times'][-1]:.2f} s", flush=True)
+        print()
+        print("| mode | policy | peak MiB | pred MiB | pred err | peak / ref | peak / reps | s (median) | s / ref "
+              "| dx Å | dplddt | grad rel |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        ref_sec = statistics.median(results[rows[0][0]]["times"]) if args.repeats else float("nan")
+        for name, _ in rows:
+            r = results[name]
+            sec = statistics.median(r["times"]) if r["times"] else float("nan")
+            label = DESCRIPTIONS.get(name, name)
+            print(f"| {mode} | {label} | {r['peak'] / 2**20:.1f} | {r['pred'] / 2**20:.1f} | "
+                  f"{100 * (r['pred'] - r['peak']) / r['peak']:+.1f}% | {r['peak'] / ref['peak']:.3f} | "
+                  f"{r['peak'] / rep_bytes:.2f} | {sec:.2f} | {sec / ref_sec:.2f} | {r['dx']:.1e} | "
+                  f"{r['dp']:.1e} | {r['grad']:.1e} |", flush=True)
         apply_memory_policy(model, MemoryPolicy.reference())
     return 0
 

@@ -261,12 +261,13 @@ def test_triton_policy_dispatches_to_kernels(monkeypatch):
     assert seen == {("att", "triton"), ("ln", "triton")}
 
 
-def test_bf16_autocast_with_fp32_islands(model_and_batch, reference_run):
+@pytest.mark.parametrize("precision,rep_dtype", [("bf16", torch.float32), ("bf16-full", torch.bfloat16)])
+def test_bf16_autocast_with_fp32_islands(model_and_batch, reference_run, precision, rep_dtype):
     model, batch = model_and_batch
     ref_out, _ = reference_run
-    out, _ = _run(model, batch, MemoryPolicy.low_memory_inference(precision="bf16"), grad=False)
+    out, _ = _run(model, batch, MemoryPolicy.low_memory_inference(precision=precision), grad=False)
     apply_memory_policy(model, MemoryPolicy.reference())
-    assert out["pair"].dtype == torch.bfloat16  # representations stored in bf16
+    assert out["pair"].dtype == rep_dtype and out["msa"].dtype == rep_dtype  # residual streams
     assert out["final_atom_positions"].dtype == torch.float32  # structure module: fp32 island
     assert out["plddt"].dtype == torch.float32
     assert torch.isfinite(out["final_atom_positions"]).all()

@@ -124,7 +124,11 @@ def _logits(q: Tensor, k: Tensor, biases: Sequence[Tensor], qs: int, qn: int, ks
             sd: torch.dtype) -> Tensor:
     s = torch.matmul(q.narrow(-2, qs, qn), k.narrow(-2, ks, kn).transpose(-1, -2)).to(sd)  # [*, H, qn, kn]
     for b in biases:
-        s = s + _bias_slice(b, qs, qn, ks, kn)
+        b = _bias_slice(b, qs, qn, ks, kn)
+        if torch.broadcast_shapes(s.shape, b.shape) == s.shape:
+            s.add_(b)  # s is a fresh buffer: add in place (no second logits-sized allocation)
+        else:
+            s = s + b
     return s
 
 
@@ -152,7 +156,7 @@ class _LowMemoryAttention(torch.autograd.Function):
                 kn = min(kv_chunk, n_k - ks)
                 s = _logits(q, k, biases, qs, qn, ks, kn, sd)  # [*, H, qn, kn]
                 m_new = s.amax(-1) if m_run is None else torch.maximum(m_run, s.amax(-1))  # [*, H, qn]
-                p = torch.exp(s - m_new[..., None])
+                p = s.sub_(m_new[..., None]).exp_()  # in place: the logits buffer becomes p
                 del s
                 pv = torch.matmul(p.to(v.dtype), v.narrow(-2, ks, kn)).to(sd)  # [*, H, qn, C_v]
                 if m_run is None:
@@ -194,12 +198,12 @@ class _LowMemoryAttention(torch.autograd.Function):
             for ks in range(0, n_k, kv_chunk):
                 kn = min(kv_chunk, n_k - ks)
                 s = _logits(qf, kf, biases, qs, qn, ks, kn, sd)
-                p = torch.exp(s - row_max.narrow(-1, qs, qn)[..., None]) / row_sum.narrow(-1, qs, qn)[..., None]
+                p = s.sub_(row_max.narrow(-1, qs, qn)[..., None]).exp_().div_(row_sum.narrow(-1, qs, qn)[..., None])
                 del s
                 dv.narrow(-2, ks, kn).add_(torch.matmul(p.transpose(-1, -2), do_c))
-                dp = torch.matmul(do_c, vf.narrow(-2, ks, kn).transpose(-1, -2))
-                ds = p * (dp - delta.narrow(-1, qs, qn)[..., None])
-                del p, dp
+                ds = torch.matmul(do_c, vf.narrow(-2, ks, kn).transpose(-1, -2))  # dp, then ds in place
+                ds.sub_(delta.narrow(-1, qs, qn)[..., None]).mul_(p)
+                del p
                 dq.narrow(-2, qs, qn).add_(torch.matmul(ds, kf.narrow(-2, ks, kn)))
                 dk.narrow(-2, ks, kn).add_(torch.matmul(ds.transpose(-1, -2), qf.narrow(-2, qs, qn)))
                 for b, g in zip(biases, db):

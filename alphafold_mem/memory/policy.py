@@ -40,7 +40,7 @@ class MemoryPolicy:
             outer product mean, triangle update) is its own checkpoint. Same single recomputation
             as per-block checkpointing, but during backward only the residual stream of the
             blocks is kept, plus one update's activations.
-        precision: ``"fp32"`` (parameter dtype) or ``"bf16"`` (autocast entered once in
+        precision: ``"fp32"`` (parameter dtype), ``"bf16"`` or ``"bf16-full"`` (autocast entered once in
             ``AlphaFold.forward``, fp32 islands as in :mod:`alphafold_mem.precision`).
         inplace: inference only: residual updates modify the representations in place.
         offload: inference only: representations not in use (the MSA representation during the

@@ -44,8 +44,8 @@ class AlphaFold(nn.Module):
     Args:
         config: a :class:`alphafold_mem.config.ModelConfig` (see :func:`alphafold_mem.model_config`).
 
-    Memory attributes (set by :func:`alphafold_mem.apply_memory_policy`): ``precision`` (``"fp32"`` or
-    ``"bf16"``) and ``offload`` (bool).
+    Memory attributes (set by :func:`alphafold_mem.apply_memory_policy`): ``precision`` (``"fp32"``,
+    ``"bf16"`` or ``"bf16-full"``, see :mod:`alphafold_mem.precision`) and ``offload`` (bool).
     """
 
     precision: str = "fp32"
@@ -155,10 +155,14 @@ class AlphaFold(nn.Module):
         msa_mask = batch["msa_mask"]
         n_seq = batch["msa_feat"].shape[-3]
 
-        m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
-        # masks in the representations' dtype (bf16 under autocast; 0/1 are exact), so that a masked
-        # update does not promote the residual stream back to fp32; a no-op in fp32
-        pair_mask, msa_mask = pair_mask.to(z.dtype), msa_mask.to(m.dtype)
+        device_type = aatype.device.type
+        rep_dtype = _precision.representation_dtype(self.precision, seq_mask.dtype)
+        with _precision.embedder_region(self.precision, device_type):  # fp32 island under "bf16"
+            m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
+        # the residual streams in their dtype (bf16 only under "bf16-full"), and the masks with them
+        # (0/1 are exact), so that a masked update does not promote a bf16 stream back to fp32
+        m, z = m.to(rep_dtype), z.to(rep_dtype)
+        pair_mask, msa_mask = pair_mask.to(rep_dtype), msa_mask.to(rep_dtype)
         if not prev:
             b, n = aatype.shape
             prev = [m.new_zeros(b, n, self.config.c_m), z.new_zeros(b, n, n, self.config.c_z),
@@ -166,7 +170,8 @@ class AlphaFold(nn.Module):
         m0_prev, z_prev, x_prev = (t.to(z.device) for t in prev)
         prev.clear()
         pb, _ = all_atom.pseudo_beta(aatype, x_prev, x_prev.new_ones(x_prev.shape[:-1]))
-        m0_update, z_update = self.recycling_embedder(m0_prev, z_prev, pb)
+        with _precision.embedder_region(self.precision, device_type):
+            m0_update, z_update = self.recycling_embedder(m0_prev, z_prev, pb)
         del m0_prev, z_prev, x_prev
         m = torch.cat([(m[..., 0, :, :] + m0_update).unsqueeze(-3), m[..., 1:, :, :]], dim=-3)
         z = z + z_update
@@ -182,8 +187,10 @@ class AlphaFold(nn.Module):
         offload = self.offload and not torch.is_grad_enabled() and m.device.type != "cpu"
         if offload:  # m is not used by the extra-MSA stack: let it wait in host memory
             m_device, m = m.device, m.to("cpu")
-        e = self.extra_msa_embedder(batch["extra_msa"], batch["extra_has_deletion"], batch["extra_deletion_value"])
-        z = self.extra_msa_stack(e, z, batch["extra_msa_mask"].to(e.dtype), pair_mask)
+        with _precision.embedder_region(self.precision, device_type):
+            e = self.extra_msa_embedder(batch["extra_msa"], batch["extra_has_deletion"], batch["extra_deletion_value"])
+        e = e.to(rep_dtype)
+        z = self.extra_msa_stack(e, z, batch["extra_msa_mask"].to(rep_dtype), pair_mask)
         del e
         if offload:
             m = m.to(m_device)
