@@ -42,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/train", help="checkpoints and logs go here (default: runs/train)")
     p.add_argument("--max-steps", type=int, default=1000, help="optimiser steps (default: 1000)")
     p.add_argument("--precision", choices=("32", "bf16-mixed"), default="32")
+    p.add_argument("--memory-policy", choices=("reference", "training"), default="training",
+                   help="training: every Evoformer/extra-MSA/template block checkpointed (update granularity) "
+                        "and low-memory attention, same results as reference (default: training)")
+    p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
+                   help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")
     p.add_argument("--devices", default="1", help="device count or 'auto' (default: 1)")
     p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
@@ -71,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from .config import apply_overrides, model_config
+    from .memory.policy import preset
     from .train import DEFAULT_HELD_OUT, TrainConfig, train
     from .train.checkpoint import read_checkpoint_config
 
@@ -91,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
         tc = dataclasses.replace(TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v
                                                    for k, v in tc_kwargs.items()})
         devices = args.devices if args.devices == "auto" else int(args.devices)
+        policy = preset(args.memory_policy, **_parse_assignments(args.memory_overrides, "--memory-set"))
         train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
               strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
               ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
-              progress_bar=not args.no_progress_bar)
+              progress_bar=not args.no_progress_bar, memory_policy=policy)
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from alphafold_mem import model_config
+from alphafold_mem import MemoryPolicy, model_config
 from alphafold_mem.train import (AF2DataModule, AlphaFoldLightning, NonFiniteLossError, TrainConfig, build_trainer,
                                  check_config_compatible, evaluate_lddt, export_weights, load_model, load_weights)
 from alphafold_mem.train.checkpoint import atomic_save
@@ -190,6 +190,24 @@ def test_consecutive_non_finite_steps_abort(data_dir, tmp_path):
     module.loss_fn = _NaNLoss(module.loss_fn, bad_calls={2, 3})
     with pytest.raises(NonFiniteLossError, match="2 consecutive steps"):
         _fit(data_dir, tmp_path, 5, tc=tc, module=module)
+
+
+# -- memory policy ---------------------------------------------------------------------------------
+def test_training_memory_policy_same_losses(data_dir, tmp_path):
+    """The training preset (checkpointing + low-memory attention) bound by the Lightning module trains
+    the same: the same seed and data give the same losses (fp32 rounding of the reordered softmax)."""
+    tc = TrainConfig(warmup_steps=3, held_out=("1a8o",), val_every_steps=0, seed=0)
+    torch.manual_seed(0)
+    _, ref = _fit(data_dir, tmp_path / "ref", 3, tc=tc, module=AlphaFoldLightning(_cfg(), tc))
+    torch.manual_seed(0)
+    module = AlphaFoldLightning(_cfg(), tc, MemoryPolicy.training(checkpoint_granularity="block"))
+    assert module.model.memory_policy.checkpoint_evoformer == 1
+    _, low = _fit(data_dir, tmp_path / "low", 3, tc=tc, module=module)
+    assert len(low) == len(ref) == 3
+    for a, b in zip(ref, low):
+        assert abs(a - b) <= 1e-4 * abs(a), (ref, low)
+    with pytest.raises(ValueError, match="bf16-mixed"):
+        AlphaFoldLightning(_cfg(), tc, MemoryPolicy.training(precision="bf16"))
 
 
 # -- precision -------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import torch
 from ..config import ModelConfig
 from ..data import Batch
 from ..losses import AlphaFoldLoss
+from ..memory.policy import MemoryPolicy, apply_memory_policy
 from ..metrics import ca_rmsd, lddt_ca
 from ..model import AlphaFold
 from ..params import normalize_state_dict_keys
@@ -65,14 +66,27 @@ class AlphaFoldLightning(L.LightningModule):
     Args:
         model_config: the architecture / loss weights (``alphafold_mem.model_config``).
         train_config: optimiser, schedule, EMA and sampling settings.
+        memory_policy: a :class:`alphafold_mem.MemoryPolicy` bound to ``self.model`` (e.g.
+            ``MemoryPolicy.training()``: checkpointing + low-memory attention); ``None``: the
+            reference computation. Its precision must stay ``"fp32"``: mixed precision in training
+            is the Trainer's ``precision="bf16-mixed"``.
+
+    Raises:
+        ValueError: a memory policy with a precision other than fp32.
     """
 
-    def __init__(self, model_config: ModelConfig, train_config: TrainConfig = TrainConfig()):
+    def __init__(self, model_config: ModelConfig, train_config: TrainConfig = TrainConfig(),
+                 memory_policy: Optional[MemoryPolicy] = None):
         super().__init__()
+        if memory_policy is not None and memory_policy.precision != "fp32":
+            raise ValueError(f"memory policy precision {memory_policy.precision!r}: in training, set mixed precision "
+                             "with the trainer (--precision bf16-mixed) and leave the policy's precision at fp32")
         self.automatic_optimization = False
         self.model_config, self.train_config = model_config, train_config
         self.save_hyperparameters({"model_config": model_config.to_dict(), "train_config": train_config.to_dict()})
         self.model = AlphaFold(model_config)
+        if memory_policy is not None:
+            apply_memory_policy(self.model, memory_policy)
         self.loss_fn = AlphaFoldLoss(model_config.loss, model_config.heads)
         self.ema = EMA(self.model, train_config.ema_decay)
         self.batches_seen = 0

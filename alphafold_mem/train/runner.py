@@ -11,6 +11,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
 from ..config import ModelConfig
+from ..memory.policy import MemoryPolicy
 from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkpoint_config
 from .config import TrainConfig
 from .data_module import AF2DataModule
@@ -71,8 +72,10 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
           out_dir: str | os.PathLike, max_steps: int, precision: str = "32", devices="auto",
           strategy: str = "auto", accelerator: str = "auto", resume: Optional[str] = None,
           ckpt_every_steps: int = 200, num_workers: int = 0, loggers: Sequence[str] = ("csv",),
-          callbacks: Sequence[Callback] = (), progress_bar: bool = True) -> AlphaFoldLightning:
-    """Train (or resume) and return the trained module.
+          callbacks: Sequence[Callback] = (), progress_bar: bool = True,
+          memory_policy: Optional[MemoryPolicy] = None) -> AlphaFoldLightning:
+    """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
+    (see :class:`AlphaFoldLightning`); ``None``: the reference computation.
 
     Raises:
         ValueError: ``resume`` was saved for a different architecture (one sentence naming the
@@ -82,7 +85,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
         saved, _ = read_checkpoint_config(resume)
         check_config_compatible(saved, model_config)
     L.seed_everything(train_config.seed, workers=True, verbose=False)
-    module = AlphaFoldLightning(model_config, train_config)
+    module = AlphaFoldLightning(model_config, train_config, memory_policy)
     dm = AF2DataModule(data_dir, model_config, train_config, cache_dir=Path(out_dir) / "chain_index",
                        max_steps=max_steps, num_workers=num_workers)
     trainer = build_trainer(out_dir, max_steps, precision, devices, strategy, accelerator,
