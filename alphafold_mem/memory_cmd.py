@@ -39,8 +39,8 @@ def candidates(training: bool, n_max: int) -> list[tuple[str, "object"]]:
         no_ckpt = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
         rows = [("reference", MemoryPolicy.reference()),
                 ("training, no checkpointing", MemoryPolicy.training(**no_ckpt)),
-                ("training, checkpoint per block", MemoryPolicy.training(checkpoint_granularity="block")),
-                ("training", MemoryPolicy.training())]
+                ("training (checkpoint per block)", MemoryPolicy.training()),
+                ("training, checkpoint per update", MemoryPolicy.training(checkpoint_granularity="update"))]
         rows += [(f"training, chunk {c}", MemoryPolicy.training(chunk_size=c)) for c in chunks]
     else:
         rows = [("reference", MemoryPolicy.reference()),

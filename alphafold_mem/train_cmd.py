@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=1000, help="optimiser steps (default: 1000)")
     p.add_argument("--precision", choices=("32", "bf16-mixed"), default="32")
     p.add_argument("--memory-policy", choices=("reference", "training"), default="training",
-                   help="training: every Evoformer/extra-MSA/template block checkpointed (update granularity) "
+                   help="training: every Evoformer/extra-MSA/template block checkpointed "
                         "and low-memory attention, same results as reference (default: training)")
     p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
                    help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")

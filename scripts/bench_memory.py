@@ -12,6 +12,11 @@ training steps)::
 
     .venv/bin/python scripts/bench_memory.py --predict
 
+The OpenFold comparison configuration of issue 6 (model_1_ptm, 48 + 4 blocks, 2 templates, 1 thread)::
+
+    .venv/bin/python scripts/bench_memory.py --modes inference --preset model_1_ptm --evo-blocks 48 \
+        --extra-blocks 4 --n-seq 16 --n-extra 64 --templates 2 --n-res 128
+
 Smaller / other runs::
 
     .venv/bin/python scripts/bench_memory.py --n-res 64 --n-seq 16 --n-extra 64 --repeats 1
@@ -48,14 +53,14 @@ POLICIES = {
                   ("low_memory_inference", MemoryPolicy.low_memory_inference())],
     "training": [("reference", MemoryPolicy.reference()),
                  ("training_no_ckpt", MemoryPolicy.training(**NO_CKPT)),
-                 ("training_block", MemoryPolicy.training(checkpoint_granularity="block")),
-                 ("training", MemoryPolicy.training())],
+                 ("training", MemoryPolicy.training()),
+                 ("training_update", MemoryPolicy.training(checkpoint_granularity="update"))],
 }
 DESCRIPTIONS = {
     "chunk16": "reference attention, chunk 16",
     "training_no_ckpt": "training(), no checkpointing",
-    "training_block": "training(), checkpoint every block (block granularity)",
-    "training": "training() (every block checkpointed at update granularity)",
+    "training": "training() (every block checkpointed)",
+    "training_update": "training(), checkpoint every residual update",
 }
 
 

@@ -175,6 +175,7 @@ def reference_run(model_and_batch):
 
 @pytest.mark.parametrize("policy", [
     MemoryPolicy.training(),
+    MemoryPolicy.training(checkpoint_granularity="update"),
     MemoryPolicy.low_memory_inference(chunk_size=6, attention_chunks=(5, 4)),
     MemoryPolicy(chunk_size=5, checkpoint_evoformer=2, checkpoint_template=1),
 ], ids=lambda p: p.name)
@@ -222,10 +223,10 @@ def test_apply_policy_is_rebindable_and_keeps_names():
     cfg = model_config("tiny")
     model = AlphaFold(cfg)
     names = list(model.state_dict())
-    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="block"))
+    apply_memory_policy(model, MemoryPolicy.training())
     n_blocks = cfg.evoformer.num_blocks + cfg.extra_msa.num_blocks + cfg.template.pair_stack.num_blocks
     assert len(model._memory_policy_handles) == 2 * n_blocks  # a pre- and a post-hook per segment
-    apply_memory_policy(model, MemoryPolicy.training())  # a segment per residual update: 9 per block, 5 per template block
+    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="update"))  # a segment per residual update: 9 per block, 5 per template block
     assert len(model._memory_policy_handles) == 2 * (9 * (n_blocks - cfg.template.pair_stack.num_blocks)
                                                      + 5 * cfg.template.pair_stack.num_blocks)
     apply_memory_policy(model, MemoryPolicy.low_memory_inference())

@@ -200,7 +200,7 @@ def test_training_memory_policy_same_losses(data_dir, tmp_path):
     torch.manual_seed(0)
     _, ref = _fit(data_dir, tmp_path / "ref", 3, tc=tc, module=AlphaFoldLightning(_cfg(), tc))
     torch.manual_seed(0)
-    module = AlphaFoldLightning(_cfg(), tc, MemoryPolicy.training(checkpoint_granularity="block"))
+    module = AlphaFoldLightning(_cfg(), tc, MemoryPolicy.training())
     assert module.model.memory_policy.checkpoint_evoformer == 1
     _, low = _fit(data_dir, tmp_path / "low", 3, tc=tc, module=module)
     assert len(low) == len(ref) == 3
