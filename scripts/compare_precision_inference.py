@@ -2,7 +2,8 @@
 
 Runs ``alphafold_mem.predict`` twice on the same inputs, weights and seed (``--precision fp32`` and
 ``--precision bf16``: the model's one autocast with its fp32 islands) and compares the written PDB
-files target by target: Cα-RMSD after optimal superposition (Biopython's SVDSuperimposer, Å), the
+files target by target (read with the project's PDB reader): Cα-RMSD after optimal superposition
+(``alphafold_mem.metrics.ca_rmsd``, Å), the
 same without superposition, and the mean / max |ΔpLDDT| (pLDDT is the B-factor column, 0-100).
 
 Command used for the README and the issue-6 note (demo weights, every record of the shipped
@@ -18,37 +19,40 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from Bio import SeqIO  # noqa: E402
-from Bio.PDB import PDBParser  # noqa: E402
-from Bio.SVDSuperimposer import SVDSuperimposer  # noqa: E402
 
 from alphafold_mem import predict  # noqa: E402
+from alphafold_mem.data.errors import InputWarning  # noqa: E402
+from alphafold_mem.data.mmcif import parse_pdb  # noqa: E402
+from alphafold_mem.geometry import residue_constants as rc  # noqa: E402
+from alphafold_mem.metrics import ca_rmsd, rmsd  # noqa: E402
 
 
-def ca_and_plddt(pdb_path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Cα coordinates ``[N_res, 3]`` (Å) and per-residue pLDDT (B-factor of Cα) of a predicted PDB."""
-    structure = PDBParser(QUIET=True).get_structure(pdb_path.stem, str(pdb_path))
-    atoms = [res["CA"] for res in structure[0].get_residues() if "CA" in res]
-    return np.array([a.coord for a in atoms], dtype=np.float64), np.array([a.bfactor for a in atoms])
+def _read(pdb_path: Path):
+    with warnings.catch_warnings():  # predictions carry no SEQRES: the observed residues are the sequence
+        warnings.simplefilter("ignore", InputWarning)
+        return parse_pdb(pdb_path)
 
 
 def compare(fp32_pdb: Path, bf16_pdb: Path) -> dict[str, float]:
-    """Cα-RMSD (superposed and raw, Å) and mean/max |ΔpLDDT| between two predictions of one target."""
-    x, p = ca_and_plddt(fp32_pdb)
-    y, q = ca_and_plddt(bf16_pdb)
-    if x.shape != y.shape:
-        raise ValueError(f"{fp32_pdb} and {bf16_pdb} have different residue counts ({len(x)} vs {len(y)})")
-    sup = SVDSuperimposer()
-    sup.set(x, y)
-    sup.run()
-    raw = float(np.sqrt(((x - y) ** 2).sum(-1).mean()))
-    return dict(n_res=len(x), rmsd=float(sup.get_rms()), rmsd_raw=raw,
-                dplddt_mean=float(np.abs(p - q).mean()), dplddt_max=float(np.abs(p - q).max()))
+    """Cα-RMSD (superposed and raw, Å) and mean/max |ΔpLDDT| between two predictions of one target
+    (pLDDT is the B-factor column of the predicted PDB)."""
+    a, b = _read(fp32_pdb), _read(bf16_pdb)
+    if len(a) != len(b):
+        raise ValueError(f"{fp32_pdb} and {bf16_pdb} have different residue counts ({len(a)} vs {len(b)})")
+    x, y, mask = (torch.tensor(t, dtype=torch.float64) for t in (a.atom37_positions, b.atom37_positions, a.atom37_mask))
+    ca = rc.atom_order["CA"]
+    dp = np.abs(a.b_factors[:, ca] - b.b_factors[:, ca])
+    return dict(n_res=len(a), rmsd=ca_rmsd(y, x, mask).item(),
+                rmsd_raw=rmsd(y[:, ca], x[:, ca], mask[:, ca], superpose_first=False).item(),
+                dplddt_mean=float(dp.mean()), dplddt_max=float(dp.max()))
 
 
 def run_all(inputs: str, msa_dir: str, out: Path, **kwargs) -> list:
@@ -80,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     args = ap.parse_args(argv)
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     out = Path(args.out)
     runs = {}
