@@ -149,18 +149,14 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
 
 
 def _unique_names(targets: list[Target], log) -> None:
+    from .data.parsers import unique_name
+
     seen: dict[str, int] = {}
     for t in targets:
-        base = t.name
-        if base in seen:
-            seen[base] += 1
-            new = f"{base}_{seen[base]}"
-            while new in seen:
-                seen[base] += 1
-                new = f"{base}_{seen[base]}"
-            log(f"warning: {t.source}: record '{base}' repeats an id of this run; its outputs are named '{new}'")
+        new = unique_name(t.name, seen)
+        if new != t.name:
+            log(f"warning: {t.source}: record '{t.name}' repeats an id of this run; its outputs are named '{new}'")
             t.name = new
-        seen.setdefault(t.name, 1)
 
 
 def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:

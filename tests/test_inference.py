@@ -258,6 +258,17 @@ def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, option
 
 
 # -- validation before model work (no model runs) ------------------------------------------------
+def test_ids_repeated_across_files_get_numbered_names(tmp_path):
+    for i, (first, second) in enumerate([("pep", "pep_2"), ("pep", "other")]):
+        (tmp_path / f"{i}.fasta").write_text(f">{first}\nMKVLAG\n>{second}\nMKVLAGG\n")
+    lines = []
+    targets, rejected = collect_targets([tmp_path / "0.fasta", tmp_path / "1.fasta"], log=lines.append)
+    assert not rejected
+    # the second 'pep' cannot take 'pep_2' (already an id of this run), so it becomes 'pep_3'
+    assert [t.name for t in targets] == ["pep", "pep_2", "pep_3", "other"]
+    assert any("record 'pep' repeats an id of this run; its outputs are named 'pep_3'" in line for line in lines)
+
+
 @needs_shipped
 def test_a3m_input_and_msa_mismatch_are_validated_up_front(tmp_path):
     lines = []

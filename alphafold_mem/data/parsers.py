@@ -42,7 +42,7 @@ from .errors import InputError, warn_input
 
 __all__ = [
     "FastaRecord", "Msa", "parse_fasta", "parse_fasta_string", "parse_a3m", "parse_a3m_string",
-    "parse_stockholm", "parse_msa", "sanitize_name",
+    "parse_stockholm", "parse_msa", "sanitize_name", "unique_name",
 ]
 
 _STANDARD = frozenset("ARNDCQEGHILKMFPSTWYV")
@@ -51,6 +51,22 @@ _ACCEPTED = _STANDARD | {"X"} | set(_MAPPED)
 _NUCLEIC = frozenset("ACGTUN")
 _COMMENT_STARTS = (";", "#", "!")
 _NAME_MAX = 64
+
+
+def unique_name(name: str, seen: dict[str, int], max_len: int | None = None) -> str:
+    """``name`` if ``seen`` does not hold it yet, else ``<name>_<k>`` with the next free k >= 2 (the
+    stem cut to ``max_len - 4`` characters when ``max_len`` is given). Records the result in ``seen``
+    (name -> last number used)."""
+    if name in seen:
+        stem = name if max_len is None else name[:max_len - 4]
+        seen[name] += 1
+        new = f"{stem}_{seen[name]}"
+        while new in seen:
+            seen[name] += 1
+            new = f"{stem}_{seen[name]}"
+        name = new
+    seen.setdefault(name, 1)
+    return name
 
 
 def sanitize_name(title: str, fallback: str) -> str:
@@ -270,16 +286,11 @@ def _fasta_from_lines(lines: Iterable[str], path: str, *, skip_nucleic: bool,
             warn_input(f"non-standard residues mapped: {listed}{more}", file=path, record=name, line=line,
                        stacklevel=4)
             upper = "".join(_MAPPED.get(c, c) for c in upper)
-        if name in names:
-            names[name] += 1
-            new = f"{name[:_NAME_MAX - 4]}_{names[name]}"
-            while new in names:
-                names[name] += 1
-                new = f"{name[:_NAME_MAX - 4]}_{names[name]}"
+        new = unique_name(name, names, _NAME_MAX)
+        if new != name:
             warn_input(f"duplicate record name; renamed to '{new}'", file=path, record=name, line=line,
                        stacklevel=4)
             name = new
-        names.setdefault(name, 1)
         out.append(FastaRecord(name=name, description=title, sequence=upper, line=line, path=path))
     if not out:
         raise InputError("no protein FASTA records (only nucleic-acid records)", file=path)
