@@ -24,7 +24,7 @@ Smaller / other runs::
 
 Columns: ``peak`` is the activation peak (bytes allocated during the run above what existed before:
 parameters and inputs excluded; CPU: :func:`alphafold_mem.memory.track_peak`'s storage accounting,
-CUDA: allocator statistics); ``pred`` is :func:`alphafold_mem.memory.estimate_breakdown` activation
+CUDA: allocator statistics); ``pred`` is :func:`alphafold_mem.planner.estimate_breakdown` activation
 prediction (FakeTensorMode, nothing allocated); ``s`` the median wall time of ``--repeats`` untracked
 runs (interleaved across the rows); ``dx`` the max |Δ| of the final atom positions (Å), ``dplddt`` of pLDDT, ``grad`` the largest
 per-tensor relative gradient error (training) — all against the reference policy in the same run.
@@ -41,7 +41,7 @@ import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import track_peak
-from alphafold_mem.memory.estimate import estimate_breakdown, proxy_loss
+from alphafold_mem.planner.estimate import estimate_breakdown, proxy_loss
 from alphafold_mem.testing import random_features
 
 NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)

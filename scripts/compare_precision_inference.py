@@ -57,7 +57,7 @@ def compare(fp32_pdb: Path, bf16_pdb: Path) -> dict[str, float]:
 
 def run_all(inputs: str, msa_dir: str, out: Path, **kwargs) -> list:
     """Predict every record: with its MSA where ``msa_dir`` has one, single-sequence otherwise.
-    Returns the :class:`~alphafold_mem.inference.TargetResult` list."""
+    Returns the :class:`~alphafold_mem.predict.TargetResult` list."""
     first = predict(inputs, out, msa_dir=msa_dir, **kwargs)
     no_msa = {r.name for r in first.results if r.status == "invalid" and "no alignment" in r.message}
     results = [r for r in first.results if r.name not in no_msa]

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from alphafold_mem.model.alphafold import OPENFOLD_OUTPUT_NAMES
-from alphafold_mem.params import load_af2_params
+from alphafold_mem.weights import load_af2_params
 
 OUTPUTS = ["final_atom_positions", "sm_positions", "sm_angles", "plddt", "lddt_logits", "distogram_logits",
            "masked_msa_logits", "experimentally_resolved_logits", "single", "pair", "msa", "pae_logits",

@@ -20,11 +20,11 @@ import alphafold_mem
 from alphafold_mem import AlphaFold, model_config
 from alphafold_mem.cli import main
 from alphafold_mem.geometry import residue_constants as rc
-from alphafold_mem.inference import PredictError
+from alphafold_mem.predict import PredictError
 from alphafold_mem.data.errors import InputWarning
 from alphafold_mem.data.mmcif import parse_pdb
 from alphafold_mem.metrics import ca_rmsd
-from alphafold_mem.targets import collect_targets
+from alphafold_mem.predict.targets import collect_targets
 from alphafold_mem.weights import default_weights_path, save_checkpoint
 
 from .conftest import REPO_DATA

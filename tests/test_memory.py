@@ -1,4 +1,4 @@
-"""Memory policy equivalence (DESIGN.md convention 8): every memory knob computes the reference
+"""Memory policy equivalence: every memory knob computes the reference
 function. fp32 on CPU, sizes that chunk sizes do not divide, masks with both values present."""
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 import kernels
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import chunked, low_memory_attention
-from alphafold_mem.memory.estimate import proxy_loss
+from alphafold_mem.planner.estimate import proxy_loss
 from alphafold_mem.model.msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from alphafold_mem.model.outer_product_mean import OuterProductMean
 from alphafold_mem.model.primitives import Transition
@@ -152,6 +152,7 @@ def test_every_chunkable_op_matches_unchunked(attention):
 @pytest.fixture(scope="module")
 def model_and_batch():
     cfg = model_config("tiny")
+    torch.manual_seed(0)  # the initial weights must not depend on which tests ran before in this process
     model = _perturbed(AlphaFold(cfg)).eval()
     return model, _masked_batch(cfg)
 
@@ -224,13 +225,16 @@ def test_apply_policy_is_rebindable_and_keeps_names():
     model = AlphaFold(cfg)
     names = list(model.state_dict())
     apply_memory_policy(model, MemoryPolicy.training())
+    stacks = (model.evoformer, model.extra_msa_stack, model.template_embedding)
+    assert [s.checkpoint_every for s in stacks] == [1, 1, 1] and model._memory_policy_handles == []
     n_blocks = cfg.evoformer.num_blocks + cfg.extra_msa.num_blocks + cfg.template.pair_stack.num_blocks
-    assert len(model._memory_policy_handles) == 2 * n_blocks  # a pre- and a post-hook per segment
-    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="update"))  # a segment per residual update: 9 per block, 5 per template block
-    assert len(model._memory_policy_handles) == 2 * (9 * (n_blocks - cfg.template.pair_stack.num_blocks)
-                                                     + 5 * cfg.template.pair_stack.num_blocks)
+    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="update"))  # a checkpoint per residual update: 9 per block, 5 per template block
+    assert [s.checkpoint_every for s in stacks] == [0, 0, 0]
+    assert len(model._memory_policy_handles) == (9 * (n_blocks - cfg.template.pair_stack.num_blocks)
+                                                 + 5 * cfg.template.pair_stack.num_blocks)
     apply_memory_policy(model, MemoryPolicy.low_memory_inference())
     assert model._memory_policy_handles == [] and list(model.state_dict()) == names
+    assert all("forward" not in vars(m) for m in model.modules())  # update checkpoints removed
     tri = model.evoformer.blocks[0].pair_updates.triangle_attention_starting_node
     assert tri.chunk_size == 16 and tri.attention.attention_impl == "chunked"
     assert model.evoformer.blocks[0].inplace and model.offload

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
-from alphafold_mem.memory import estimate_breakdown, estimate_peak, resolve_auto_chunk, track_peak
-from alphafold_mem.memory.estimate import parameter_bytes, proxy_loss
+from alphafold_mem.memory import track_peak
+from alphafold_mem.planner import estimate_breakdown, estimate_peak, resolve_auto_chunk
+from alphafold_mem.planner.estimate import parameter_bytes, proxy_loss
 from alphafold_mem.testing import random_features
 
 N_RES, N_SEQ, N_EXTRA, N_TEMPL = 23, 6, 10, 1
@@ -60,7 +61,7 @@ def test_parameter_bytes_of_model_1_without_allocating():
 
 
 def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
-    import alphafold_mem.memory.estimate as est_mod
+    import alphafold_mem.planner.estimate as est_mod
 
     def fake_estimate(config, policy, *args, **kwargs):  # activations grow with the chunk
         act = 10 ** 6 if policy.chunk_size is None else 100 * policy.chunk_size
@@ -74,7 +75,7 @@ def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
 
 
 def test_auto_chunk_binds_per_input_size(tiny, monkeypatch):
-    import alphafold_mem.memory.estimate as est_mod
+    import alphafold_mem.planner.estimate as est_mod
 
     cfg, model, batch = tiny
     seen = []
@@ -94,9 +95,9 @@ def test_auto_chunk_binds_per_input_size(tiny, monkeypatch):
 
 
 def test_memory_plan_cli(capsys, monkeypatch):
-    import alphafold_mem.memory.estimate as est_mod
+    import alphafold_mem.planner.estimate as est_mod
     from alphafold_mem.cli import main
-    from alphafold_mem.memory_cmd import parse_bytes
+    from alphafold_mem.cli.memory_plan import parse_bytes
 
     assert parse_bytes("80GB") == 80 * 10 ** 9 and parse_bytes("40GiB") == 40 * 2 ** 30 and parse_bytes("512MB") == 512 * 10 ** 6
     args = ["memory-plan", "--preset", "tiny", "--n-res", "20", "--n-seq", "4", "--n-extra", "6"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.params import (ParameterLoadError, af2_entries, export_af2_params, load_af2_params,
+from alphafold_mem.weights import (ParameterLoadError, af2_entries, export_af2_params, load_af2_params,
                                   load_openfold_checkpoint, openfold_state_dict)
 
 from .conftest import TEST_DATA

@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import Callback
 from alphafold_mem import MemoryPolicy, model_config
 from alphafold_mem.train import (AF2DataModule, AlphaFoldLightning, NonFiniteLossError, TrainConfig, build_trainer,
                                  check_config_compatible, evaluate_lddt, export_weights, load_model, load_weights)
-from alphafold_mem.train.checkpoint import atomic_save
+from alphafold_mem.io import atomic_save
 from alphafold_mem.train.schedules import af2_lr_factor
 
 from .conftest import REPO_DATA

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from alphafold_mem import AlphaFold, model_config
-from alphafold_mem.params import openfold_state_dict
+from alphafold_mem.weights import openfold_state_dict
 from alphafold_mem.weights import WeightsError, detect_format, load_weights, save_checkpoint
 
 from .conftest import TEST_DATA

@@ -1,19 +1,25 @@
-"""Memory policy, chunking, checkpointing, measurement and prediction.
+"""Memory primitives the model uses; nothing here imports the model (the planner, which builds
+models to predict their peak, sits above in :mod:`alphafold_mem.planner`).
 
-* :class:`MemoryPolicy` / :func:`apply_memory_policy` (:mod:`.policy`): the one runtime object that
-  selects every memory technique, bound to a model from outside.
-* :func:`chunked` / :func:`low_memory_attention` (:mod:`.chunking`): the one chunking helper and
-  low-memory attention (Rabe & Staats 2021).
-* :func:`checkpoint_blocks` (:mod:`.checkpoint`): per-block activation checkpointing from outside.
-* :func:`track_peak` (:mod:`.tracking`): measured peak (CUDA allocator stats, or CPU storage counting).
-* :func:`estimate_peak` (:mod:`.estimate`): predicted peak under FakeTensorMode, no allocation.
+* :mod:`.axes`: each module's declaration -- splittable axes, whole operands, policy seams -- and
+  :func:`run_split`, how a module runs a declared step;
+* :class:`MemoryPolicy` (:mod:`.policy`) and :func:`bind_memory_policy` (:mod:`.bind`): the one
+  runtime object that selects every memory technique, bound from outside by reading declarations;
+* :func:`chunked` (:mod:`.chunking`) and :func:`low_memory_attention` (:mod:`.attention`);
+* :func:`run_blocks` / :func:`checkpoint_module` (:mod:`.checkpoint`): activation checkpointing;
+* :func:`track_peak` (:mod:`.tracking`): measured peak (CUDA allocator, or CPU storage counting).
 """
 
-from .checkpoint import checkpoint_blocks
-from .chunking import chunked, low_memory_attention
-from .estimate import estimate_breakdown, estimate_peak, resolve_auto_chunk
-from .policy import MemoryPolicy, apply_memory_policy, preset
+from .attention import low_memory_attention
+from .axes import (MemorySpec, Replicate, Shard, Split, UndeclaredModuleError, WHOLE, declare, declared_splits,
+                   exempt, run_split, spec_of, undeclared_modules)
+from .bind import bind_memory_policy, set_chunk_size
+from .checkpoint import checkpoint_module, run_blocks
+from .chunking import chunked
+from .policy import MemoryPolicy, preset
 from .tracking import PeakMemory, track_peak
 
-__all__ = ["MemoryPolicy", "PeakMemory", "apply_memory_policy", "checkpoint_blocks", "chunked", "estimate_breakdown",
-           "estimate_peak", "low_memory_attention", "preset", "resolve_auto_chunk", "track_peak"]
+__all__ = ["MemoryPolicy", "MemorySpec", "PeakMemory", "Replicate", "Shard", "Split", "UndeclaredModuleError",
+           "WHOLE", "bind_memory_policy", "checkpoint_module", "chunked", "declare", "declared_splits", "exempt",
+           "low_memory_attention", "preset", "run_blocks", "run_split", "set_chunk_size", "spec_of", "track_peak",
+           "undeclared_modules"]

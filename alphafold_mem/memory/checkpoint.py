@@ -1,95 +1,99 @@
-"""Activation checkpointing applied to a block stack from outside (no wrapper modules, no renamed
-parameters), with a granularity of ``every`` blocks per checkpoint.
+"""Activation checkpointing on PyTorch's public API (``torch.utils.checkpoint.checkpoint`` with
+``use_reentrant=False``), chosen by the memory policy and never written into the model.
 
-How: for each segment ``blocks[i : i + every]`` a forward pre-hook on its first block opens a
-non-reentrant checkpoint region (PyTorch's ``_checkpoint_without_reentrant_generator``, the
-generator behind ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` and the composable
-``torch.distributed._composable.checkpoint``) and a forward hook on its last block closes it. Inside
-the region autograd keeps only the segment's inputs; during backward the segment is recomputed from
-them (same RNG state, same autocast state) by calling its blocks in order. The blocks of a stack
-must therefore be chained positionally: block j+1 is called with block j's outputs followed by the
-remaining (unchanged) arguments, as every stack in :mod:`alphafold_mem.model` does. Nothing happens
-when no gradient is recorded (inference).
+Two granularities:
+
+* blocks: a stack (a module whose ``memory_spec`` names a ``stack``) runs its ``blocks`` through
+  :func:`run_blocks`, which reads the stack's ``checkpoint_every`` (set by the policy binder: 0 = off,
+  n = segments of n blocks) and runs each segment as one checkpoint. Autograd keeps only the
+  segment's inputs; during backward the segment is recomputed from them with the same RNG and
+  autocast state, so the values are bit-identical to running without checkpoints.
+* updates: :func:`checkpoint_module` makes one module's forward a checkpoint from outside, by giving
+  the instance a ``forward`` that calls the class's forward under ``checkpoint``; removing the
+  returned handle restores the class's forward. Parameter names are unchanged.
+
+Nothing is checkpointed when no gradient is recorded (inference).
 
 Anchor: pytorch/torchtitan ``torchtitan/distributed/activation_checkpoint.py`` applies per-block
-checkpointing to the model from outside; this does the same without changing parameter names.
+checkpointing from outside the model.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import _checkpoint_without_reentrant_generator
-from torch.utils.hooks import RemovableHandle
+from torch.utils.checkpoint import checkpoint
 
 
-class _Segment:
-    """Hook state of one checkpointed segment of consecutive blocks."""
-
-    def __init__(self, blocks: Sequence[nn.Module]):
-        self.blocks = list(blocks)
-        self.recomputing = False
-        self.generator = None
-
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        """Recompute the segment from its inputs (called by autograd during backward)."""
-        out = self.blocks[0](*args, **kwargs)
-        for block in self.blocks[1:]:
-            outs = out if isinstance(out, tuple) else (out,)
-            out = block(*outs, *args[len(outs):], **kwargs)
-        return out
-
-    @contextlib.contextmanager
-    def _recompute_context(self) -> Iterator[None]:
-        self.recomputing = True
-        try:
-            yield
-        finally:
-            self.recomputing = False
-
-    def pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        if self.recomputing or not torch.is_grad_enabled():
-            return
-        if self.generator is not None:  # a forward that raised inside the segment left it open
-            self.generator.close()
-        self.generator = _checkpoint_without_reentrant_generator(
-            self.run, True, lambda: (contextlib.nullcontext(), self._recompute_context()), "default", False, True,
-            *args, **kwargs)
-        next(self.generator)
-
-    def post_hook(self, module: nn.Module, args: tuple, output: Any) -> None:
-        gen, self.generator = self.generator, None
-        if gen is None:
-            return
-        try:
-            next(gen)
-        except StopIteration:
-            return
-        raise RuntimeError("activation checkpoint region did not close")
+def _chain(blocks: list[nn.Module], args: tuple, kwargs: dict) -> Any:
+    """Call ``blocks`` in order: block j+1 gets block j's outputs followed by the remaining args."""
+    out = blocks[0](*args, **kwargs)
+    for block in blocks[1:]:
+        outs = out if isinstance(out, tuple) else (out,)
+        out = block(*outs, *args[len(outs):], **kwargs)
+    return out
 
 
-def checkpoint_blocks(blocks: Sequence[nn.Module], every: int) -> list[RemovableHandle]:
-    """Checkpoint ``blocks`` in segments of ``every`` consecutive blocks (the last may be shorter).
-
-    Args:
-        blocks: the stack's blocks, in the order the stack calls them.
-        every: blocks per checkpoint (>= 1).
+def run_blocks(stack: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """Run ``stack.blocks`` in order, each block on the previous block's outputs followed by the
+    remaining (unchanged) ``args``; with ``stack.checkpoint_every = n > 0`` and gradients recorded,
+    each segment of n consecutive blocks is one activation checkpoint.
 
     Returns:
-        The hook handles; ``handle.remove()`` on all of them undoes the checkpointing.
+        The last block's output (the inputs, unchanged, for an empty stack).
     """
-    if every < 1:
-        raise ValueError(f"blocks per checkpoint must be >= 1, got {every}")
-    handles = []
-    blocks = list(blocks)
+    blocks = list(stack.blocks)
+    if not blocks:
+        return args[0] if len(args) == 1 else args
+    every = getattr(stack, "checkpoint_every", 0)
+    if not every or not torch.is_grad_enabled():
+        return _chain(blocks, args, kwargs)
+    out = None
     for start in range(0, len(blocks), every):
-        seg = _Segment(blocks[start:start + every])
-        handles.append(seg.blocks[0].register_forward_pre_hook(seg.pre_hook, with_kwargs=True))
-        handles.append(seg.blocks[-1].register_forward_hook(seg.post_hook, always_call=True))
-    return handles
+        segment = blocks[start:start + every]
+        if out is not None:
+            outs = out if isinstance(out, tuple) else (out,)
+            args = (*outs, *args[len(outs):])
+        out = checkpoint(_chain, segment, args, kwargs, use_reentrant=False)
+    return out
 
 
-__all__ = ["checkpoint_blocks"]
+class _CheckpointedForward:
+    """The instance ``forward`` :func:`checkpoint_module` installs."""
+
+    def __init__(self, module: nn.Module):
+        self.forward = type(module).forward.__get__(module)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return self.forward(*args, **kwargs)
+        return checkpoint(self.forward, *args, use_reentrant=False, **kwargs)
+
+
+class CheckpointHandle:
+    """Undoes :func:`checkpoint_module` (same interface as a hook's ``RemovableHandle``)."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+
+    def remove(self) -> None:
+        if isinstance(self.module.__dict__.get("forward"), _CheckpointedForward):
+            del self.module.__dict__["forward"]
+
+
+def checkpoint_module(module: nn.Module) -> CheckpointHandle:
+    """Make every call of ``module`` (while gradients are recorded) one activation checkpoint.
+
+    Raises:
+        ValueError: ``module`` already has an instance-level ``forward`` of another origin.
+    """
+    current = module.__dict__.get("forward")
+    if current is not None and not isinstance(current, _CheckpointedForward):
+        raise ValueError(f"{type(module).__qualname__} already has an instance forward; not checkpointing it")
+    module.__dict__["forward"] = _CheckpointedForward(module)
+    return CheckpointHandle(module)
+
+
+__all__ = ["CheckpointHandle", "checkpoint_module", "run_blocks"]

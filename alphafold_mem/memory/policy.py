@@ -1,6 +1,8 @@
-"""The memory policy: one frozen object that selects every memory technique, bound to a model from
-outside by :func:`apply_memory_policy` (and re-bindable at run time, e.g. between training and
-inference). Model forwards take data only (DESIGN.md conventions 3, 4, 8, 12).
+"""The memory policy: one frozen object that selects every memory technique. It is bound to a model
+from outside (:func:`alphafold_mem.apply_memory_policy`, which reads each module's declaration in
+:mod:`alphafold_mem.memory.axes`) and can be re-bound at run time, e.g. between training and
+inference. Model forwards take data only; the policy is not an ambient context, because activation
+checkpointing recomputes during backward, outside any ``with`` block of the forward.
 """
 
 from __future__ import annotations
@@ -8,9 +10,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional, Union
-
-import torch
-import torch.nn as nn
 
 from ..precision import PRECISIONS
 
@@ -31,7 +30,7 @@ class MemoryPolicy:
         chunk_size: ``None`` (no chunking), an int (rows per chunk for every chunkable op: MSA row
             and column attention, extra-MSA attention, triangle attention and multiplication, outer
             product mean, transitions, template pointwise attention) or ``"auto"`` (the largest
-            power of two whose predicted peak fits ``max_memory``; see :func:`resolve_auto_chunk`).
+            power of two whose predicted peak fits ``max_memory``; see :func:`alphafold_mem.planner.resolve_auto_chunk`).
         attention_chunks: ``(q_chunk, kv_chunk)`` of the ``"chunked"`` attention.
         checkpoint_evoformer, checkpoint_extra_msa, checkpoint_template: activation checkpointing,
             in blocks per checkpoint (0: off, 1: every block, n: segments of n blocks).
@@ -132,96 +131,4 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
     return getattr(MemoryPolicy, name)(**overrides)
 
 
-# ------------------------------------------------------------------------------------------------
-# Binding
-
-
-def _chunkable(module: nn.Module) -> bool:
-    return "chunk_size" in {k for cls in type(module).__mro__ for k in vars(cls)}
-
-
-def apply_memory_policy(model: nn.Module, policy: MemoryPolicy) -> nn.Module:
-    """Bind ``policy`` to ``model`` (in place; returns the model). Re-applying another policy
-    replaces the previous one completely.
-
-    What it sets: ``attention_impl`` / ``attention_chunks`` on every attention module,
-    ``kernel_impl`` on every LayerNorm, ``chunk_size`` on every chunkable op, ``inplace`` on every
-    block, ``precision`` and ``offload`` on the :class:`~alphafold_mem.AlphaFold` model; it installs
-    checkpoint hooks on the Evoformer, extra-MSA and template stacks and, for ``chunk_size="auto"``,
-    a forward pre-hook that picks the chunk size for each input size from the memory estimator.
-    Parameter names and values are unchanged.
-    """
-    from ..model.alphafold import AlphaFold
-    from ..model.evoformer import EvoformerBlock, EvoformerStack, ExtraMsaStack, PairStackUpdates
-    from ..model.primitives import Attention, LayerNorm
-    from ..model.template import TemplateEmbedding, TemplatePairBlock
-    from .checkpoint import checkpoint_blocks
-
-    for handle in getattr(model, "_memory_policy_handles", []):
-        handle.remove()
-    handles = []
-    fixed_chunk = None if policy.chunk_size == "auto" else policy.chunk_size
-    kernel_impl = "triton" if policy.attention == "triton" else "reference"
-    for module in model.modules():
-        if isinstance(module, Attention):
-            module.attention_impl = policy.attention
-            module.attention_chunks = tuple(policy.attention_chunks)
-        if isinstance(module, LayerNorm):
-            module.kernel_impl = kernel_impl
-        if _chunkable(module):
-            module.chunk_size = fixed_chunk
-        if isinstance(module, (EvoformerBlock, PairStackUpdates, TemplatePairBlock)):
-            module.inplace = policy.inplace
-        if isinstance(module, AlphaFold):
-            module.precision = policy.precision
-            module.offload = policy.offload
-        every = 0
-        if isinstance(module, EvoformerStack):
-            every = policy.checkpoint_evoformer
-        elif isinstance(module, ExtraMsaStack):
-            every = policy.checkpoint_extra_msa
-        elif isinstance(module, TemplateEmbedding):
-            every = policy.checkpoint_template
-        if every and policy.checkpoint_granularity == "update":
-            for block in module.blocks:
-                for update in (m for m in block.modules() if _chunkable(m)):
-                    handles += checkpoint_blocks([update], 1)
-        elif every:
-            handles += checkpoint_blocks(module.blocks, every)
-    if policy.chunk_size == "auto":
-        if not isinstance(model, AlphaFold):
-            raise ValueError("chunk_size='auto' needs the whole AlphaFold model (it sizes chunks from its inputs)")
-        handles.append(model.register_forward_pre_hook(_AutoChunk(policy), with_kwargs=True))
-    model._memory_policy_handles = handles
-    model.memory_policy = policy
-    return model
-
-
-def set_chunk_size(model: nn.Module, chunk_size: Optional[int]) -> None:
-    """Set the chunk size of every chunkable op (used by ``"auto"`` once it has chosen)."""
-    for module in model.modules():
-        if _chunkable(module):
-            module.chunk_size = chunk_size
-
-
-class _AutoChunk:
-    """Forward pre-hook of ``chunk_size="auto"``: sizes chunks for each input size (cached)."""
-
-    def __init__(self, policy: MemoryPolicy):
-        self.policy = policy
-        self.cache: dict[tuple, Optional[int]] = {}
-
-    def __call__(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
-        from .estimate import batch_sizes, resolve_auto_chunk
-
-        batch = args[0] if args else kwargs["batch"]
-        recycle_dim = args[1] if len(args) > 1 else kwargs.get("recycle_dim")
-        sizes = batch_sizes(batch, recycle_dim)
-        if sizes not in self.cache:
-            device = batch["aatype"].device
-            self.cache[sizes] = resolve_auto_chunk(model.config, self.policy, *sizes, training=torch.is_grad_enabled(),
-                                                   device=device)
-        set_chunk_size(model, self.cache[sizes])
-
-
-__all__ = ["MemoryPolicy", "PRESETS", "apply_memory_policy", "preset", "set_chunk_size"]
+__all__ = ["ATTENTION_IMPLS", "MemoryPolicy", "PRESETS", "preset"]

@@ -4,7 +4,7 @@ On CUDA the numbers come from the caching allocator (``torch.cuda.max_memory_all
 live tensor blocks, rounded by the allocator, excluding its cached-but-free memory.
 
 On CPU (and under :class:`torch._subclasses.fake_tensor.FakeTensorMode`, where
-:func:`alphafold_mem.memory.estimate_peak` uses the same tracker) a
+:func:`alphafold_mem.planner.estimate_peak` uses the same tracker) a
 :class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op after autograd. What it
 counts:
 

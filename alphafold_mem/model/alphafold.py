@@ -19,6 +19,7 @@ from torch import Tensor
 from ..config import ModelConfig
 from .. import precision as _precision
 from ..geometry import all_atom
+from ..memory.axes import declare
 from .embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
 from .evoformer import EvoformerStack, ExtraMsaStack
 from .heads import AuxiliaryHeads
@@ -48,6 +49,7 @@ class AlphaFold(nn.Module):
     ``"bf16"`` or ``"bf16-full"``, see :mod:`alphafold_mem.precision`) and ``offload`` (bool).
     """
 
+    memory_spec = declare(seams=["precision", "offload"])
     precision: str = "fp32"
     offload: bool = False
 

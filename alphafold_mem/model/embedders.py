@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..memory.axes import exempt
 from .primitives import LayerNorm, Linear
 
 
@@ -34,6 +35,9 @@ class InputEmbedder(nn.Module):
     msa_feat ``[*, N_seq, N_res, msa_dim]``. Returns m ``[*, N_seq, N_res, c_m]`` and
     z ``[*, N_res, N_res, c_z]``.
     """
+
+    memory_spec = exempt("writes m and z once per iteration; not chunked (its largest transient is the "
+                         "[*, N_res, N_res, 2k+1] relative-position one-hot)")
 
     def __init__(self, tf_dim: int, msa_dim: int, c_m: int, c_z: int, relpos_k: int):
         super().__init__()
@@ -65,6 +69,9 @@ class RecyclingEmbedder(nn.Module):
     positions) ``[*, N_res, 3]`` in Å. Returns the updates for m[0] and z.
     """
 
+    memory_spec = exempt("once per iteration; not chunked (its largest transient is the [*, N_res, N_res, 15] "
+                         "distogram)")
+
     def __init__(self, c_m: int, c_z: int, num_bins: int, min_bin: float, max_bin: float):
         super().__init__()
         self.num_bins, self.min_bin, self.max_bin = num_bins, min_bin, max_bin
@@ -85,6 +92,9 @@ class ExtraMsaEmbedder(nn.Module):
     Forward: extra_msa ``[*, N_extra, N_res]`` (int, 0-21), extra_has_deletion and
     extra_deletion_value ``[*, N_extra, N_res]``. Returns ``[*, N_extra, N_res, c_e]``.
     """
+
+    memory_spec = exempt("writes the extra-MSA representation once; not chunked (its transient is the "
+                         "[*, N_extra, N_res, 25] input features)")
 
     def __init__(self, c_e: int, num_classes: int = 23):
         super().__init__()

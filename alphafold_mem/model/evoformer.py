@@ -1,10 +1,11 @@
 """Evoformer and extra-MSA stacks (Jumper et al. 2021, Suppl. Alg. 6 and 18).
 
-The stacks hold their blocks in ``self.blocks`` (a ``ModuleList``) and run them in order; activation
-checkpointing and other memory techniques are applied to these blocks from outside
-(:func:`alphafold_mem.apply_memory_policy`), never written in here. The one memory seam is
-``inplace`` (a non-parameter attribute the policy sets): residual updates then modify m and z in
-place when no gradient is recorded.
+The stacks hold their blocks in ``self.blocks`` (a ``ModuleList``) and run them through
+:func:`alphafold_mem.memory.checkpoint.run_blocks`, in order; whether segments of blocks are
+activation checkpoints is the memory policy's choice, bound from outside
+(:func:`alphafold_mem.apply_memory_policy`) as ``checkpoint_every``. The blocks' one memory seam is
+``inplace`` (also set by the policy): residual updates then modify m and z in place when no gradient
+is recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..config import StackConfig
+from ..memory.axes import declare
+from ..memory.checkpoint import run_blocks
 from .msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from .outer_product_mean import OuterProductMean
 from .primitives import Linear, SharedDropout, Transition, residual
@@ -23,6 +26,7 @@ class PairStackUpdates(nn.Module):
     """The pair half of an Evoformer block (Alg. 6 lines 6-10): triangle multiplications, triangle
     attentions and the pair transition, each a residual update with row/column-shared dropout."""
 
+    memory_spec = declare(seams=["inplace"])
     inplace: bool = False
 
     def __init__(self, c_z: int, cfg: StackConfig):
@@ -54,6 +58,7 @@ class EvoformerBlock(nn.Module):
     pair_mask ``[*, N_res, N_res]``. Returns the updated ``(m, z)``.
     """
 
+    memory_spec = declare(seams=["inplace"])
     inplace: bool = False
 
     def __init__(self, c_m: int, c_z: int, cfg: StackConfig, global_column: bool = False):
@@ -86,14 +91,16 @@ class EvoformerStack(nn.Module):
     :class:`EvoformerBlock`. Returns ``(m, z, s)`` with s ``[*, N_res, c_s]`` = Linear(m[0]).
     """
 
+    memory_spec = declare(stack="evoformer")
+    checkpoint_every: int = 0
+
     def __init__(self, c_m: int, c_z: int, c_s: int, cfg: StackConfig):
         super().__init__()
         self.blocks = nn.ModuleList([EvoformerBlock(c_m, c_z, cfg) for _ in range(cfg.num_blocks)])
         self.single_activations = Linear(c_m, c_s)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        for block in self.blocks:
-            m, z = block(m, z, msa_mask, pair_mask)
+        m, z = run_blocks(self, m, z, msa_mask, pair_mask)
         s = self.single_activations(m[..., 0, :, :])
         return m, z, s
 
@@ -106,11 +113,13 @@ class ExtraMsaStack(nn.Module):
     Returns the updated z ``[*, N_res, N_res, c_z]``.
     """
 
+    memory_spec = declare(stack="extra_msa")
+    checkpoint_every: int = 0
+
     def __init__(self, c_e: int, c_z: int, cfg: StackConfig):
         super().__init__()
         self.blocks = nn.ModuleList([EvoformerBlock(c_e, c_z, cfg, global_column=True) for _ in range(cfg.num_blocks)])
 
     def forward(self, e: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> Tensor:
-        for block in self.blocks:
-            e, z = block(e, z, msa_mask, pair_mask)
+        e, z = run_blocks(self, e, z, msa_mask, pair_mask)
         return z

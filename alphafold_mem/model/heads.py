@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ..config import HeadsConfig
 from ..precision import fp32_island
+from ..memory.axes import exempt
 from .primitives import LayerNorm, Linear
 
 
@@ -21,6 +22,8 @@ class PredictedLDDTHead(nn.Module):
 
     Forward: s ``[*, N_res, c_s]`` (structure-module single). Returns ``[*, N_res, num_bins]``.
     """
+
+    memory_spec = exempt("per residue: [*, N_res, c] activations only")
 
     def __init__(self, c_s: int, c_hidden: int, num_bins: int):
         super().__init__()
@@ -37,6 +40,8 @@ class PredictedLDDTHead(nn.Module):
 class DistogramHead(nn.Module):
     """Distogram head (Suppl. 1.9.8): symmetric logits ``[*, N_res, N_res, num_bins]`` from z."""
 
+    memory_spec = exempt("its [*, N_res, N_res, num_bins] logits are an output, kept whole; not chunked")
+
     def __init__(self, c_z: int, num_bins: int):
         super().__init__()
         self.half_logits = Linear(c_z, num_bins, init="final")
@@ -49,6 +54,8 @@ class DistogramHead(nn.Module):
 class AuxiliaryHeads(nn.Module):
     """All auxiliary heads: pLDDT, distogram, masked MSA (1.9.9), experimentally resolved (1.9.10)
     and, when enabled, predicted aligned error (1.9.7)."""
+
+    memory_spec = exempt("runs its heads once; the PAE logits [*, N_res, N_res, num_bins] are an output, not chunked")
 
     def __init__(self, c_m: int, c_z: int, c_s: int, cfg: HeadsConfig):
         super().__init__()

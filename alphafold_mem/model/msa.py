@@ -2,7 +2,7 @@
 
 ``chunk_size`` (bound by the memory policy) chunks the independent axis: MSA rows for row attention,
 residue columns for column attention; the LayerNorm runs inside the chunk so no normalised copy of
-the whole MSA exists.
+the whole MSA exists. Each class declares its steps in ``memory_spec``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Optional
 import torch.nn as nn
 from torch import Tensor
 
-from ..memory.chunking import chunked
+from ..memory.axes import Shard, Split, declare, run_split
 from .primitives import Attention, GlobalAttention, LayerNorm, Linear, mask_bias
 
 
@@ -23,6 +23,10 @@ class MSARowAttentionWithPairBias(nn.Module):
     Returns the update ``[*, N_seq, N_res, c_m]``.
     """
 
+    memory_spec = declare(splits={
+        "pair_bias": Split("pair_row", (Shard(-3),), output=-3),  # the bias every MSA row reads whole
+        "rows": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
+    })
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, c_hidden: int, num_heads: int, inf: float = 1e9):
@@ -34,8 +38,8 @@ class MSARowAttentionWithPairBias(nn.Module):
         self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
-        pair_bias = chunked(lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)), (z,), (-3,),
-                            self.chunk_size)  # [*, N_res, N_res, H]
+        pair_bias = run_split(self, "pair_bias", lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)),
+                              z)  # [*, N_res, N_res, H]
         pair_bias = pair_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res], shared by all rows
 
         def rows(mc: Tensor, mask_c: Tensor) -> Tensor:  # [*, S, N_res, c_m], [*, S, N_res]
@@ -43,7 +47,7 @@ class MSARowAttentionWithPairBias(nn.Module):
             key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, S, 1, 1, N_res]
             return self.attention(mc, mc, [key_bias, pair_bias])
 
-        return chunked(rows, (m, msa_mask), (-3, -2), self.chunk_size, out_dim=-3)
+        return run_split(self, "rows", rows, m, msa_mask)
 
 
 class MSAColumnAttention(nn.Module):
@@ -52,6 +56,7 @@ class MSAColumnAttention(nn.Module):
     Forward: m ``[*, N_seq, N_res, c_m]``, msa_mask ``[*, N_seq, N_res]``. Returns the update.
     """
 
+    memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2), Shard(-1)), output=-2)})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9):
@@ -61,7 +66,7 @@ class MSAColumnAttention(nn.Module):
         self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
-        return chunked(self._columns, (m, msa_mask), (-2, -1), self.chunk_size, out_dim=-2)
+        return run_split(self, "columns", self._columns, m, msa_mask)
 
     def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_seq, c_m]
@@ -75,6 +80,7 @@ class MSAColumnGlobalAttention(nn.Module):
     Forward: e ``[*, N_extra, N_res, c_e]``, mask ``[*, N_extra, N_res]``. Returns the update.
     """
 
+    memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2), Shard(-1)), output=-2)})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_e: int, c_hidden: int, num_heads: int, inf: float = 1e9):
@@ -83,7 +89,7 @@ class MSAColumnGlobalAttention(nn.Module):
         self.attention = GlobalAttention(c_e, c_hidden, num_heads, inf=inf)
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
-        return chunked(self._columns, (m, msa_mask), (-2, -1), self.chunk_size, out_dim=-2)
+        return run_split(self, "columns", self._columns, m, msa_mask)
 
     def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_extra, c_e]

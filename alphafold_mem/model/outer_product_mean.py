@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..memory.chunking import chunked
+from ..memory.axes import WHOLE, Shard, Split, declare, run_split
 from ..precision import fp32_island, fp32_region
 from .primitives import LayerNorm, Linear
 
@@ -24,6 +24,11 @@ class OuterProductMean(nn.Module):
     ``[*, N_res, N_res, C, C]`` over its first residue axis i.
     """
 
+    memory_spec = declare(splits={
+        "project": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
+        # rows i of the outer product read a[:, i] and the whole of b (and the masks alike)
+        "outer": Split("pair_row", (Shard(-2), WHOLE, Shard(-1), WHOLE), output=-3),
+    })
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, c_hidden: int, eps: float = 1e-3):
@@ -35,8 +40,8 @@ class OuterProductMean(nn.Module):
         self.output = Linear(c_hidden * c_hidden, c_z, init="final")
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
-        a, b = chunked(self._project, (m, msa_mask), (-3, -2), self.chunk_size, out_dim=-3)  # 2 x [*, N_seq, N_res, C]
-        return chunked(self._outer, (a, b, msa_mask, msa_mask), (-2, None, -1, None), self.chunk_size, out_dim=-3)
+        a, b = run_split(self, "project", self._project, m, msa_mask)  # 2 x [*, N_seq, N_res, C]
+        return run_split(self, "outer", self._outer, a, b, msa_mask, msa_mask)  # [*, N_res, N_res, c_z]
 
     def _project(self, m: Tensor, msa_mask: Tensor) -> tuple[Tensor, Tensor]:
         m = self.layer_norm_input(m)

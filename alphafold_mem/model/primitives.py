@@ -6,9 +6,10 @@ Alg. 19 (global attention), Suppl. 1.11.6 (shared dropout).
 
 The attention *core* (``softmax(q k^T + biases) v``) is delegated to :mod:`kernels`, the one dispatch
 point between the plain PyTorch reference and the fused Triton kernel, or to the low-memory
-(chunked, online-softmax) attention of :mod:`alphafold_mem.memory.chunking`. Which implementation
+(chunked, online-softmax) attention of :mod:`alphafold_mem.memory.attention`. Which implementation
 runs, and every chunk size, is a runtime memory choice bound to the modules from outside by
-:func:`alphafold_mem.apply_memory_policy` (non-parameter attributes), never a forward argument.
+:func:`alphafold_mem.apply_memory_policy` (non-parameter attributes), never a forward argument; each
+class states what it takes in its ``memory_spec`` (:mod:`alphafold_mem.memory.axes`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from torch import Tensor
 
 import kernels
 
-from ..memory.chunking import chunked, low_memory_attention
+from ..memory.attention import low_memory_attention
+from ..memory.axes import Shard, Split, declare, exempt, run_split
 from ..precision import fp32_island
 
 INITS = ("default", "relu", "glorot", "gating", "final")
@@ -41,6 +43,8 @@ class Linear(nn.Linear):
     Raises:
         ValueError: unknown ``init``.
     """
+
+    memory_spec = exempt("pointwise over its last dim; the modules that call it chunk it")
 
     def __init__(self, c_in: int, c_out: int, bias: bool = True, init: str = "default"):
         if init not in INITS:
@@ -71,6 +75,7 @@ class LayerNorm(nn.LayerNorm):
     set from outside by the memory policy.
     """
 
+    memory_spec = declare(seams=["layer_norm"])
     kernel_impl: str = "reference"
 
     def __init__(self, c: int, eps: float = 1e-5):
@@ -110,6 +115,7 @@ class Attention(nn.Module):
     with ``attention_chunks = (q_chunk, kv_chunk)``).
     """
 
+    memory_spec = declare(seams=["attention"])
     attention_impl: str = "reference"
     attention_chunks: tuple[int, int] = (1024, 4096)
 
@@ -148,6 +154,9 @@ class GlobalAttention(nn.Module):
         mask ``[*, N_res, N_seq]``. Returns ``[*, N_res, N_seq, C_in]``.
     """
 
+    memory_spec = exempt("one query per residue: its logits [*, N_res, H, N_seq] are the size of its input; "
+                         "MSAColumnGlobalAttention chunks it")
+
     def __init__(self, c_in: int, c_hidden: int, num_heads: int, inf: float = 1e9, eps: float = 1e-10):
         super().__init__()
         self.c_hidden, self.num_heads, self.inf, self.eps = c_hidden, num_heads, inf, eps
@@ -181,6 +190,8 @@ class SharedDropout(nn.Module):
             -3 shares across rows (``DropoutRowwise``), -2 across columns (``DropoutColumnwise``).
     """
 
+    memory_spec = exempt("elementwise; its mask is smaller than its input")
+
     def __init__(self, p: float, shared_dim: int):
         super().__init__()
         self.p, self.shared_dim = p, shared_dim
@@ -201,6 +212,7 @@ class Transition(nn.Module):
     Returns ``[*, R, N, C]``. ``chunk_size`` (memory policy) chunks the rows R.
     """
 
+    memory_spec = declare(splits={"rows": Split("row", (Shard(-3), Shard(-2)), output=-3)})
     chunk_size: Optional[int] = None
 
     def __init__(self, c: int, n: int):
@@ -210,7 +222,7 @@ class Transition(nn.Module):
         self.linear_2 = Linear(n * c, c, init="final")
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        return chunked(self._rows, (x, mask), (-3, -2), self.chunk_size, out_dim=-3)
+        return run_split(self, "rows", self._rows, x, mask)
 
     def _rows(self, x: Tensor, mask: Tensor) -> Tensor:
         x = self.layer_norm(x)

@@ -19,6 +19,7 @@ from ..config import StructureModuleConfig
 from ..geometry import all_atom
 from ..geometry.rigid import Rigid
 from ..precision import fp32_island, fp32_region
+from ..memory.axes import exempt
 from .primitives import LayerNorm, Linear
 
 
@@ -29,6 +30,9 @@ class InvariantPointAttention(nn.Module):
     mask ``[*, N_res]``. Returns ``[*, N_res, c_s]``. The output is invariant to a global rigid
     motion applied to all frames.
     """
+
+    memory_spec = exempt("its pair bias and logits [*, H, N_res, N_res] are not chunked (N_res x N_res x H "
+                         "is smaller than the pair representation for H < c_z)")
 
     def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int,
                  num_v_points: int, inf: float = 1e5, eps: float = 1e-8):
@@ -88,6 +92,8 @@ class AngleResnet(nn.Module):
     ``[*, N_res, 7, 2]``.
     """
 
+    memory_spec = exempt("per residue: [*, N_res, c_resnet] activations only")
+
     def __init__(self, c_s: int, c_resnet: int, num_blocks: int, num_angles: int, eps: float = 1e-12):
         super().__init__()
         self.num_angles, self.eps = num_angles, eps
@@ -119,6 +125,9 @@ class StructureModule(nn.Module):
     ``unnormalized_angles`` / ``angles`` ``[L, *, N_res, 7, 2]``, ``positions`` ``[L, *, N_res, 14, 3]``
     (atom14, Å), ``states`` ``[L, *, N_res, c_s]``; and ``single`` ``[*, N_res, c_s]`` (the final state).
     """
+
+    memory_spec = exempt("per-residue layers around invariant point attention (whose declaration covers the "
+                         "pair-sized part)")
 
     def __init__(self, c_s: int, c_z: int, cfg: StructureModuleConfig):
         super().__init__()

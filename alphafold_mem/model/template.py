@@ -12,7 +12,8 @@ from torch import Tensor
 from ..config import StackConfig, TemplateConfig
 from ..geometry.rigid import Rigid
 from .embedders import dgram_from_positions
-from ..memory.chunking import chunked
+from ..memory.axes import WHOLE, Shard, Split, declare, run_split
+from ..memory.checkpoint import run_blocks
 from .primitives import Attention, LayerNorm, Linear, SharedDropout, Transition, mask_bias, residual
 from .triangle import TriangleAttention, TriangleMultiplication
 
@@ -27,6 +28,7 @@ class TemplatePairBlock(nn.Module):
     ``inplace`` (memory policy): residual updates in place when no gradient is recorded.
     """
 
+    memory_spec = declare(seams=["inplace"])
     inplace: bool = False
 
     def __init__(self, c_t: int, c_hidden_att: int, num_heads: int, c_hidden_mul: int, transition_n: int,
@@ -121,6 +123,7 @@ class TemplatePointwiseAttention(nn.Module):
     policy) chunks the pair rows i.
     """
 
+    memory_spec = declare(splits={"rows": Split("pair_row", (Shard(-3), Shard(-3), WHOLE), output=-3)})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_t: int, c_hidden: int, num_heads: int, inf: float = 1e5):
@@ -130,7 +133,7 @@ class TemplatePointwiseAttention(nn.Module):
 
     def forward(self, z: Tensor, t: Tensor, template_mask: Tensor) -> Tensor:
         bias = mask_bias(template_mask, self.inf)[..., None, None, None, None, :]  # [*, 1, 1, 1, 1, N_templ]
-        return chunked(lambda zc, tc: self._rows(zc, tc, bias), (z, t), (-3, -3), self.chunk_size, out_dim=-3)
+        return run_split(self, "rows", self._rows, z, t, bias)
 
     def _rows(self, z: Tensor, t: Tensor, bias: Tensor) -> Tensor:
         t = t.movedim(-4, -2)  # [*, I, N_res, N_templ, c_t]
@@ -145,6 +148,9 @@ class TemplateEmbedding(nn.Module):
     ``pair_embedding`` returns the update to z ``[*, N_res, N_res, c_z]``; ``angle_embedding`` returns
     the extra MSA rows ``[*, N_templ, N_res, c_m]`` and their mask ``[*, N_templ, N_res]``.
     """
+
+    memory_spec = declare(stack="template")
+    checkpoint_every: int = 0
 
     def __init__(self, cfg: TemplateConfig, c_m: int, c_z: int, c_t: int):
         super().__init__()
@@ -165,8 +171,7 @@ class TemplateEmbedding(nn.Module):
         """One template through the pair stack: ``[*, N_res, N_res, c_t]``. The features (distogram,
         frames) are computed in at least fp32 (a geometry fp32 island, also under bf16 autocast)."""
         t = self.embedding2d(template_pair_features(single, self.cfg, torch.promote_types(dtype, torch.float32)))
-        for block in self.blocks:
-            t = block(t, pair_mask)
+        t = run_blocks(self, t, pair_mask)
         return self.output_layer_norm(t)
 
     def pair_embedding(self, batch: dict[str, Tensor], z: Tensor, pair_mask: Tensor) -> Tensor:

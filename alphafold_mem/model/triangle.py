@@ -3,7 +3,9 @@
 ``chunk_size`` (bound by the memory policy) chunks the pair rows i: the projections and the output
 of the multiplicative update, and the queries of triangle attention (whose ``[*, N_res, H, N_res,
 N_res]`` logits are the largest pair transient). The bias terms shared by all rows are computed
-first, themselves in row chunks.
+first, themselves in row chunks. The ending-node attention works on the transposed pair
+representation, so its rows are the pair columns of z; each class declares its steps, axes and
+whole operands in ``memory_spec``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..memory.chunking import chunked
+from ..memory.axes import WHOLE, Shard, Split, declare, run_split
 from .primitives import Attention, LayerNorm, Linear, mask_bias
 
 
@@ -36,6 +38,13 @@ class TriangleMultiplication(nn.Module):
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
     """
 
+    memory_spec = declare(splits={
+        "project": Split("pair_row", (Shard(-3), Shard(-2)), output=-3),
+        # outgoing: output rows i read a[i, :] and the whole of b
+        "outgoing": Split("pair_row", (Shard(-3), WHOLE, Shard(-3)), output=-3),
+        # incoming: output rows i read the whole of a and the columns b[:, i]
+        "incoming": Split("pair_row", (WHOLE, Shard(-2), Shard(-3)), output=-3),
+    })
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_hidden: int, outgoing: bool):
@@ -52,12 +61,9 @@ class TriangleMultiplication(nn.Module):
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
         norm, z = _normalise_once(self.layer_norm_input, z, self.chunk_size)
-        a, b = chunked(lambda zc, mc: self._project(norm(zc), mc), (z, pair_mask), (-3, -2), self.chunk_size,
-                       out_dim=-3)  # 2 x [*, I, J, C]
+        a, b = run_split(self, "project", lambda zc, mc: self._project(norm(zc), mc), z, pair_mask)  # 2 x [*, I, J, C]
         output = lambda a_, b_, zc: self._output(a_, b_, norm(zc))  # noqa: E731
-        if self.outgoing:  # output rows i read a[i, :] and all of b
-            return chunked(output, (a, b, z), (-3, None, -3), self.chunk_size, out_dim=-3)
-        return chunked(output, (a, b, z), (None, -2, -3), self.chunk_size, out_dim=-3)  # reads b[:, i]
+        return run_split(self, "outgoing" if self.outgoing else "incoming", output, a, b, z)
 
     def _project(self, z: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Gated projections of the normalised z: a, b ``[*, I, J, C]``."""
@@ -85,6 +91,13 @@ class TriangleAttention(nn.Module):
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
     """
 
+    # dims of the oriented input: z for the starting node, z^T (rows = pair columns of z) for the ending node
+    memory_spec = declare(splits={
+        "starting_bias": Split("pair_row", (Shard(-3),), output=-3),
+        "starting_rows": Split("pair_row", (Shard(-3), Shard(-2)), output=-3),
+        "ending_bias": Split("pair_column", (Shard(-3),), output=-3),
+        "ending_rows": Split("pair_column", (Shard(-3), Shard(-2)), output=-3),
+    })
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_hidden: int, num_heads: int, starting: bool, inf: float = 1e9):
@@ -97,8 +110,9 @@ class TriangleAttention(nn.Module):
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
         if not self.starting:
             z, pair_mask = z.transpose(-2, -3), pair_mask.transpose(-1, -2)
+        node = "starting" if self.starting else "ending"
         norm, z = _normalise_once(self.query_norm, z, self.chunk_size)
-        tri_bias = chunked(lambda zc: self.feat_2d_weights(norm(zc)), (z,), (-3,), self.chunk_size)  # [*, N_res, N_res, H]
+        tri_bias = run_split(self, f"{node}_bias", lambda zc: self.feat_2d_weights(norm(zc)), z)  # [*, N_res, N_res, H]
         tri_bias = tri_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res]
 
         def rows(zc: Tensor, mask_c: Tensor) -> Tensor:  # [*, I, N_res, c_z], [*, I, N_res]
@@ -106,5 +120,5 @@ class TriangleAttention(nn.Module):
             key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, I, 1, 1, N_res]
             return self.attention(zc, zc, [key_bias, tri_bias])
 
-        out = chunked(rows, (z, pair_mask), (-3, -2), self.chunk_size, out_dim=-3)
+        out = run_split(self, f"{node}_rows", rows, z, pair_mask)
         return out if self.starting else out.transpose(-2, -3)

@@ -9,7 +9,6 @@ writes the small inference file (EMA weights + config) that ``alphafold-mem pred
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -17,31 +16,14 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from ..config import ModelConfig
+from ..io import atomic_save
 from ..model import AlphaFold
-from ..params import normalize_state_dict_keys
+from ..weights import normalize_state_dict_keys
 
-__all__ = ["AtomicCheckpointIO", "atomic_save", "check_config_compatible", "read_checkpoint_config",
+__all__ = ["AtomicCheckpointIO", "check_config_compatible", "read_checkpoint_config",
            "export_weights", "load_model", "load_weights"]
 
 FORMAT = "alphafold-mem"  # the plain format of alphafold_mem.weights (format_version 1)
-
-
-def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` to a temporary file in the same directory, fsync, then ``os.replace``: the
-    file at ``path`` is either the old one or the complete new one, never a partial write."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -24,10 +24,11 @@ import torch
 from ..config import ModelConfig
 from ..data import Batch
 from ..losses import AlphaFoldLoss
-from ..memory.policy import MemoryPolicy, apply_memory_policy
+from ..memory.policy import MemoryPolicy
+from ..planner import apply_memory_policy
 from ..metrics import ca_rmsd, lddt_ca
 from ..model import AlphaFold
-from ..params import normalize_state_dict_keys
+from ..weights import normalize_state_dict_keys
 from .checkpoint import check_config_compatible
 from .config import TrainConfig
 from .ema import EMA

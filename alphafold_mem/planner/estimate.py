@@ -29,9 +29,11 @@ import torch
 from torch import Tensor
 
 from ..config import ModelConfig, apply_overrides
-from .chunking import first_chunk_only
-from .policy import MemoryPolicy, apply_memory_policy
-from .tracking import StorageTracker
+from ..memory.bind import bind_memory_policy
+from ..memory.chunking import first_chunk_only
+from ..memory.policy import MemoryPolicy
+from ..memory.tracking import StorageTracker
+from ..model.alphafold import AlphaFold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +114,6 @@ def _get(config: ModelConfig, path: str):
 
 def parameter_bytes(config: ModelConfig, dtype: torch.dtype = torch.float32) -> int:
     """Bytes of the model's parameters (built on the meta device, nothing allocated)."""
-    from ..model.alphafold import AlphaFold
-
     with torch.device("meta"):
         model = AlphaFold(config)
     return sum(p.numel() for p in model.parameters()) * torch.empty((), dtype=dtype).element_size()
@@ -124,13 +124,11 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
     """(inputs, activation peak) of one fake run of ``config`` exactly as given."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from ..model.alphafold import AlphaFold
-
     with torch.device("meta"):
         model = AlphaFold(config).to(dtype)  # no initialisation runs on data: it is never read
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = model.to_empty(device="cpu")
-        apply_memory_policy(model, policy)
+        bind_memory_policy(model, policy)
         model.train(training)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())

@@ -20,8 +20,8 @@ import traceback
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
-    from .config import PRESETS
-    from .weights import DEFAULT_WEIGHTS
+    from ..config import PRESETS
+    from ..weights import DEFAULT_WEIGHTS
 
     p = sub.add_parser(
         "predict", help="predict structures from FASTA/a3m inputs",
@@ -79,7 +79,7 @@ def _chunk_size(text: str):
 
 def run(args: argparse.Namespace) -> int:
     """Run ``predict`` from parsed arguments; returns the exit status."""
-    from .inference import PredictError, predict
+    from ..predict import PredictError, predict
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

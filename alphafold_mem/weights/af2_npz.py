@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
@@ -23,8 +22,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .config import ModelConfig, model_config
-from .model.alphafold import AlphaFold
+from ..config import ModelConfig, model_config
+from ..io import atomic_write
+from ..model.alphafold import AlphaFold
 
 PREFIX = "alphafold/alphafold_iteration/"
 
@@ -372,29 +372,21 @@ def load_af2_arrays(model: AlphaFold, items: Iterable[tuple[str, object]], keys:
 def export_af2_params(model: AlphaFold, path: str | os.PathLike) -> None:
     """Write ``model``'s parameters as an AF2-format .npz (Haiku names, float32 as stored).
 
-    The file is written to a temporary name and renamed, so an existing file is never left half
-    written.
+    Written atomically (:func:`alphafold_mem.io.atomic_write`).
     """
     arrays = {}
     for e in af2_entries(model):
         blocks = [_to_af2(p, e.kind, e.af2_shape) for p in e.params]
         arrays[PREFIX + e.key] = np.stack(blocks) if e.stacked else blocks[0]
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=os.path.dirname(os.path.abspath(path)))
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_write(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
 
 
 # ------------------------------------------------------------------------------------------------
 # OpenFold state dicts
 # ------------------------------------------------------------------------------------------------
 def _openfold_names() -> dict[str, str]:
-    text = resources.files("alphafold_mem").joinpath("openfold_names.json").read_text()
+    text = resources.files("alphafold_mem.weights").joinpath("openfold_names.json").read_text()
     return json.loads(text)["names"]
 
 

@@ -32,7 +32,7 @@ def _parse_assignments(items: list[str], what: str) -> dict:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` subcommand."""
-    from .config import PRESETS
+    from ..config import PRESETS
 
     p = sub.add_parser("train", help="train or fine-tune a model (Lightning)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .config import apply_overrides, model_config
-    from .memory.policy import preset
-    from .train import DEFAULT_HELD_OUT, TrainConfig, train
-    from .train.checkpoint import read_checkpoint_config
+    from ..config import apply_overrides, model_config
+    from ..memory.policy import preset
+    from ..train import DEFAULT_HELD_OUT, TrainConfig, train
+    from ..train.checkpoint import read_checkpoint_config
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -13,8 +13,8 @@ import numpy as np
 from Bio.PDB.PDBIO import PDBIO
 from Bio.PDB.StructureBuilder import StructureBuilder
 
-from ..geometry import residue_constants as rc
-from ._atomic import atomic_path
+from ...geometry import residue_constants as rc
+from ...io import atomic_write
 
 __all__ = ["build_structure", "write_pdb"]
 
@@ -74,7 +74,7 @@ def write_pdb(path, name: str, aatype: np.ndarray, atom_positions: np.ndarray, a
     structure = build_structure(name, aatype, atom_positions, atom_mask, plddt, residue_index, chain_id)
     io = PDBIO()
     io.set_structure(structure)
-    with atomic_path(path) as tmp:
+    with atomic_write(path) as tmp:
         with open(tmp, "w") as fh:
             fh.write("REMARK 250 alphafold-mem prediction; B-factor column = pLDDT (0-100)\n")
             for line in remarks:

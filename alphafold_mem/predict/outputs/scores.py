@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._atomic import atomic_path
+from ...io import atomic_write
 
 __all__ = ["pae_json", "write_json"]
 
@@ -39,6 +39,6 @@ def write_json(path, data: Any, indent: int | None = 1, flat: bool = False) -> N
         text = "{\n" + body + "\n}"
     else:
         text = json.dumps(data, indent=indent, default=_default)
-    with atomic_path(path) as tmp:
+    with atomic_write(path) as tmp:
         with open(tmp, "w") as fh:
             fh.write(text + "\n")

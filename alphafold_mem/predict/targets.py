@@ -105,7 +105,7 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
     rejected is the file split at its headers and every record parsed on its own (with its real line
     numbers), so that one bad record does not hide the others.
     """
-    from .data import InputError, parse_fasta, parse_fasta_string
+    from ..data import InputError, parse_fasta, parse_fasta_string
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -149,7 +149,7 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
 
 
 def _unique_names(targets: list[Target], log) -> None:
-    from .data.parsers import unique_name
+    from ..data.parsers import unique_name
 
     seen: dict[str, int] = {}
     for t in targets:
@@ -189,8 +189,8 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
     Raises:
         PredictError: no usable input at all, or MSA options that do not fit the input.
     """
-    from .data import InputError, parse_msa
-    from .data.parsers import sanitize_name
+    from ..data import InputError, parse_msa
+    from ..data.parsers import sanitize_name
 
     targets: list[Target] = []
     rejected: list[Rejected] = []

@@ -1,26 +1,32 @@
-"""The ``alphafold-mem`` command line. Subcommands are registered in ``_SUBCOMMANDS``."""
+"""The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
+(:mod:`.predict`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
+sets ``func``, which receives the parsed arguments and returns the exit status."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import __version__
+from ..version import __version__
+from . import memory_plan, predict, train
+
+SUBCOMMANDS = (predict, train, memory_plan)
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="alphafold-mem",
         description="AlphaFold2 (monomer) training and prediction with measured memory savings.")
     parser.add_argument("--version", action="version", version=f"alphafold-mem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from .commands import register_all
-    register_all(sub)
+    for module in SUBCOMMANDS:
+        module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _build_parser()
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -18,8 +18,8 @@ import modelcif.protocol
 import modelcif.qa_metric
 import numpy as np
 
-from ..geometry import residue_constants as rc
-from ._atomic import atomic_path
+from ...geometry import residue_constants as rc
+from ...io import atomic_write
 
 __all__ = ["write_modelcif"]
 
@@ -115,6 +115,6 @@ def write_modelcif(path, name: str, aatype: np.ndarray, atom_positions: np.ndarr
         input_data=modelcif.data.DataGroup([entity]), output_data=model, software=software,
         name="structure prediction", details=_ascii(method_details) or None))
     system.protocols.append(protocol)
-    with atomic_path(path) as tmp:
+    with atomic_write(path) as tmp:
         with open(tmp, "w") as fh:
             modelcif.dumper.write(fh, [system])

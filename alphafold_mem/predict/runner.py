@@ -2,7 +2,7 @@
 
 One run:
 
-1. collects the targets (:mod:`alphafold_mem.targets`: a FASTA file with one or many records, a directory of FASTA files, or one
+1. collects the targets (:mod:`alphafold_mem.predict.targets`: a FASTA file with one or many records, a directory of FASTA files, or one
    ``.a3m``/``.sto`` whose first row is the query) and their MSAs (``msa``: one file for a single
    target; ``msa_dir``: ``<id>.a3m``/``<id>.sto`` or a folder ``<id>/`` of alignment files, merged;
    neither: single-sequence mode, said so);
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import sys
 import time
 import traceback
@@ -35,8 +34,10 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from .precision import PRECISIONS
+from ..precision import PRECISIONS
+from .outputs import output_paths, write_json, write_target_outputs
 from .targets import PredictError, Target, collect_targets
+from .timings import Stages
 
 __all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
 
@@ -115,7 +116,7 @@ def _resolve_device(device: str) -> torch.device:
 
 
 def _memory_policy(memory_policy, precision: str, chunk_size, low_memory: bool):
-    from .memory import MemoryPolicy
+    from ..memory import MemoryPolicy
 
     if memory_policy is not None:
         if precision != "fp32" or chunk_size is not None or low_memory:
@@ -152,96 +153,6 @@ def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
         "template_torsion_angles_mask": z(1, n_res, 7),
         "template_mask": z(1),
     }
-
-
-class _Stages:
-    """Seconds and memory per stage for ``timings.json``.
-
-    ``peak_mib`` comes from :func:`alphafold_mem.memory.track_peak`: on CUDA the allocator's peak
-    above what was allocated when the stage began (every stage); on CPU the peak of tensor storages
-    created by torch ops inside the stage (parameters and inputs excluded), measured for the model
-    forward only, where it is the activation peak (the other CPU stages are mostly numpy, which it
-    cannot see). ``process_max_rss_mib`` (CPU) is the process's maximum resident set size so far
-    (``getrusage``): a whole-process high-water mark, not a per-stage peak.
-    """
-
-    def __init__(self, device: torch.device, track_cpu: bool = True):
-        self.device = device
-        self.track_cpu = track_cpu
-        self.records: dict[str, dict] = {}
-
-    def run(self, key: str, fn: Callable, forward: bool = False):
-        from .memory import track_peak
-
-        cuda = self.device.type == "cuda"
-        track = cuda or (forward and self.track_cpu)
-        start = time.perf_counter()
-        peak = None
-        try:
-            if track:
-                with track_peak(self.device) as peak:
-                    return fn()
-            return fn()
-        finally:
-            rec = {"seconds": round(time.perf_counter() - start, 4)}
-            if peak is not None:
-                rec["peak_mib"] = round(peak.peak_mib, 1)
-            if not cuda:
-                rec["process_max_rss_mib"] = round(_max_rss_mb(), 1)
-            self.records[key] = rec
-
-    def describe(self) -> dict[str, str]:
-        if self.device.type == "cuda":
-            return {"peak_mib": "torch.cuda.max_memory_allocated during the stage minus what was allocated "
-                                "when it began (alphafold_mem.memory.track_peak)"}
-        out = {"process_max_rss_mib": "process maximum resident set size so far (getrusage): a whole-process "
-                                      "high-water mark, not a per-stage peak"}
-        if self.track_cpu:
-            out["peak_mib"] = ("model stages only: peak of tensor storages created during the forward, "
-                               "parameters and inputs excluded (alphafold_mem.memory.track_peak)")
-        return out
-
-
-def _max_rss_mb() -> float:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
-
-
-# ------------------------------------------------------------------------------------------------
-# outputs
-# ------------------------------------------------------------------------------------------------
-def _output_paths(out_dir: str, name: str, with_pae: bool) -> dict[str, str]:
-    p = {"pdb": f"{name}.pdb", "cif": f"{name}.cif", "plddt_png": f"{name}_plddt.png",
-         "scores": f"{name}_scores.json"}
-    if with_pae:
-        p.update({"pae_json": f"{name}_pae.json", "pae_png": f"{name}_pae.png"})
-    return {k: os.path.join(out_dir, v) for k, v in p.items()}
-
-
-def _write_outputs(paths: dict[str, str], t: Target, out: dict, scores: dict, method: str) -> None:
-    from . import __version__
-    from .geometry import residue_constants as rc
-    from .output import pae_json, plot_pae, plot_plddt, write_json, write_modelcif, write_pdb
-
-    aatype = out["aatype"]
-    mask = out["final_atom_mask"].copy()
-    pos, plddt = out["final_atom_positions"].copy(), out["plddt"]
-    unk = aatype >= rc.restype_num
-    # UNK has no atoms in the atom37 tables: write its Cα, the origin of its final backbone frame.
-    ca = rc.atom_order["CA"]
-    mask[unk, :] = 0.0
-    mask[unk, ca] = 1.0
-    pos[unk, ca] = out["backbone_origin"][unk]
-    remarks = [f"target {t.name}: {t.description[:200]}", method]
-    write_pdb(paths["pdb"], t.name, aatype, pos, mask, plddt, remarks=remarks)
-    write_modelcif(paths["cif"], t.name, aatype, pos, mask, plddt, ptm=out.get("ptm"),
-                   description=t.description, software_version=__version__, method_details=method)
-    plot_plddt(paths["plddt_png"], plddt, title=t.name)
-    if "pae_json" in paths:
-        pae, max_pae = out["predicted_aligned_error"], out["max_predicted_aligned_error"]
-        write_json(paths["pae_json"], pae_json(pae, max_pae), indent=None)
-        plot_pae(paths["pae_png"], pae, max_pae, title=t.name)
-    write_json(paths["scores"], scores, flat=True)  # last: its presence marks the target as finished
 
 
 # ------------------------------------------------------------------------------------------------
@@ -323,8 +234,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise PredictError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
-    from .memory import apply_memory_policy
-    from .weights import DEFAULT_WEIGHTS, default_weights_path
+    from ..planner import apply_memory_policy
+    from ..weights import DEFAULT_WEIGHTS, default_weights_path
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
     todo, skipped = [], []
     for t in targets:
@@ -337,10 +248,10 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     for t in skipped:
         log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
 
-    stages = _Stages(dev, track_cpu=track_memory)
+    stages = Stages(dev, track_cpu=track_memory)
     loaded = None
     if todo:
-        from .weights import WeightsError, load_weights
+        from ..weights import WeightsError, load_weights
         if weights is None and not os.path.exists(weights_path):
             raise PredictError(f"no --weights given and the default demo weights ({DEFAULT_WEIGHTS}) are "
                                "missing; pass --weights FILE (an alphafold-mem checkpoint, AF2 .npz or OpenFold .pt)")
@@ -367,7 +278,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r.mean_plddt = _previous_mean_plddt(os.path.join(out_dir, f"{t.name}_scores.json"))
     for k, t in enumerate(todo, 1):
         r = by_name[t.name]
-        r.outputs = _output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
+        r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
             _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path)
@@ -394,7 +305,6 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length}
                     for r in run.results},
     }
-    from .output import write_json
     run.timings_path = os.path.join(out_dir, "timings.json")
     write_json(run.timings_path, timings)
     log("")
@@ -406,7 +316,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
 
 def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
-    from .data import make_features, parse_msa
+    from ..data import make_features, parse_msa
 
     precision = policy.precision
     cfg = model.config
@@ -427,8 +337,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     if policy.chunk_size == "auto":
         # Resolve here rather than in the model's pre-hook: the choice is reported, and the estimator's
         # fake-tensor run stays outside the CPU peak tracker.
-        from .memory import apply_memory_policy, resolve_auto_chunk
-        from .memory.estimate import batch_sizes
+        from ..planner import apply_memory_policy, batch_sizes, resolve_auto_chunk
 
         chosen = stages.run(f"{t.name}/auto_chunk", lambda: resolve_auto_chunk(
             cfg, policy, *batch_sizes(batch), training=False, device=dev))
@@ -478,7 +387,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         scores["ptm"] = round(r.ptm, 4)
         scores["max_pae"] = round(float(pae.max()), 2)
         scores["max_predicted_aligned_error"] = round(arrays["max_predicted_aligned_error"], 2)
-    stages.run(f"{t.name}/outputs", lambda: _write_outputs(r.outputs, t, arrays, scores, method))
+    stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
     r.status = "ok"
 
 
@@ -494,7 +403,7 @@ def _previous_mean_plddt(path: str) -> Optional[float]:
 
 
 def _failure_message(t: Target, exc: BaseException) -> str:
-    from .data import InputError
+    from ..data import InputError
 
     cpu_oom = isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or cpu_oom:

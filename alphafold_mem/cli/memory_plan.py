@@ -1,5 +1,5 @@
 """``alphafold-mem memory-plan``: will it fit? Predicted peak memory for each memory-policy preset and
-chunk size, computed without a GPU (:func:`alphafold_mem.memory.estimate_peak`, FakeTensorMode).
+chunk size, computed without a GPU (:func:`alphafold_mem.planner.estimate_peak`, FakeTensorMode).
 
 Examples::
 
@@ -32,7 +32,7 @@ def parse_bytes(text: str) -> int:
 
 def candidates(training: bool, n_max: int) -> list[tuple[str, "object"]]:
     """``(label, MemoryPolicy)`` pairs in increasing time cost."""
-    from .memory import MemoryPolicy
+    from ..memory import MemoryPolicy
 
     chunks = [c for c in (256, 64, 16, 4, 1) if c < n_max]
     if training:
@@ -51,8 +51,8 @@ def candidates(training: bool, n_max: int) -> list[tuple[str, "object"]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import model_config
-    from .memory.estimate import estimate_breakdown
+    from ..config import model_config
+    from ..planner.estimate import estimate_breakdown
 
     try:
         budget = parse_bytes(args.budget)

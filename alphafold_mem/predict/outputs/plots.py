@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._atomic import atomic_path
+from ...io import atomic_write
 
 __all__ = ["plot_plddt", "plot_pae"]
 
@@ -28,7 +28,7 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path) -> None:
-    with atomic_path(path) as tmp:
+    with atomic_write(path) as tmp:
         fig.savefig(tmp, format="png", bbox_inches="tight")
 
 

@@ -4,11 +4,11 @@ Accepted formats (:func:`detect_format` returns the name in brackets):
 
 * ``af2-npz``: AlphaFold2 parameters (``params_model_*.npz``, Haiku names under
   ``alphafold/alphafold_iteration/``). Sizes are inferred from the shapes
-  (:func:`alphafold_mem.params.load_af2_params`); the preset (default: guessed from the file name,
+  (:func:`alphafold_mem.weights.load_af2_params`); the preset (default: guessed from the file name,
   else ``model_1_ptm``) supplies what shapes cannot.
 * ``openfold``: an OpenFold state dict or checkpoint saved with ``torch.save`` (optionally under
   ``state_dict``/``model``/``ema.params``, with ``module.``/``model.`` prefixes), loaded with
-  :func:`alphafold_mem.params.load_openfold_checkpoint`.
+  :func:`alphafold_mem.weights.load_openfold_checkpoint`.
 * ``alphafold-mem``: our checkpoint: a ``torch.save`` mapping with ``config`` (``ModelConfig.to_dict()``)
   and ``state_dict`` in :class:`alphafold_mem.AlphaFold` names (see :func:`save_checkpoint`).
 * ``lightning``: a Lightning ``.ckpt`` from ``alphafold-mem train``: ``state_dict`` with ``model.``
@@ -28,7 +28,6 @@ import importlib
 import os
 import pickle
 import re
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +35,10 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from .config import PRESETS, ModelConfig, model_config
-from .model.alphafold import AlphaFold
-from .params import normalize_state_dict_keys
+from ..config import PRESETS, ModelConfig, model_config
+from ..model.alphafold import AlphaFold
+from ..io import atomic_save
+from .af2_npz import normalize_state_dict_keys
 
 __all__ = ["WeightsError", "LoadedWeights", "FORMATS", "DEFAULT_WEIGHTS", "default_weights_path",
            "detect_format", "load_weights", "save_checkpoint"]
@@ -94,7 +94,7 @@ class LoadedWeights:
 
 def default_weights_path() -> Path:
     """``<repo>/data/demo_weights/demo.ckpt`` (next to the ``alphafold_mem`` package)."""
-    return Path(__file__).resolve().parent.parent / DEFAULT_WEIGHTS
+    return Path(__file__).resolve().parents[2] / DEFAULT_WEIGHTS
 
 
 # ------------------------------------------------------------------------------------------------
@@ -318,7 +318,7 @@ def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
         WeightsError: unreadable or unrecognised file, a config/preset mismatch, or parameters that
             do not fit the model (one line naming the file and the parameter).
     """
-    from .params import ParameterLoadError, load_af2_params, load_openfold_checkpoint
+    from .af2_npz import ParameterLoadError, load_af2_params, load_openfold_checkpoint
 
     path = _check_path(path)
     if preset is not None and preset not in PRESETS:
@@ -380,18 +380,9 @@ def _load_ours(path: str, config: ModelConfig, sd: Mapping[str, torch.Tensor]) -
 
 def save_checkpoint(model: AlphaFold, path, **meta: Any) -> None:
     """Save ``model`` in the plain alphafold-mem format ``{"format", "config", "state_dict", **meta}``
-    (written to a temporary name and renamed, so a crash never leaves a half-written file)."""
+    (written atomically: :func:`alphafold_mem.io.atomic_write`)."""
     path = os.fspath(path)
     obj = {"format": "alphafold-mem", "format_version": 1, "config": model.config.to_dict(),
            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, **meta}
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_save(obj, path)
 

@@ -1,0 +1,226 @@
+"""The one declaration of what every module does with memory: which input axes an op may be split
+along, which operands it needs whole, and which policy seams (kernels, in-place updates, activation
+checkpointing, precision) it exposes.
+
+Every module class of the network carries a class attribute ``memory_spec`` (a :class:`MemorySpec`),
+written in its own class body, not inherited. Three readers use it:
+
+* :func:`alphafold_mem.memory.bind.bind_memory_policy` binds a :class:`~alphafold_mem.MemoryPolicy`
+  to a model by reading the declarations (not a list of classes) and refuses a model holding a module
+  that declares nothing (:func:`undeclared_modules`): a new module cannot silently opt out;
+* :func:`run_split` is how a module runs one of its declared splittable steps: the row chunks of
+  :func:`alphafold_mem.memory.chunking.chunked` are cut along the declared dims, and the memory
+  estimator's one-chunk mode reads the same calls;
+* device sharding (dynamic axial parallelism) reads the same facts: an operand marked :data:`WHOLE`
+  must be gathered when the axis is sharded across devices.
+
+Vocabulary (after PyTorch DTensor's placements): :class:`Shard` ``(dim)`` -- the operand is split
+along the op's axis, which is its dim ``dim``; :data:`WHOLE` (a :class:`Replicate`) -- every slice
+needs the whole operand. Axis names are the field's words (:data:`AXES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
+
+import torch.nn as nn
+
+from .chunking import Result, chunked
+
+#: The named axes an op may be split along, with what they are.
+AXES = MappingProxyType({
+    "msa_row": "N_seq: the sequences of an MSA representation [*, N_seq, N_res, c_m]",
+    "msa_column": "N_res of an MSA representation: its residue columns",
+    "pair_row": "i of a pair representation [*, N_res (i), N_res (j), c_z]",
+    "pair_column": "j of a pair representation",
+    "row": "the leading axis of whichever representation the op updates (msa_row for m, pair_row for z)",
+})
+
+#: The policy seams a module may expose (non-parameter attributes the binder sets).
+SEAMS = MappingProxyType({
+    "attention": "attention_impl / attention_chunks: the attention core (reference, low-memory, Triton)",
+    "layer_norm": "kernel_impl: the LayerNorm implementation (reference or Triton)",
+    "inplace": "inplace: residual updates in place when no gradient is recorded",
+    "precision": "precision: the one autocast of the forward",
+    "offload": "offload: idle representations wait in host memory",
+})
+
+#: Checkpointable block stacks: MemorySpec.stack -> the MemoryPolicy field giving blocks per checkpoint.
+STACKS = MappingProxyType({
+    "evoformer": "checkpoint_evoformer",
+    "extra_msa": "checkpoint_extra_msa",
+    "template": "checkpoint_template",
+})
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The operand is split along the op's axis, which is its dim ``dim`` (negative, counted from
+    the channels end so that leading batch dims do not matter)."""
+
+    dim: int
+
+    def __post_init__(self) -> None:
+        if self.dim >= 0:
+            raise ValueError(f"Shard dims are negative (counted from the end), got {self.dim}")
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """Every slice of the op needs the whole operand (and non-tensor arguments are passed as they are)."""
+
+
+WHOLE = Replicate()
+Placement = Union[Shard, Replicate]
+
+
+@dataclass(frozen=True)
+class Split:
+    """One splittable step of an op: slices along ``axis`` are independent.
+
+    Attributes:
+        axis: a name from :data:`AXES`.
+        inputs: one placement per positional argument of the step's function.
+        output: the (negative) dim of each result that carries the axis.
+    """
+
+    axis: str
+    inputs: tuple[Placement, ...]
+    output: int = -3
+
+    def __post_init__(self) -> None:
+        if self.axis not in AXES:
+            raise ValueError(f"unknown axis '{self.axis}'; valid: {', '.join(AXES)}")
+        if not any(isinstance(p, Shard) for p in self.inputs):
+            raise ValueError(f"a split along '{self.axis}' must shard at least one input")
+
+    @property
+    def dims(self) -> tuple[Optional[int], ...]:
+        """The chunked dim of each input (``None``: passed whole), as :func:`chunked` takes them."""
+        return tuple(p.dim if isinstance(p, Shard) else None for p in self.inputs)
+
+    @property
+    def whole(self) -> tuple[int, ...]:
+        """Positions of the inputs every slice needs whole."""
+        return tuple(i for i, p in enumerate(self.inputs) if isinstance(p, Replicate))
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    """What one module class declares (see the module docstring).
+
+    Attributes:
+        splits: named splittable steps (:class:`Split`), run through :func:`run_split`.
+        seams: policy seams from :data:`SEAMS` the module exposes.
+        stack: for a stack of blocks in ``self.blocks``: its name in :data:`STACKS` (activation
+            checkpointing applies to those blocks).
+        exempt: why a module has nothing to declare (``None`` for a declaring module).
+    """
+
+    splits: Mapping[str, Split] = field(default_factory=dict)
+    seams: frozenset[str] = frozenset()
+    stack: Optional[str] = None
+    exempt: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "splits", MappingProxyType(dict(self.splits)))
+        object.__setattr__(self, "seams", frozenset(self.seams))
+        unknown = self.seams - set(SEAMS)
+        if unknown:
+            raise ValueError(f"unknown seams {sorted(unknown)}; valid: {', '.join(SEAMS)}")
+        if self.stack is not None and self.stack not in STACKS:
+            raise ValueError(f"unknown stack '{self.stack}'; valid: {', '.join(STACKS)}")
+        declares = bool(self.splits or self.seams or self.stack)
+        if declares == (self.exempt is not None):
+            raise ValueError("a MemorySpec either declares splits/seams/stack or gives an exempt reason, not both")
+
+    @property
+    def chunkable(self) -> bool:
+        """Whether the module has splittable steps (it then takes a ``chunk_size``)."""
+        return bool(self.splits)
+
+
+def declare(*, splits: Optional[Mapping[str, Split]] = None, seams: Sequence[str] = (),
+            stack: Optional[str] = None) -> MemorySpec:
+    """A declaring :class:`MemorySpec`."""
+    return MemorySpec(splits=splits or {}, seams=frozenset(seams), stack=stack)
+
+
+def exempt(reason: str) -> MemorySpec:
+    """An explicit exemption, with the reason (e.g. a pointwise layer its caller chunks)."""
+    if not reason.strip():
+        raise ValueError("an exemption needs a reason")
+    return MemorySpec(exempt=reason)
+
+
+#: PyTorch's own classes the model uses, exempt with the reason (they cannot carry a declaration).
+TORCH_EXEMPT = MappingProxyType({
+    nn.ModuleList: "a container: computes nothing",
+    nn.ModuleDict: "a container: computes nothing",
+    nn.Sequential: "a container: its members declare",
+    nn.Dropout: "elementwise; its mask is the size of its input",
+})
+
+
+class UndeclaredModuleError(TypeError):
+    """A module class of the model declares no ``memory_spec`` in its own class body."""
+
+
+def spec_of(module: nn.Module) -> MemorySpec:
+    """The declaration of ``module``'s own class.
+
+    Raises:
+        UndeclaredModuleError: the class (not a base class) defines no ``memory_spec``.
+    """
+    if type(module) in TORCH_EXEMPT:
+        return MemorySpec(exempt=TORCH_EXEMPT[type(module)])
+    spec = vars(type(module)).get("memory_spec")
+    if not isinstance(spec, MemorySpec):
+        raise UndeclaredModuleError(
+            f"{type(module).__module__}.{type(module).__qualname__} declares no memory_spec: add "
+            "`memory_spec = declare(...)` (its splittable axes and policy seams) or `memory_spec = exempt(reason)` "
+            "to its class body (alphafold_mem.memory.axes)")
+    return spec
+
+
+def undeclared_modules(root: nn.Module) -> list[str]:
+    """``"path: Class"`` of every submodule of ``root`` (itself included) whose class declares nothing."""
+    bad = []
+    for name, module in root.named_modules():
+        try:
+            spec_of(module)
+        except UndeclaredModuleError:
+            bad.append(f"{name or '<root>'}: {type(module).__qualname__}")
+    return bad
+
+
+def declared_splits(root: nn.Module) -> Iterator[tuple[str, nn.Module, str, Split]]:
+    """``(module path, module, step name, Split)`` for every splittable step in ``root``."""
+    for name, module in root.named_modules():
+        for step, split in spec_of(module).splits.items():
+            yield name, module, step, split
+
+
+def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args) -> Result:
+    """Run the declared step ``step`` of ``module``: ``fn(*args)``, in slices of ``module.chunk_size``
+    along the declared axis (``None``: one call on the whole tensors, the reference computation).
+
+    Raises:
+        KeyError: ``module`` declares no such step.
+    """
+    splits = type(module).memory_spec.splits
+    if step not in splits:
+        raise KeyError(f"{type(module).__qualname__} declares no splittable step '{step}' "
+                       f"(declared: {', '.join(splits) or 'none'})")
+    split = splits[step]
+    if len(args) != len(split.inputs):
+        raise ValueError(f"{type(module).__qualname__}.{step}: {len(args)} arguments for "
+                         f"{len(split.inputs)} declared placements")
+    return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.output)
+
+
+__all__ = ["AXES", "MemorySpec", "Placement", "Replicate", "SEAMS", "STACKS", "Shard", "Split", "TORCH_EXEMPT",
+           "UndeclaredModuleError", "WHOLE", "declare", "declared_splits", "exempt", "run_split",
+           "spec_of", "undeclared_modules"]

@@ -1,0 +1,97 @@
+"""Binding a :class:`~alphafold_mem.memory.policy.MemoryPolicy` to a model, from outside, by reading
+each module's declaration (:mod:`alphafold_mem.memory.axes`), never a list of classes.
+
+What the binder sets, per declaration:
+
+* a module with splittable steps: ``chunk_size``;
+* seam ``attention``: ``attention_impl`` and ``attention_chunks``; seam ``layer_norm``: ``kernel_impl``;
+  seam ``inplace``: ``inplace``; seams ``precision`` / ``offload``: ``precision`` / ``offload``;
+* a stack: ``checkpoint_every`` from the policy's ``checkpoint_<stack>`` field, read by
+  :func:`alphafold_mem.memory.checkpoint.run_blocks`; with ``checkpoint_granularity="update"`` every
+  splittable module inside its blocks (one residual update each) is checkpointed instead.
+
+A module whose class declares nothing makes the binder raise
+(:class:`~alphafold_mem.memory.axes.UndeclaredModuleError`), so a new module cannot silently opt out.
+Parameter names and values are never changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch.nn as nn
+
+from .axes import STACKS, UndeclaredModuleError, spec_of, undeclared_modules
+from .checkpoint import checkpoint_module
+from .policy import MemoryPolicy
+
+#: ``hook(model, args, kwargs)``: a forward pre-hook that sets the chunk size for ``chunk_size="auto"``.
+AutoChunkHook = Callable[[nn.Module, tuple, dict], None]
+
+
+def set_chunk_size(model: nn.Module, chunk_size: Optional[int]) -> None:
+    """Set ``chunk_size`` on every module of ``model`` that declares splittable steps."""
+    for module in model.modules():
+        if spec_of(module).chunkable:
+            module.chunk_size = chunk_size
+
+
+def _seam_settings(policy: MemoryPolicy) -> dict[str, dict[str, Any]]:
+    """Seam name -> the attributes it sets and their values under ``policy``."""
+    return {
+        "attention": {"attention_impl": policy.attention, "attention_chunks": tuple(policy.attention_chunks)},
+        "layer_norm": {"kernel_impl": "triton" if policy.attention == "triton" else "reference"},
+        "inplace": {"inplace": policy.inplace},
+        "precision": {"precision": policy.precision},
+        "offload": {"offload": policy.offload},
+    }
+
+
+def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
+                       auto_chunk_hook: Optional[AutoChunkHook] = None) -> nn.Module:
+    """Bind ``policy`` to ``model`` in place (returns the model). Re-binding replaces the previous
+    policy completely.
+
+    Args:
+        model: any module built from declaring modules (the whole ``AlphaFold`` or one op).
+        policy: the memory policy.
+        auto_chunk_hook: required for ``chunk_size="auto"``: the forward pre-hook that picks the
+            chunk size per input size (the planner's; :func:`alphafold_mem.apply_memory_policy`
+            passes it).
+
+    Raises:
+        UndeclaredModuleError: a module class of ``model`` declares no ``memory_spec`` (all are named).
+        ValueError: ``chunk_size="auto"`` without ``auto_chunk_hook``.
+    """
+    bad = undeclared_modules(model)
+    if bad:
+        raise UndeclaredModuleError("modules without a memory declaration: " + "; ".join(bad))
+    if policy.chunk_size == "auto" and auto_chunk_hook is None:
+        raise ValueError("chunk_size='auto' needs the planner's chooser: use alphafold_mem.apply_memory_policy")
+    for handle in getattr(model, "_memory_policy_handles", []):
+        handle.remove()
+    handles: list[Any] = []
+    chunk = None if policy.chunk_size == "auto" else policy.chunk_size
+    settings = _seam_settings(policy)
+    for module in model.modules():
+        spec = spec_of(module)
+        if spec.chunkable:
+            module.chunk_size = chunk
+        for seam in spec.seams:
+            for attribute, value in settings[seam].items():
+                setattr(module, attribute, value)
+        if spec.stack is not None:
+            every = getattr(policy, STACKS[spec.stack])
+            by_update = every and policy.checkpoint_granularity == "update"
+            module.checkpoint_every = 0 if by_update else every
+            if by_update:
+                for block in module.blocks:
+                    handles += [checkpoint_module(m) for m in block.modules() if spec_of(m).chunkable]
+    if policy.chunk_size == "auto":
+        handles.append(model.register_forward_pre_hook(auto_chunk_hook, with_kwargs=True))
+    model._memory_policy_handles = handles
+    model.memory_policy = policy
+    return model
+
+
+__all__ = ["AutoChunkHook", "bind_memory_policy", "set_chunk_size"]
