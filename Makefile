@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test demo clean-venv
+.PHONY: install test test-fast demo clean-venv
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,6 +17,10 @@ install: $(STAMP)
 
 test: install
 	$(PY) -m pytest -q -n 2
+
+# The inner loop: everything but the few long cases (tests/conftest.py SLOW_TESTS).
+test-fast: install
+	$(PY) -m pytest -q -n 2 -m "not slow"
 
 # Main job: predict 1LCD chain A from its FASTA + a3m with the shipped demo weights (CPU, ~1 min).
 demo: install

@@ -1,7 +1,7 @@
 """Memory benchmark: measured and predicted peak, time, and deviation from the reference policy, side
 by side in one run on the current device, for inference and for one training step.
 
-Default run (the issue-6 acceptance measurement: model_1 channel sizes, 2 Evoformer blocks + 1
+Default run (model_1 channel sizes, 2 Evoformer blocks + 1
 extra-MSA block, no templates, no recycling, N_res 256, N_seq 128, N_extra 1024, CPU)::
 
     .venv/bin/python scripts/bench_memory.py
@@ -12,7 +12,7 @@ training steps)::
 
     .venv/bin/python scripts/bench_memory.py --predict
 
-The OpenFold comparison configuration of issue 6 (model_1_ptm, 48 + 4 blocks, 2 templates, 1 thread)::
+OpenFold's configuration (model_1_ptm, 48 + 4 blocks, 2 templates, 1 thread)::
 
     .venv/bin/python scripts/bench_memory.py --modes inference --preset model_1_ptm --evo-blocks 48 \
         --extra-blocks 4 --n-seq 16 --n-extra 64 --templates 2 --n-res 128
@@ -94,18 +94,34 @@ def _grad_error(grads, ref):
 
 
 def predict_table() -> None:
-    """Print the README table of predicted peaks (GB = 10^9 bytes, fp32 parameters)."""
-    print("| run | N_res | N_seq | N_extra | N_templ | reference | low-memory (fp32) | low-memory (bf16) |")
-    print("|---|---|---|---|---|---|---|---|")
+    """Print the README table of predicted peaks (GB = 10^9 bytes, fp32 parameters). Inference rows:
+    the reference and ``low_memory_inference()`` in fp32, bf16 and bf16-full. Training rows: the
+    reference and ``training()`` (per-block checkpointing) in fp32, then ``training()`` with
+    ``checkpoint_granularity="update"``; extrapolated from 1- and 2-block fake runs
+    (``estimate_breakdown(..., exact=False)``), marked †."""
+    print("| run | N_res | N_seq | N_extra | N_templ | reference | low-memory (fp32) | low-memory (bf16) "
+          "| low-memory (bf16-full) | checkpoint per update |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = [("model_1 inference", "model_1", n, 512, 5120, 4, False) for n in (256, 512, 1024, 2048, 4096)]
     rows += [("initial_training step", "initial_training", 256, 128, 1024, 4, True),
              ("finetuning step", "finetuning", 384, 512, 5120, 4, True)]
     for label, preset, n, s, e, t, training in rows:
         cfg = model_config(preset)
-        low = MemoryPolicy.training() if training else MemoryPolicy.low_memory_inference()
-        peaks = [estimate_breakdown(cfg, p, n, s, e, t, training).total / 1e9
-                 for p in (MemoryPolicy.reference(), low, low.replace(precision="bf16"))]
-        print(f"| {label} | {n} | {s} | {e} | {t} | " + " | ".join(f"{x:.1f} GB" for x in peaks) + " |", flush=True)
+        if training:
+            low = MemoryPolicy.training()
+            policies = [MemoryPolicy.reference(), low, None, None, low.replace(checkpoint_granularity="update")]
+        else:
+            low = MemoryPolicy.low_memory_inference()
+            policies = [MemoryPolicy.reference(), low, low.replace(precision="bf16"),
+                        low.replace(precision="bf16-full"), None]
+        cells = []
+        for p in policies:
+            if p is None:
+                cells.append("—")
+                continue
+            est = estimate_breakdown(cfg, p, n, s, e, t, training, exact=not training)
+            cells.append(f"{est.total / 1e9:.1f} GB" + ("†" if training else ""))
+        print(f"| {label} | {n} | {s} | {e} | {t} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ files target by target (read with the project's PDB reader): Cα-RMSD after opti
 (``alphafold_mem.metrics.ca_rmsd``, Å), the
 same without superposition, and the mean / max |ΔpLDDT| (pLDDT is the B-factor column, 0-100).
 
-Command used for the README and the issue-6 note (demo weights, every record of the shipped
+Command used for the README (demo weights, every record of the shipped
 per-entry FASTA files, with its MSA where ``data/alignments`` has one and single-sequence otherwise)::
 
     python scripts/compare_precision_inference.py --out /tmp/bf16_check

@@ -25,3 +25,19 @@ def _deterministic_torch():
 def tiny_config():
     from alphafold_mem import model_config
     return model_config("tiny")
+
+
+#: The few long cases (tens of seconds each on one core): in ``make test`` and CI, left out of
+#: ``make test-fast`` (``-m "not slow"``).
+SLOW_TESTS = (
+    "test_train.py::test_overfit_one_protein_raises_lddt",
+    "test_model_triton.py::test_tiny_model_triton_matches_reference",
+    "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
+    "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.nodeid.endswith(name) for name in SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)

@@ -1,7 +1,7 @@
 """Tests for alphafold_mem.geometry: rigid frames, residue tables, torsions <-> atoms.
 
-``tests/data/geometry_parity.npz`` is a slice of the OpenFold parity vectors in
-/work/shared/parity (OpenFold ce0029e, model_1_ptm, seed 0; see that README): structure-module
+``tests/data/geometry_parity.npz`` is a slice of the OpenFold parity vectors of tests/data/parity
+(OpenFold ce0029e, model_1_ptm, seed 0; tests/data/parity/README.md): structure-module
 layers 0 and 7 of ``outputs.npz`` (sm_frames_rot, sm_frames_trans, sm_angles, sm_sidechain_frames,
 sm_positions), final_atom_positions / final_atom_mask, and recycling slice 0 of ``inputs.npz``
 (aatype, atom14/atom37 index maps, template atoms and the template torsion / pseudo-beta features

@@ -1,4 +1,4 @@
-"""``alphafold-mem predict`` end to end on shipped data with the ``tiny`` preset (issue 5).
+"""``alphafold-mem predict`` end to end on shipped data with the ``tiny`` preset.
 
 The weights are a ``tiny`` model saved by the test (its pLDDT head is re-initialised so that pLDDT
 differs per residue). With trained demo weights (``data/demo_weights/demo.ckpt``) the Cα-Cα
@@ -224,7 +224,7 @@ def test_bf16_prediction(tmp_path, tiny_weights):
 
 @needs_shipped
 def test_bf16_demo_weights_match_fp32_on_1lcd(tmp_path):
-    """Issue 6 acceptance on the main job: bf16 inference with the demo weights, Cα-RMSD to the
+    """On the main job: bf16 inference with the demo weights, Cα-RMSD to the
     fp32 prediction <= 0.5 Å (after superposition) and mean |ΔpLDDT| <= 1. All shipped examples:
     ``scripts/compare_precision_inference.py`` (worst 0.32 Å)."""
     for precision in ("fp32", "bf16"):

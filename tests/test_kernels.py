@@ -4,7 +4,7 @@ Run (CPU, Triton interpreter; about a minute on 2 cores)::
 
     TRITON_INTERPRET=1 .venv/bin/python -m pytest tests/test_kernels.py -q
 
-Tolerance (DESIGN.md convention 7, as in flash-attention's tests): for every output and gradient,
+Tolerance (three-way, as in flash-attention's tests/test_flash_attn.py): for every output and gradient,
 ``err(kernel) <= 3 * err(torch reference, same dtype) + 1 ulp`` with errors measured as the max abs
 difference to an fp64 oracle, and additionally ``err(kernel) <= 1e-4`` in fp32. The attention
 oracle is ``kernels.reference.attention`` on fp64 copies (whose softmax runs in fp32 by spec, so

@@ -1,4 +1,4 @@
-"""Issue 7, model level: the tiny model with attention="triton" (Triton's interpreter on CPU) matches
+"""Triton kernels at model level: the tiny model with attention="triton" (Triton's interpreter on CPU) matches
 attention="reference": outputs within 1e-4, parameter gradients within 1e-3 relative."""
 
 import pytest

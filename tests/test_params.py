@@ -1,7 +1,7 @@
 """Loading AF2 (.npz) and OpenFold parameters, and parity with OpenFold's outputs.
 
-Vectors in tests/data/parity were made with OpenFold v2.2.0 (see README.md there). Tolerances: the
-issue's 1e-3 (Å for coordinates); OpenFold's own chunked-vs-unchunked noise is ~1e-5.
+Vectors in tests/data/parity were made with OpenFold v2.2.0 (see README.md there). Tolerance in fp32:
+1e-3 (Å for coordinates), a hundred times OpenFold's own chunked-vs-unchunked noise (~1e-5).
 """
 
 import numpy as np
@@ -70,7 +70,7 @@ def test_parity_with_openfold_fp64(parity_model):
         out = model64(_inputs(dtype=torch.float64), recycle_dim=-1)
     diffs = _max_diffs(out, PARITY / "outputs_fp64.npz")
     # fp64: OpenFold's operation-order noise is ~1e-14; AF2's 1e-10 vs OpenFold's 1e-8 in the
-    # global-attention masked mean moves outputs by up to ~1e-9 (parity README): 1e-6 leaves margin.
+    # global-attention masked mean moves outputs by up to ~1e-9 (tests/data/parity/README.md): 1e-6 leaves margin.
     bad = {k: v for k, v in diffs.items() if v > 1e-6}
     assert not bad, f"fp64 outputs beyond 1e-6: {bad}"
 
@@ -111,7 +111,7 @@ def test_export_load_round_trip_is_bit_identical(parity_model, tmp_path):
 
 def test_openfold_state_dict_round_trip(parity_model, tmp_path):
     sd = openfold_state_dict(parity_model)
-    assert len(sd) == 489  # OpenFold's tensor count for this model (parity README)
+    assert len(sd) == 489  # OpenFold's tensor count for this model (tests/data/parity/README.md)
     path = tmp_path / "openfold.pt"
     torch.save({"state_dict": {"model." + k: v for k, v in sd.items()}}, path)
     model = load_openfold_checkpoint(path, template__pointwise_num_heads=3)
@@ -151,7 +151,7 @@ def test_misshaped_key_names_both_shapes(tmp_path):
 
 @pytest.mark.parametrize("preset", ["training", "low_memory_inference", "chunk_3"])
 def test_parity_with_openfold_under_memory_policies(parity_model, preset):
-    """Issue 8: parity holds with each memory-policy preset, within the same 1e-3 tolerance."""
+    """Parity holds with each memory-policy preset, within the same 1e-3 tolerance."""
     from alphafold_mem import MemoryPolicy, apply_memory_policy
 
     policy = MemoryPolicy(chunk_size=3) if preset == "chunk_3" else getattr(MemoryPolicy, preset)()

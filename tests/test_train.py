@@ -249,3 +249,23 @@ def test_overfit_one_protein_raises_lddt(tmp_path):
     after = evaluate_lddt(module.model, ev)["lddt_ca"]
     print(f"overfit 1A8O: lDDT-Ca {before:.3f} -> {after:.3f}")
     assert after > before + 0.1, (before, after)
+
+
+# -- one FAPE clamp setting ------------------------------------------------------------------------
+def test_fape_clamp_probability_is_one_model_config_field(capsys):
+    """The clamp probability lives in ``loss.fape_clamp_probability`` only and the sample draw reads
+    it; the removed TrainConfig field fails clearly on the command line and is accepted from old
+    checkpoints only where it held the value that behaves as today."""
+    from alphafold_mem.cli import main
+
+    assert not hasattr(TrainConfig(), "clamped_fape_probability")
+    assert TrainConfig.from_dict({"clamped_fape_probability": 0.9}) == TrainConfig()
+    with pytest.raises(ValueError, match="loss.fape_clamp_probability"):
+        TrainConfig.from_dict({"clamped_fape_probability": 0.5})
+    assert main(["train", "--data", "nowhere", "--train-set", "clamped_fape_probability=0.5"]) == 2
+    assert "use the model config: --set loss.fape_clamp_probability=P" in capsys.readouterr().err
+    draws = {}
+    for p in (0.0, 0.9, 1.0):
+        module = AlphaFoldLightning(model_config("tiny", **{"loss.fape_clamp_probability": p}), TrainConfig())
+        draws[p] = torch.cat([module._use_clamped_fape(8, k) for k in range(50)])
+    assert draws[0.0].sum() == 0 and draws[1.0].sum() == 400 and 0.8 < draws[0.9].mean() < 1.0

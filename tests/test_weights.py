@@ -1,4 +1,4 @@
-"""Weights detection by content and loading (issue 8 item 3): AF2 .npz, OpenFold .pt, our checkpoints
+"""Weights detection by content and loading: AF2 .npz, OpenFold .pt, our checkpoints
 (plain, exported, Lightning, with EMA), and clear one-line errors for anything else."""
 
 import os

@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from ..config import apply_overrides, model_config
     from ..memory.policy import preset
     from ..train import DEFAULT_HELD_OUT, TrainConfig, train
+    from ..train.config import check_removed
     from ..train.checkpoint import read_checkpoint_config
 
     if args.threads:
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
                             ("seed", "seed"), ("val_every", "val_every_steps")):
             if getattr(args, name) is not None:
                 tc_kwargs[field] = getattr(args, name)
-        tc_kwargs.update(_parse_assignments(args.train_overrides, "--train-set"))
+        train_overrides = _parse_assignments(args.train_overrides, "--train-set")
+        check_removed(train_overrides)
+        tc_kwargs.update(train_overrides)
         tc = dataclasses.replace(TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v
                                                    for k, v in tc_kwargs.items()})
         devices = args.devices if args.devices == "auto" else int(args.devices)

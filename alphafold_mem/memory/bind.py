@@ -65,7 +65,10 @@ def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
     """
     bad = undeclared_modules(model)
     if bad:
-        raise UndeclaredModuleError("modules without a memory declaration: " + "; ".join(bad))
+        raise UndeclaredModuleError(
+            f"{len(bad)} module(s) declare no memory_spec in their class body: {'; '.join(bad)}. Add "
+            "`memory_spec = declare(...)` (splittable axes, policy seams) or `memory_spec = exempt(reason)` "
+            "(alphafold_mem.memory.axes)")
     if policy.chunk_size == "auto" and auto_chunk_hook is None:
         raise ValueError("chunk_size='auto' needs the planner's chooser: use alphafold_mem.apply_memory_policy")
     for handle in getattr(model, "_memory_policy_handles", []):

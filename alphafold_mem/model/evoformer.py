@@ -18,36 +18,8 @@ from ..memory.axes import declare
 from ..memory.checkpoint import run_blocks
 from .msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from .outer_product_mean import OuterProductMean
+from .pair_stack import PairStackUpdates
 from .primitives import Linear, SharedDropout, Transition, residual
-from .triangle import TriangleAttention, TriangleMultiplication
-
-
-class PairStackUpdates(nn.Module):
-    """The pair half of an Evoformer block (Alg. 6 lines 6-10): triangle multiplications, triangle
-    attentions and the pair transition, each a residual update with row/column-shared dropout."""
-
-    memory_spec = declare(seams=["inplace"])
-    inplace: bool = False
-
-    def __init__(self, c_z: int, cfg: StackConfig):
-        super().__init__()
-        self.triangle_multiplication_outgoing = TriangleMultiplication(c_z, cfg.c_hidden_mul, outgoing=True)
-        self.triangle_multiplication_incoming = TriangleMultiplication(c_z, cfg.c_hidden_mul, outgoing=False)
-        self.triangle_attention_starting_node = TriangleAttention(
-            c_z, cfg.c_hidden_pair_att, cfg.num_heads_pair, starting=True)
-        self.triangle_attention_ending_node = TriangleAttention(
-            c_z, cfg.c_hidden_pair_att, cfg.num_heads_pair, starting=False)
-        self.pair_transition = Transition(c_z, cfg.transition_n)
-        self.dropout_row = SharedDropout(cfg.pair_dropout, shared_dim=-3)
-        self.dropout_col = SharedDropout(cfg.pair_dropout, shared_dim=-2)
-
-    def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        ip = self.inplace
-        z = residual(z, self.dropout_row(self.triangle_multiplication_outgoing(z, pair_mask)), ip)
-        z = residual(z, self.dropout_row(self.triangle_multiplication_incoming(z, pair_mask)), ip)
-        z = residual(z, self.dropout_row(self.triangle_attention_starting_node(z, pair_mask)), ip)
-        z = residual(z, self.dropout_col(self.triangle_attention_ending_node(z, pair_mask)), ip)
-        return residual(z, self.pair_transition(z, pair_mask), ip)
 
 
 class EvoformerBlock(nn.Module):
@@ -71,7 +43,8 @@ class EvoformerBlock(nn.Module):
             self.msa_column_attention = MSAColumnAttention(c_m, cfg.c_hidden_msa_att, cfg.num_heads_msa)
         self.msa_transition = Transition(c_m, cfg.transition_n)
         self.outer_product_mean = OuterProductMean(c_m, c_z, cfg.c_hidden_opm)
-        self.pair_updates = PairStackUpdates(c_z, cfg)
+        self.pair_updates = PairStackUpdates(c_z, cfg.c_hidden_mul, cfg.c_hidden_pair_att, cfg.num_heads_pair,
+                                             cfg.transition_n, cfg.pair_dropout)
         self.msa_dropout = SharedDropout(cfg.msa_dropout, shared_dim=-3)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -51,46 +51,42 @@ class MSARowAttentionWithPairBias(nn.Module):
 
 
 class MSAColumnAttention(nn.Module):
-    """Column-wise gated self-attention (Suppl. Alg. 8).
+    """Column-wise gated self-attention (Suppl. Alg. 8), or with ``global_attention=True`` the
+    column-wise global attention of the extra-MSA stack (Suppl. Alg. 19).
 
-    Forward: m ``[*, N_seq, N_res, c_m]``, msa_mask ``[*, N_seq, N_res]``. Returns the update.
+    Forward: m ``[*, N_seq, N_res, c_m]`` (the extra MSA ``[*, N_extra, N_res, c_e]`` for the global
+    variant), msa_mask ``[*, N_seq, N_res]``. Returns the update.
     """
 
     memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2), Shard(-1)), output=-2)})
     chunk_size: Optional[int] = None
 
-    def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9):
+    def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9, global_attention: bool = False):
         super().__init__()
-        self.inf = inf
+        self.inf, self.global_attention = inf, global_attention
         self.query_norm = LayerNorm(c_m)
-        self.attention = Attention(c_m, c_m, c_hidden, num_heads)
+        if global_attention:
+            self.attention = GlobalAttention(c_m, c_hidden, num_heads, inf=inf)
+        else:
+            self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         return run_split(self, "columns", self._columns, m, msa_mask)
 
     def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_seq, c_m]
-        key_bias = mask_bias(msa_mask.transpose(-1, -2), self.inf)[..., :, None, None, :]  # [*, N_res, 1, 1, N_seq]
+        mask = msa_mask.transpose(-1, -2)  # [*, N_res, N_seq]
+        if self.global_attention:
+            return self.attention(m, mask).transpose(-2, -3)
+        key_bias = mask_bias(mask, self.inf)[..., :, None, None, :]  # [*, N_res, 1, 1, N_seq]
         return self.attention(m, m, [key_bias]).transpose(-2, -3)
 
 
-class MSAColumnGlobalAttention(nn.Module):
-    """Column-wise global attention for the extra MSA stack (Suppl. Alg. 19).
+class MSAColumnGlobalAttention(MSAColumnAttention):
+    """Column-wise global attention (Suppl. Alg. 19): :class:`MSAColumnAttention` with
+    ``global_attention=True``."""
 
-    Forward: e ``[*, N_extra, N_res, c_e]``, mask ``[*, N_extra, N_res]``. Returns the update.
-    """
-
-    memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2), Shard(-1)), output=-2)})
-    chunk_size: Optional[int] = None
+    memory_spec = MSAColumnAttention.memory_spec
 
     def __init__(self, c_e: int, c_hidden: int, num_heads: int, inf: float = 1e9):
-        super().__init__()
-        self.query_norm = LayerNorm(c_e)
-        self.attention = GlobalAttention(c_e, c_hidden, num_heads, inf=inf)
-
-    def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
-        return run_split(self, "columns", self._columns, m, msa_mask)
-
-    def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
-        m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_extra, c_e]
-        return self.attention(m, msa_mask.transpose(-1, -2)).transpose(-2, -3)
+        super().__init__(c_e, c_hidden, num_heads, inf=inf, global_attention=True)

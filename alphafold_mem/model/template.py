@@ -1,4 +1,5 @@
-"""Template embedding (Jumper et al. 2021, Suppl. 1.7.1, Alg. 2 lines 7-13, Alg. 16-17)."""
+"""Template embedding (Jumper et al. 2021, Suppl. 1.7.1, Alg. 2 lines 7-13, Alg. 16-17); the template
+pair stack's blocks are :class:`~alphafold_mem.model.pair_stack.PairStackUpdates` in attention-first order."""
 
 from __future__ import annotations
 
@@ -9,46 +10,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..config import StackConfig, TemplateConfig
+from ..config import TemplateConfig
 from ..geometry.rigid import Rigid
-from .embedders import dgram_from_positions
 from ..memory.axes import WHOLE, Shard, Split, declare, run_split
 from ..memory.checkpoint import run_blocks
-from .primitives import Attention, LayerNorm, Linear, SharedDropout, Transition, mask_bias, residual
-from .triangle import TriangleAttention, TriangleMultiplication
+from .embedders import dgram_from_positions
+from .pair_stack import PairStackUpdates
+from .primitives import Attention, LayerNorm, Linear, mask_bias
 
 _N, _CA, _C = 0, 1, 2  # atom37 indices of the backbone atoms
-
-
-class TemplatePairBlock(nn.Module):
-    """One block of the template pair stack (Suppl. Alg. 16): triangle attention (starting, ending),
-    triangle multiplication (outgoing, incoming), pair transition.
-
-    Forward: t ``[*, N_res, N_res, c_t]``, pair_mask ``[*, N_res, N_res]``. Returns the updated t.
-    ``inplace`` (memory policy): residual updates in place when no gradient is recorded.
-    """
-
-    memory_spec = declare(seams=["inplace"])
-    inplace: bool = False
-
-    def __init__(self, c_t: int, c_hidden_att: int, num_heads: int, c_hidden_mul: int, transition_n: int,
-                 dropout_rate: float):
-        super().__init__()
-        self.triangle_attention_starting_node = TriangleAttention(c_t, c_hidden_att, num_heads, starting=True)
-        self.triangle_attention_ending_node = TriangleAttention(c_t, c_hidden_att, num_heads, starting=False)
-        self.triangle_multiplication_outgoing = TriangleMultiplication(c_t, c_hidden_mul, outgoing=True)
-        self.triangle_multiplication_incoming = TriangleMultiplication(c_t, c_hidden_mul, outgoing=False)
-        self.pair_transition = Transition(c_t, transition_n)
-        self.dropout_row = SharedDropout(dropout_rate, shared_dim=-3)
-        self.dropout_col = SharedDropout(dropout_rate, shared_dim=-2)
-
-    def forward(self, t: Tensor, pair_mask: Tensor) -> Tensor:
-        ip = self.inplace
-        t = residual(t, self.dropout_row(self.triangle_attention_starting_node(t, pair_mask)), ip)
-        t = residual(t, self.dropout_col(self.triangle_attention_ending_node(t, pair_mask)), ip)
-        t = residual(t, self.dropout_row(self.triangle_multiplication_outgoing(t, pair_mask)), ip)
-        t = residual(t, self.dropout_row(self.triangle_multiplication_incoming(t, pair_mask)), ip)
-        return residual(t, self.pair_transition(t, pair_mask), ip)
 
 
 def template_pair_features(batch: dict[str, Tensor], cfg: TemplateConfig, dtype: torch.dtype) -> Tensor:
@@ -158,8 +128,8 @@ class TemplateEmbedding(nn.Module):
         ps = cfg.pair_stack
         self.embedding2d = Linear(cfg.pair_in_dim, c_t)
         self.blocks = nn.ModuleList([
-            TemplatePairBlock(c_t, ps.c_hidden_tri_att, ps.num_heads_tri_att, ps.c_hidden_tri_mul,
-                              ps.transition_n, ps.dropout_rate)
+            PairStackUpdates(c_t, ps.c_hidden_tri_mul, ps.c_hidden_tri_att, ps.num_heads_tri_att, ps.transition_n,
+                             ps.dropout_rate, attention_first=True)
             for _ in range(ps.num_blocks)])
         self.output_layer_norm = LayerNorm(c_t)
         self.pointwise_attention = TemplatePointwiseAttention(c_z, c_t, cfg.pointwise_c_hidden, cfg.pointwise_num_heads)

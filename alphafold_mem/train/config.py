@@ -3,9 +3,10 @@
 Defaults are the published AF2 values (Jumper et al. 2021, Suppl. 1.11.3 and 1.11.7; the same
 numbers as OpenFold's ``AlphaFoldLRScheduler`` and ``ExponentialMovingAverage`` defaults): Adam with
 lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-6; linear warm-up from 0 over the first 1000 steps; lr x0.95
-every 50,000 steps after step 50,000; gradient clipping at global norm 0.1; EMA decay 0.999; the
-backbone FAPE clamped in 90 % of the samples (Suppl. 1.11.5). Runtime choices (devices, strategy,
-precision, paths) are CLI arguments, not fields here.
+every 50,000 steps after step 50,000; gradient clipping at global norm 0.1; EMA decay 0.999. The
+probability of clamping the backbone FAPE (0.9, Suppl. 1.11.5) is a loss hyperparameter and lives in
+the model config (``loss.fape_clamp_probability``). Runtime choices (devices, strategy, precision,
+paths) are CLI arguments, not fields here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ class TrainConfig:
     decay_factor: float = 0.95
     grad_clip_norm: float = 0.1
     ema_decay: float = 0.999
-    clamped_fape_probability: float = 0.9
     batch_size: int = 1
     seed: int = 0
     max_consecutive_bad_steps: int = 5
@@ -41,15 +41,42 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        """Inverse of :meth:`to_dict` (also for checkpoints written before a field was removed).
+
+        Raises:
+            KeyError: an unknown field.
+            ValueError: a removed field holding a value other than what now stands in its place.
+        """
+        d = dict(d)
+        for name, (default, replacement) in REMOVED_FIELDS.items():
+            if name in d and d.pop(name) != default:
+                raise ValueError(f"TrainConfig.{name} was removed; its value now lives in {replacement}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
             raise KeyError(f"unknown TrainConfig fields {sorted(unknown)} (valid: {sorted(names)})")
-        d = dict(d)
         for k in ("adam_betas", "held_out"):
             if k in d:
                 d[k] = tuple(d[k])
         return cls(**d)
+
+
+#: Fields that no longer exist: name -> (the value that behaves as today, where the setting now lives).
+REMOVED_FIELDS = {
+    "clamped_fape_probability": (0.9, "the model config: --set loss.fape_clamp_probability=P"),
+}
+
+
+def check_removed(names) -> None:
+    """Raise a clear error for a removed field given on the command line (``--train-set``).
+
+    Raises:
+        ValueError: one of ``names`` is a removed field (the message says where it lives now).
+    """
+    for name in names:
+        if name in REMOVED_FIELDS:
+            raise ValueError(f"--train-set {name}: TrainConfig.{name} was removed; use "
+                             f"{REMOVED_FIELDS[name][1]}")
 
 
 #: Hold-out set of the shipped example data (pdb ids): distinct sequences from every training chain.

@@ -106,9 +106,11 @@ class AlphaFoldLightning(L.LightningModule):
         return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     def _use_clamped_fape(self, n: int, k: int) -> torch.Tensor:
-        """Per-sample 0/1, 1 with probability ``clamped_fape_probability``; a function of (seed, k, rank)."""
+        """Per-sample 0/1, 1 with probability ``loss.fape_clamp_probability`` (AF2 Suppl. 1.11.5: the
+        backbone FAPE is clamped at 10 Å in 90 % of the samples); a function of (seed, k, rank)."""
         g = np.random.default_rng([self.train_config.seed, 11, k, self.global_rank])
-        return torch.from_numpy((g.random(n) < self.train_config.clamped_fape_probability).astype(np.float32))
+        p = self.model_config.loss.fape_clamp_probability
+        return torch.from_numpy((g.random(n) < p).astype(np.float32))
 
     def training_step(self, batch: Batch, batch_idx: int) -> Optional[torch.Tensor]:
         feats = dict(batch.features)
