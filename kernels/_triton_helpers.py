@@ -1,9 +1,13 @@
 """``@triton.jit`` helpers shared by the fused_* kernels (imports triton; never imported by ``kernels``).
 
-Triton's CPU interpreter casts fp32 -> bf16 by truncation (a GPU rounds to nearest even) and cannot
-multiply bf16 operands (triton-lang/triton issue 11584). The helpers below take an ``EMULATE``
-constexpr, true only under the interpreter, that rounds to nearest even by hand and multiplies the
-rounded values in fp32, so CPU tests see the numerics of a GPU run (up to summation order).
+Triton's CPU interpreter (checked with Triton 3.9) holds bf16 tensors as uint16 bit patterns. It
+casts fp32 -> bf16 by dropping the low 16 bits (truncation; a GPU rounds to nearest even), and
+``tl.dot`` on bf16 operands multiplies the bit patterns as integers instead of the values, giving
+results around 1e10 for inputs of order 1 (https://github.com/triton-lang/triton/issues/11584:
+the interpreter's dot converts only 8-bit float operands before its numpy matmul). The helpers
+below take an ``EMULATE`` constexpr, true only under the interpreter, that rounds to nearest even
+by hand and multiplies the rounded values in fp32, so CPU tests see the numerics of a GPU run (up
+to summation order).
 """
 
 from __future__ import annotations

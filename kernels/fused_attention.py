@@ -25,10 +25,19 @@ VJP (dO given; P recomputed from m and log l, never stored)::
             compact buffer of b_t's own shape: the shared pair bias [B, 1, H, N, N] never needs a
             [B, N_seq, H, N, N] gradient.
 
-Three backward kernels recompute P tile by tile: one per query block (D, dq), one per key block
-(dk, dv), and, per bias that requires grad, one per (query block, key block, head, run of rows)
-that sums dS over the rows sharing a bias row in registers before one fp32 atomic add per element.
-No atomics on dq/dk/dv.
+Kernels (``@triton.jit``, in :mod:`kernels.fused_attention_kernels`), each recomputing the score
+tile S with the same code: forward, one program per (query block, z, h). Backward: one per
+(query block, z, h) for D and dq, one per (key block, z, h) for dk and dv, and, per bias that
+requires grad, one per (query block, key block, h, run of rows) that sums dS over the rows sharing
+a bias row in registers before one fp32 atomic add per element. No atomics on dq/dk/dv.
+
+Launches (counted in :func:`_forward` and :func:`_backward`): forward 1; one attention backward
+2 + (number of biases that require grad), i.e. 3 for AF2's gated attention with its pair bias, 2
+with the key mask alone, 4 when both biases require grad; 0 for empty tensors. Before the kernels
+shared their tile code it was the same, 2 + n; after, 2 + n. The bias gradient stays a pass of its
+own: in the dk/dv pass each program owns one row z, so the gradient of a bias shared by N_seq rows
+would cost N_seq fp32 atomic adds per element there (N_seq / Z_PER_PROGRAM in its own pass), or a
+per-row dS buffer of size [*, H, Q, K], the tensor this kernel exists not to store.
 
 Limits:
   * q [*, H, Q, C], k [*, H, K, C], v [*, H, K, C_v] with identical leading dims ``*``;
@@ -54,291 +63,14 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ._triton_helpers import mm, round_to
 from ._triton_support import interpreter_enabled
+from .fused_attention_kernels import attn_bwd_dbias_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_fwd_kernel
 
 __all__ = ["FusedAttentionFunction", "fused_attention"]
 
 _MAX_HEAD_DIM = 64
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _TL_DTYPE = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
-
-
-# ---------------------------------------------------------------------------------------------
-# Triton kernels
-# ---------------------------------------------------------------------------------------------
-
-
-@triton.jit
-def _bias_tile(B, ZOFF, s_h, s_q, s_k, z, h, offs_q, offs_k, N_Q, N_K):
-    """fp32 tile [BLOCK_Q, BLOCK_K] of one bias; broadcast axes have stride 0."""
-    base = tl.load(ZOFF + z) + h * s_h
-    mask = (offs_q[:, None] < N_Q) & (offs_k[None, :] < N_K)
-    ptrs = B + base + offs_q[:, None] * s_q + offs_k[None, :] * s_k
-    return tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _bias_grad_add(DB, base, s_q, s_k, offs_q, offs_k, N_Q, N_K, ds,
-                   BCAST_Q: tl.constexpr, BCAST_K: tl.constexpr):
-    """Atomically add a dS tile at element offset ``base`` of a compact fp32 bias gradient,
-    summing the axes along which the bias is broadcast (size 1) first."""
-    mq = offs_q < N_Q
-    mk = offs_k < N_K
-    ds = tl.where(mq[:, None] & mk[None, :], ds, 0.0)
-    if BCAST_Q:
-        if BCAST_K:
-            tl.atomic_add(DB + base, tl.sum(tl.sum(ds, 1), 0))
-        else:
-            tl.atomic_add(DB + base + offs_k * s_k, tl.sum(ds, 0), mask=mk)
-    else:
-        if BCAST_K:
-            tl.atomic_add(DB + base + offs_q * s_q, tl.sum(ds, 1), mask=mq)
-        else:
-            tl.atomic_add(DB + base + offs_q[:, None] * s_q + offs_k[None, :] * s_k, ds,
-                          mask=mq[:, None] & mk[None, :])
-
-
-@triton.jit
-def _attn_fwd_kernel(
-    Qp, Kp, Vp, Op, ROW_M, ROW_LOGL,
-    B0, B0_ZOFF, b0_sh, b0_sq, b0_sk,
-    B1, B1_ZOFF, b1_sh, b1_sq, b1_sk,
-    sq_z, sq_h, sq_q, sq_c,
-    sk_z, sk_h, sk_k, sk_c,
-    sv_z, sv_h, sv_k, sv_c,
-    so_z, so_h, so_q, so_c,
-    H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
-):
-    pid_q = tl.program_id(0)
-    pid_zh = tl.program_id(1)
-    z = (pid_zh // H).to(tl.int64)  # 64-bit offsets: rows x strides can exceed 2^31
-    h = pid_zh % H
-    offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    offs_c = tl.arange(0, BLOCK_C)
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mq = offs_q < N_Q
-
-    q = tl.load(Qp + z * sq_z + h * sq_h + offs_q[:, None] * sq_q + offs_c[None, :] * sq_c,
-                mask=mq[:, None] & (offs_c[None, :] < C), other=0.0).to(tl.float32)  # [BQ, BC]
-    m_i = tl.full([BLOCK_Q], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_Q], tl.float32)
-    acc = tl.zeros([BLOCK_Q, BLOCK_CV], tl.float32)
-    for start_k in range(0, N_K, BLOCK_K):
-        offs_k = start_k + tl.arange(0, BLOCK_K)
-        mk = offs_k < N_K
-        kt = tl.load(Kp + z * sk_z + h * sk_h + offs_k[None, :] * sk_k + offs_c[:, None] * sk_c,
-                     mask=mk[None, :] & (offs_c[:, None] < C), other=0.0).to(tl.float32)  # [BC, BK]
-        s = mm(q, kt, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
-        if HAS_B0:
-            s += _bias_tile(B0, B0_ZOFF, b0_sh, b0_sq, b0_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        if HAS_B1:
-            s += _bias_tile(B1, B1_ZOFF, b1_sh, b1_sq, b1_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        s = tl.where(mk[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(Vp + z * sv_z + h * sv_h + offs_k[:, None] * sv_k + offs_cv[None, :] * sv_c,
-                    mask=mk[:, None] & (offs_cv[None, :] < CV), other=0.0).to(tl.float32)  # [BK, BCV]
-        acc = acc * alpha[:, None] + mm(p, v, DOT_DTYPE, EMULATE, IEEE)
-        m_i = m_new
-    acc = acc / l_i[:, None]
-    tl.store(ROW_M + pid_zh * N_Q + offs_q, m_i, mask=mq)
-    tl.store(ROW_LOGL + pid_zh * N_Q + offs_q, tl.log(l_i), mask=mq)
-    tl.store(Op + z * so_z + h * so_h + offs_q[:, None] * so_q + offs_cv[None, :] * so_c,
-             round_to(acc, Op.dtype.element_ty, EMULATE), mask=mq[:, None] & (offs_cv[None, :] < CV))
-
-
-@triton.jit
-def _attn_bwd_dq_kernel(
-    Qp, Kp, Vp, Op, dOp, ROW_M, ROW_LOGL, DELTA, dQp,
-    B0, B0_ZOFF, b0_sh, b0_sq, b0_sk,
-    B1, B1_ZOFF, b1_sh, b1_sq, b1_sk,
-    sq_z, sq_h, sq_q, sq_c,
-    sk_z, sk_h, sk_k, sk_c,
-    sv_z, sv_h, sv_k, sv_c,
-    so_z, so_h, so_q, so_c,
-    sdq_z, sdq_h, sdq_q, sdq_c,
-    H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
-):
-    """One program per (query block, z, h): D and dq (O and dO share strides)."""
-    pid_q = tl.program_id(0)
-    pid_zh = tl.program_id(1)
-    z = (pid_zh // H).to(tl.int64)  # 64-bit offsets: rows x strides can exceed 2^31
-    h = pid_zh % H
-    offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    offs_c = tl.arange(0, BLOCK_C)
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mq = offs_q < N_Q
-    mask_qc = mq[:, None] & (offs_c[None, :] < C)
-    mask_qcv = mq[:, None] & (offs_cv[None, :] < CV)
-
-    q = tl.load(Qp + z * sq_z + h * sq_h + offs_q[:, None] * sq_q + offs_c[None, :] * sq_c,
-                mask=mask_qc, other=0.0).to(tl.float32)  # [BQ, BC]
-    o_off = z * so_z + h * so_h + offs_q[:, None] * so_q + offs_cv[None, :] * so_c
-    do = tl.load(dOp + o_off, mask=mask_qcv, other=0.0).to(tl.float32)  # [BQ, BCV]
-    o = tl.load(Op + o_off, mask=mask_qcv, other=0.0).to(tl.float32)
-    delta = tl.sum(do * o, 1)  # [BQ]
-    tl.store(DELTA + pid_zh * N_Q + offs_q, delta, mask=mq)
-    row_m = tl.load(ROW_M + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-    row_logl = tl.load(ROW_LOGL + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-
-    dq = tl.zeros([BLOCK_Q, BLOCK_C], tl.float32)
-    for start_k in range(0, N_K, BLOCK_K):
-        offs_k = start_k + tl.arange(0, BLOCK_K)
-        mk = offs_k < N_K
-        kt = tl.load(Kp + z * sk_z + h * sk_h + offs_k[None, :] * sk_k + offs_c[:, None] * sk_c,
-                     mask=mk[None, :] & (offs_c[:, None] < C), other=0.0).to(tl.float32)  # [BC, BK]
-        vt = tl.load(Vp + z * sv_z + h * sv_h + offs_k[None, :] * sv_k + offs_cv[:, None] * sv_c,
-                     mask=mk[None, :] & (offs_cv[:, None] < CV), other=0.0).to(tl.float32)  # [BCV, BK]
-        s = mm(q, kt, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
-        if HAS_B0:
-            s += _bias_tile(B0, B0_ZOFF, b0_sh, b0_sq, b0_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        if HAS_B1:
-            s += _bias_tile(B1, B1_ZOFF, b1_sh, b1_sq, b1_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        s = tl.where(mq[:, None] & mk[None, :], s, float("-inf"))
-        p = tl.exp((s - row_m[:, None]) - row_logl[:, None])  # [BQ, BK]; 0 on padding
-        dp = mm(do, vt, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
-        ds = p * (dp - delta[:, None])
-        dq += mm(ds, tl.trans(kt), DOT_DTYPE, EMULATE, IEEE)
-    tl.store(dQp + z * sdq_z + h * sdq_h + offs_q[:, None] * sdq_q + offs_c[None, :] * sdq_c,
-             round_to(dq, dQp.dtype.element_ty, EMULATE), mask=mask_qc)
-
-
-@triton.jit
-def _attn_bwd_dkdv_kernel(
-    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, dKp, dVp,
-    B0, B0_ZOFF, b0_sh, b0_sq, b0_sk,
-    B1, B1_ZOFF, b1_sh, b1_sq, b1_sk,
-    sq_z, sq_h, sq_q, sq_c,
-    sk_z, sk_h, sk_k, sk_c,
-    sv_z, sv_h, sv_k, sv_c,
-    so_z, so_h, so_q, so_c,
-    sdk_z, sdk_h, sdk_k, sdk_c,
-    sdv_z, sdv_h, sdv_k, sdv_c,
-    H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
-):
-    """One program per (key block, z, h): dk and dv."""
-    pid_k = tl.program_id(0)
-    pid_zh = tl.program_id(1)
-    z = (pid_zh // H).to(tl.int64)  # 64-bit offsets: rows x strides can exceed 2^31
-    h = pid_zh % H
-    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
-    offs_c = tl.arange(0, BLOCK_C)
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mk = offs_k < N_K
-    mask_kc = mk[:, None] & (offs_c[None, :] < C)
-    mask_kcv = mk[:, None] & (offs_cv[None, :] < CV)
-    k_off = z * sk_z + h * sk_h + offs_k[:, None] * sk_k + offs_c[None, :] * sk_c
-    v_off = z * sv_z + h * sv_h + offs_k[:, None] * sv_k + offs_cv[None, :] * sv_c
-    k = tl.load(Kp + k_off, mask=mask_kc, other=0.0).to(tl.float32)  # [BK, BC]
-    v = tl.load(Vp + v_off, mask=mask_kcv, other=0.0).to(tl.float32)  # [BK, BCV]
-
-    dk = tl.zeros([BLOCK_K, BLOCK_C], tl.float32)
-    dv = tl.zeros([BLOCK_K, BLOCK_CV], tl.float32)
-    for start_q in range(0, N_Q, BLOCK_Q):
-        offs_q = start_q + tl.arange(0, BLOCK_Q)
-        mq = offs_q < N_Q
-        q = tl.load(Qp + z * sq_z + h * sq_h + offs_q[:, None] * sq_q + offs_c[None, :] * sq_c,
-                    mask=mq[:, None] & (offs_c[None, :] < C), other=0.0).to(tl.float32)  # [BQ, BC]
-        do = tl.load(dOp + z * so_z + h * so_h + offs_q[:, None] * so_q + offs_cv[None, :] * so_c,
-                     mask=mq[:, None] & (offs_cv[None, :] < CV), other=0.0).to(tl.float32)  # [BQ, BCV]
-        row_m = tl.load(ROW_M + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-        row_logl = tl.load(ROW_LOGL + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-        delta = tl.load(DELTA + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-        s = mm(q, tl.trans(k), DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
-        if HAS_B0:
-            s += _bias_tile(B0, B0_ZOFF, b0_sh, b0_sq, b0_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        if HAS_B1:
-            s += _bias_tile(B1, B1_ZOFF, b1_sh, b1_sq, b1_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        s = tl.where(mq[:, None] & mk[None, :], s, float("-inf"))
-        p = tl.exp((s - row_m[:, None]) - row_logl[:, None])  # [BQ, BK]; 0 on padding
-        dv += mm(tl.trans(p), do, DOT_DTYPE, EMULATE, IEEE)
-        dp = mm(do, tl.trans(v), DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
-        ds = p * (dp - delta[:, None])
-        dk += mm(tl.trans(ds), q, DOT_DTYPE, EMULATE, IEEE)
-    dk_off = z * sdk_z + h * sdk_h + offs_k[:, None] * sdk_k + offs_c[None, :] * sdk_c
-    dv_off = z * sdv_z + h * sdv_h + offs_k[:, None] * sdv_k + offs_cv[None, :] * sdv_c
-    tl.store(dKp + dk_off, round_to(dk, dKp.dtype.element_ty, EMULATE), mask=mask_kc)
-    tl.store(dVp + dv_off, round_to(dv, dVp.dtype.element_ty, EMULATE), mask=mask_kcv)
-
-
-@triton.jit
-def _attn_bwd_dbias_kernel(
-    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, dB,
-    B0, B0_ZOFF, b0_sh, b0_sq, b0_sk,
-    B1, B1_ZOFF, b1_sh, b1_sq, b1_sk,
-    DB_ZOFF, db_sh, db_sq, db_sk,
-    sq_z, sq_h, sq_q, sq_c,
-    sk_z, sk_h, sk_k, sk_c,
-    sv_z, sv_h, sv_k, sv_c,
-    so_z, so_h, so_q, so_c,
-    Z, H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, BCAST_Q: tl.constexpr, BCAST_K: tl.constexpr,
-    Z_PER_PROGRAM: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
-):
-    """Gradient of one bias: one program per (query block, key block, h, run of Z_PER_PROGRAM rows).
-
-    dS is recomputed row by row and summed in registers while consecutive rows z map to the same
-    bias row (the pair bias shared by all N_seq rows), then added with one atomic per element, so
-    a [B, 1, H, N, N] gradient costs Z / Z_PER_PROGRAM atomics per element instead of Z.
-    """
-    n_qb = tl.cdiv(N_Q, BLOCK_Q)
-    pid_q = tl.program_id(0) % n_qb
-    pid_k = tl.program_id(0) // n_qb
-    h = tl.program_id(1) % H
-    z0 = (tl.program_id(1) // H) * Z_PER_PROGRAM
-    offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
-    offs_c = tl.arange(0, BLOCK_C)
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mq = offs_q < N_Q
-    mk = offs_k < N_K
-    valid = mq[:, None] & mk[None, :]
-
-    acc = tl.zeros([BLOCK_Q, BLOCK_K], tl.float32)
-    cur = tl.load(DB_ZOFF + z0)
-    for zi in range(z0, tl.minimum(z0 + Z_PER_PROGRAM, Z)):
-        off = tl.load(DB_ZOFF + zi)
-        if off != cur:  # a new bias row starts: flush the sum of the previous one
-            _bias_grad_add(dB, cur + h * db_sh, db_sq, db_sk, offs_q, offs_k, N_Q, N_K, acc, BCAST_Q, BCAST_K)
-            acc = tl.zeros([BLOCK_Q, BLOCK_K], tl.float32)
-            cur = off
-        z = tl.cast(zi, tl.int64)
-        pid_zh = zi * H + h
-        q = tl.load(Qp + z * sq_z + h * sq_h + offs_q[:, None] * sq_q + offs_c[None, :] * sq_c,
-                    mask=mq[:, None] & (offs_c[None, :] < C), other=0.0).to(tl.float32)  # [BQ, BC]
-        kt = tl.load(Kp + z * sk_z + h * sk_h + offs_k[None, :] * sk_k + offs_c[:, None] * sk_c,
-                     mask=mk[None, :] & (offs_c[:, None] < C), other=0.0).to(tl.float32)  # [BC, BK]
-        do = tl.load(dOp + z * so_z + h * so_h + offs_q[:, None] * so_q + offs_cv[None, :] * so_c,
-                     mask=mq[:, None] & (offs_cv[None, :] < CV), other=0.0).to(tl.float32)  # [BQ, BCV]
-        vt = tl.load(Vp + z * sv_z + h * sv_h + offs_k[None, :] * sv_k + offs_cv[:, None] * sv_c,
-                     mask=mk[None, :] & (offs_cv[:, None] < CV), other=0.0).to(tl.float32)  # [BCV, BK]
-        row_m = tl.load(ROW_M + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-        row_logl = tl.load(ROW_LOGL + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-        delta = tl.load(DELTA + pid_zh * N_Q + offs_q, mask=mq, other=0.0)
-        s = mm(q, kt, DOT_DTYPE, EMULATE, IEEE)
-        if HAS_B0:
-            s += _bias_tile(B0, B0_ZOFF, b0_sh, b0_sq, b0_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        if HAS_B1:
-            s += _bias_tile(B1, B1_ZOFF, b1_sh, b1_sq, b1_sk, z, h, offs_q, offs_k, N_Q, N_K)
-        s = tl.where(valid, s, float("-inf"))
-        p = tl.exp((s - row_m[:, None]) - row_logl[:, None])
-        dp = mm(do, vt, DOT_DTYPE, EMULATE, IEEE)
-        acc += p * (dp - delta[:, None])
-    _bias_grad_add(dB, cur + h * db_sh, db_sq, db_sk, offs_q, offs_k, N_Q, N_K, acc, BCAST_Q, BCAST_K)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,12 +95,16 @@ class _Bias:
         # element offset of each leading row z of q in the bias: [Z]
         self.zoff = rows.view(b.shape[:-3]).expand(lead).reshape(-1).contiguous()
 
+    def arg(self, t: Optional[Tensor] = None) -> tuple:
+        """The kernels' bias argument for this bias, or for ``t`` of the same shape (its gradient)."""
+        return (self.tensor if t is None else t, self.zoff, self.s_h, self.s_q, self.s_k)
+
 
 def _block_config(interpret: bool) -> dict:
     if interpret:  # small blocks so that the CPU tests cross several blocks
         return dict(fwd=(16, 16), dq=(16, 16), dkdv=(16, 16), dbias=(16, 16), z_per_program=4,
                     num_warps=1, num_stages=1)
-    # Untuned defaults for C <= 64 on sm80+; see kernels/benchmarks/bench_attention.py.
+    # Untuned defaults for C <= 64 on sm80+ (not swept; python -m kernels.benchmarks.bench_attention times them).
     return dict(fwd=(64, 64), dq=(64, 32), dkdv=(32, 64), dbias=(64, 64), z_per_program=16,
                 num_warps=4, num_stages=2)
 
@@ -432,45 +168,44 @@ def _flat(t: Tensor, z: int) -> Tensor:
     return t.reshape((z,) + tuple(t.shape[-3:]))
 
 
-def _dot_config(dtype: torch.dtype, interpret: bool) -> dict:
-    ieee = dtype == torch.float32 and (interpret or not torch.backends.cuda.matmul.allow_tf32)
-    return dict(DOT_DTYPE=_TL_DTYPE[dtype], EMULATE=interpret, IEEE=ieee)
+def _bias_arg(bias: Optional[_Bias], dummy: Tensor) -> tuple:
+    return (dummy, dummy, 0, 0, 0) if bias is None else bias.arg()
 
 
-def _bias_args(bias: Optional[_Bias], dummy: Tensor) -> tuple:
-    if bias is None:
-        return (dummy, dummy, 0, 0, 0)
-    return (bias.tensor, bias.zoff, bias.s_h, bias.s_q, bias.s_k)
+def _launch_options(q: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[_Bias], cfg: dict, interpret: bool) -> dict:
+    """Compile-time arguments and launch options shared by every kernel of one attention call."""
+    ieee = q.dtype == torch.float32 and (interpret or not torch.backends.cuda.matmul.allow_tf32)
+    return dict(
+        HAS_B0=b0 is not None, HAS_B1=b1 is not None,
+        BLOCK_C=max(16, triton.next_power_of_2(q.shape[-1])), BLOCK_CV=max(16, triton.next_power_of_2(v.shape[-1])),
+        DOT_DTYPE=_TL_DTYPE[q.dtype], EMULATE=interpret, IEEE=ieee,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    )
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[_Bias], z: int):
+    """One launch: O [Z, H, Q, C_v] and the fp32 row statistics [2, Z, H, Q] (m, log l)."""
     interpret = interpreter_enabled()
     H, N_Q, C = q.shape[-3:]
     N_K, CV = k.shape[-2], v.shape[-1]
     q4, k4, v4 = _flat(q, z), _flat(k, z), _flat(v, z)
     o4 = torch.empty((z, H, N_Q, CV), dtype=q.dtype, device=q.device)
-    stats = torch.empty((2, z, H, N_Q), dtype=torch.float32, device=q.device)  # row max m, log l
+    stats = torch.empty((2, z, H, N_Q), dtype=torch.float32, device=q.device)
     if o4.numel() == 0:
         return o4, stats
     cfg = _block_config(interpret)
     bq, bk = cfg["fwd"]
-    grid = (triton.cdiv(N_Q, bq), z * H)
-    _attn_fwd_kernel[grid](
-        q4, k4, v4, o4, stats[0], stats[1],
-        *_bias_args(b0, stats), *_bias_args(b1, stats),
-        *q4.stride(), *k4.stride(), *v4.stride(), *o4.stride(),
-        H, N_Q, N_K, C, CV,
-        HAS_B0=b0 is not None, HAS_B1=b1 is not None,
-        BLOCK_Q=bq, BLOCK_K=bk,
-        BLOCK_C=max(16, triton.next_power_of_2(C)), BLOCK_CV=max(16, triton.next_power_of_2(CV)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **_dot_config(q.dtype, interpret),
+    attn_fwd_kernel[(triton.cdiv(N_Q, bq), z * H)](
+        q4, k4, v4, o4, stats[0], stats[1], _bias_arg(b0, stats), _bias_arg(b1, stats),
+        q4.stride(), k4.stride(), v4.stride(), o4.stride(), H, N_Q, N_K, C, CV,
+        BLOCK_Q=bq, BLOCK_K=bk, **_launch_options(q, v, b0, b1, cfg, interpret),
     )
     return o4, stats
 
 
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Tensor,
               b0: Optional[_Bias], b1: Optional[_Bias], need_db: tuple, z: int):
+    """dq, dk, dv and the fp32 gradients of the biases in ``need_db``: 2 + sum(need_db) launches."""
     interpret = interpreter_enabled()
     H, N_Q, C = q.shape[-3:]
     N_K, CV = k.shape[-2], v.shape[-1]
@@ -491,27 +226,18 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Te
     if dq4.numel() + dv4.numel() == 0:
         return dq4, dk4, dv4, dbs
     cfg = _block_config(interpret)
-    common = dict(
-        BLOCK_C=max(16, triton.next_power_of_2(C)), BLOCK_CV=max(16, triton.next_power_of_2(CV)),
-        HAS_B0=b0 is not None, HAS_B1=b1 is not None,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **_dot_config(q.dtype, interpret),
-    )
-    strides = (*q4.stride(), *k4.stride(), *v4.stride(), *o4.stride())
+    common = _launch_options(q, v, b0, b1, cfg, interpret)
+    operands = (_bias_arg(b0, delta), _bias_arg(b1, delta), q4.stride(), k4.stride(), v4.stride(), o4.stride())
 
     bq, bk = cfg["dq"]
-    _attn_bwd_dq_kernel[(triton.cdiv(N_Q, bq), z * H)](
-        q4, k4, v4, o4, do4, stats[0], stats[1], delta, dq4,
-        *_bias_args(b0, delta), *_bias_args(b1, delta),
-        *strides, *dq4.stride(), H, N_Q, N_K, C, CV,
-        BLOCK_Q=bq, BLOCK_K=bk, **common,
+    attn_bwd_dq_kernel[(triton.cdiv(N_Q, bq), z * H)](
+        q4, k4, v4, o4, do4, stats[0], stats[1], delta, dq4, *operands, dq4.stride(),
+        H, N_Q, N_K, C, CV, BLOCK_Q=bq, BLOCK_K=bk, **common,
     )
     bq, bk = cfg["dkdv"]
-    _attn_bwd_dkdv_kernel[(triton.cdiv(N_K, bk), z * H)](
-        q4, k4, v4, do4, stats[0], stats[1], delta, dk4, dv4,
-        *_bias_args(b0, delta), *_bias_args(b1, delta),
-        *strides, *dk4.stride(), *dv4.stride(), H, N_Q, N_K, C, CV,
-        BLOCK_Q=bq, BLOCK_K=bk, **common,
+    attn_bwd_dkdv_kernel[(triton.cdiv(N_K, bk), z * H)](
+        q4, k4, v4, do4, stats[0], stats[1], delta, dk4, dv4, *operands, dk4.stride(), dv4.stride(),
+        H, N_Q, N_K, C, CV, BLOCK_Q=bq, BLOCK_K=bk, **common,
     )
     bq, bk = cfg["dbias"]
     for b, db in zip((b0, b1), dbs):
@@ -519,14 +245,9 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Te
             continue
         # rows of q that share one bias row are summed in registers, Z_PER_PROGRAM at a time
         z_per = cfg["z_per_program"] if b.shares_rows else 1
-        grid = (triton.cdiv(N_Q, bq) * triton.cdiv(N_K, bk), triton.cdiv(z, z_per) * H)
-        _attn_bwd_dbias_kernel[grid](
-            q4, k4, v4, do4, stats[0], stats[1], delta, db,
-            *_bias_args(b0, delta), *_bias_args(b1, delta),
-            b.zoff, b.s_h, b.s_q, b.s_k,
-            *strides, z, H, N_Q, N_K, C, CV,
-            BCAST_Q=b.bcast_q, BCAST_K=b.bcast_k, Z_PER_PROGRAM=z_per,
-            BLOCK_Q=bq, BLOCK_K=bk, **common,
+        attn_bwd_dbias_kernel[(triton.cdiv(N_Q, bq) * triton.cdiv(N_K, bk), triton.cdiv(z, z_per) * H)](
+            q4, k4, v4, do4, stats[0], stats[1], delta, b.arg(db), *operands, z, H, N_Q, N_K, C, CV,
+            BCAST_Q=b.bcast_q, BCAST_K=b.bcast_k, Z_PER_PROGRAM=z_per, BLOCK_Q=bq, BLOCK_K=bk, **common,
         )
     return dq4, dk4, dv4, dbs
 

@@ -1,10 +1,11 @@
-"""Timing and peak-memory measurement shared by the kernel benchmarks."""
+"""Timing, peak-memory measurement and the result table shared by the kernel benchmarks."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional, Tuple
 
 import torch
 
@@ -20,6 +21,27 @@ def setup_device(smoke: bool) -> torch.device:
         raise SystemExit("no CUDA device: run with --smoke (tiny shapes, Triton interpreter on CPU)")
     os.environ.setdefault("TRITON_INTERPRET", "1")
     return torch.device("cpu")
+
+
+def benchmark_parser(description: str, reps: int) -> argparse.ArgumentParser:
+    """The options every kernel benchmark takes: --dtype, --smoke, --warmup, --reps (default ``reps``)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    parser.add_argument("--smoke", action="store_true", help="tiny shape, runs on CPU via the interpreter")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=reps)
+    return parser
+
+
+def run_settings(args: argparse.Namespace) -> Tuple[torch.device, torch.dtype, int, int]:
+    """(device, dtype, warmup, reps) for parsed :func:`benchmark_parser` options; --smoke runs once.
+
+    Calls :func:`setup_device`, so it must run before anything imports triton.
+    """
+    device = setup_device(args.smoke)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    warmup, reps = (0, 1) if args.smoke else (args.warmup, args.reps)
+    return device, dtype, warmup, reps
 
 
 def device_name(device: torch.device) -> str:
@@ -68,3 +90,28 @@ def is_oom(exc: BaseException) -> bool:
 
 def fmt(x: Optional[float], width: int = 10) -> str:
     return f"{'-':>{width}}" if x is None else f"{x:>{width}.2f}"
+
+
+def measure(fwd: Callable[[], object], fwd_bwd: Callable[[], object], device: torch.device, warmup: int, reps: int):
+    """(forward ms, backward ms = forward+backward minus forward, peak MiB of forward+backward)."""
+    t_fwd = time_ms(fwd, device, warmup, reps)
+    t_all = time_ms(fwd_bwd, device, warmup, reps)
+    return t_fwd, t_all - t_fwd, peak_mib(fwd_bwd, device)
+
+
+def print_table(rows: Iterable[Tuple[str, str, Callable[[], tuple]]], device: torch.device, impl_width: int) -> None:
+    """Print the header, then one line per (shape label, impl name, run) as each ``run()`` returns
+    :func:`measure`'s triple; a run that raises prints ``OOM`` or the error, and the table continues."""
+    header = f"{'shape':24s} {'impl':{impl_width}s} {'fwd ms':>10s} {'bwd ms':>10s} {'peak MiB':>10s}"
+    print(header)
+    print("-" * len(header))
+    for label, name, run in rows:
+        try:
+            t_fwd, t_bwd, peak = run()
+            row = f"{fmt(t_fwd)} {fmt(t_bwd)} {fmt(peak)}"
+        except Exception as exc:  # noqa: BLE001 - report and continue with the next row
+            first_line = (str(exc).splitlines() or [""])[0][:60]
+            row = f"{'OOM':>10s}" if is_oom(exc) else f"error: {type(exc).__name__}: {first_line}"
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        print(f"{label:24s} {name:{impl_width}s} {row}", flush=True)

@@ -26,12 +26,12 @@ Shapes that run out of memory print ``OOM`` and the table continues.
 
 from __future__ import annotations
 
-import argparse
+from functools import partial
 from typing import Callable, List, Tuple
 
 import torch
 
-from kernels.benchmarks._common import device_name, fmt, is_oom, peak_mib, setup_device, time_ms
+from kernels.benchmarks._common import benchmark_parser, device_name, measure, print_table, run_settings
 
 # name, rows (leading dim after batch), H, N_res (Q = K), C
 AF2_SHAPES: List[Tuple[str, int, int, int, int]] = [
@@ -89,45 +89,25 @@ def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
         out = fn(q, k, v, [mask_bias, pair_bias])
         out.backward(d_out)
 
-    t_fwd = time_ms(fwd, device, warmup, reps)
-    t_all = time_ms(fwd_bwd, device, warmup, reps)
-    peak = peak_mib(fwd_bwd, device)
-    return t_fwd, t_all - t_fwd, peak
+    return measure(fwd, fwd_bwd, device, warmup, reps)
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--smoke", action="store_true", help="tiny shape, runs on CPU via the interpreter")
+    parser = benchmark_parser(__doc__.splitlines()[0], reps=10)
     parser.add_argument("--impls", default="triton,reference,sdpa")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--reps", type=int, default=10)
     args = parser.parse_args(argv)
 
-    device = setup_device(args.smoke)  # before triton is imported
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    device, dtype, warmup, reps = run_settings(args)  # before triton is imported
     shapes = SMOKE_SHAPES if args.smoke else AF2_SHAPES
-    warmup, reps = (0, 1) if args.smoke else (args.warmup, args.reps)
     impls = _impls()
     names = [n for n in args.impls.split(",") if n]
+    if set(names) - set(impls):
+        parser.error(f"--impls: unknown {sorted(set(names) - set(impls))}; choose from {','.join(impls)}")
 
     print(f"device: {device_name(device)}; dtype {args.dtype}")
-    header = f"{'shape':24s} {'impl':10s} {'fwd ms':>10s} {'bwd ms':>10s} {'peak MiB':>10s}"
-    print(header)
-    print("-" * len(header))
-    for shape in shapes:
-        for name in names:
-            try:
-                t_fwd, t_bwd, peak = bench_one(impls[name], shape, dtype, device, warmup, reps)
-                row = f"{fmt(t_fwd)} {fmt(t_bwd)} {fmt(peak)}"
-            except Exception as exc:  # noqa: BLE001 - report and continue with the next shape
-                if not is_oom(exc):
-                    row = f"{'error: ' + type(exc).__name__ + ': ' + str(exc).splitlines()[0][:60]:>32s}"
-                else:
-                    row = f"{'OOM':>10s}"
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-            print(f"{shape[0]:24s} {name:10s} {row}", flush=True)
+    rows = ((shape[0], name, partial(bench_one, impls[name], shape, dtype, device, warmup, reps))
+            for shape in shapes for name in names)
+    print_table(rows, device, impl_width=10)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ single representation widened to 384 channels [N_res=1024, 384].
 
 from __future__ import annotations
 
-import argparse
+from functools import partial
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from kernels.benchmarks._common import device_name, fmt, is_oom, peak_mib, setup_device, time_ms
+from kernels.benchmarks._common import benchmark_parser, device_name, measure, print_table, run_settings
 
 AF2_SHAPES = [
     ("pair 256x256x128", (256, 256, 128)),
@@ -61,38 +61,20 @@ def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
             t.grad = None
         fn(x, w, b).backward(dy)
 
-    t_fwd = time_ms(fwd, device, warmup, reps)
-    t_all = time_ms(fwd_bwd, device, warmup, reps)
-    return t_fwd, t_all - t_fwd, peak_mib(fwd_bwd, device)
+    return measure(fwd, fwd_bwd, device, warmup, reps)
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--smoke", action="store_true", help="tiny shape, runs on CPU via the interpreter")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--reps", type=int, default=20)
+    parser = benchmark_parser(__doc__.splitlines()[0], reps=20)
     args = parser.parse_args(argv)
 
-    device = setup_device(args.smoke)  # before triton is imported
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    device, dtype, warmup, reps = run_settings(args)  # before triton is imported
     shapes = SMOKE_SHAPES if args.smoke else AF2_SHAPES
-    warmup, reps = (0, 1) if args.smoke else (args.warmup, args.reps)
 
     print(f"device: {device_name(device)}; dtype {args.dtype} (parameters fp32)")
-    header = f"{'shape':24s} {'impl':12s} {'fwd ms':>10s} {'bwd ms':>10s} {'peak MiB':>10s}"
-    print(header)
-    print("-" * len(header))
-    for label, shape in shapes:
-        for name, fn in _impls().items():
-            try:
-                t_fwd, t_bwd, peak = bench_one(fn, shape, dtype, device, warmup, reps)
-                row = f"{fmt(t_fwd)} {fmt(t_bwd)} {fmt(peak)}"
-            except Exception as exc:  # noqa: BLE001 - report and continue
-                row = f"{'OOM':>10s}" if is_oom(exc) else f"error: {type(exc).__name__}: {str(exc)[:60]}"
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-            print(f"{label:24s} {name:12s} {row}", flush=True)
+    rows = ((label, name, partial(bench_one, fn, shape, dtype, device, warmup, reps))
+            for label, shape in shapes for name, fn in _impls().items())
+    print_table(rows, device, impl_width=12)
 
 
 if __name__ == "__main__":
