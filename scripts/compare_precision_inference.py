@@ -30,7 +30,7 @@ from Bio import SeqIO  # noqa: E402
 
 from alphafold_mem import predict  # noqa: E402
 from alphafold_mem.data.errors import InputWarning  # noqa: E402
-from alphafold_mem.data.mmcif import parse_pdb  # noqa: E402
+from alphafold_mem.data.pdb import parse_pdb  # noqa: E402
 from alphafold_mem.geometry import residue_constants as rc  # noqa: E402
 from alphafold_mem.metrics import ca_rmsd, rmsd  # noqa: E402
 

@@ -9,7 +9,7 @@ import torch
 
 from alphafold_mem.data import (FEATURES, InputError, check_features, collate, make_features, pad_features,
                                 parse_fasta, parse_mmcif, parse_msa)
-from alphafold_mem.data import transforms as T
+from alphafold_mem.data.features import msa as T
 from alphafold_mem.geometry import residue_constants as rc
 
 DATA = pathlib.Path(__file__).parent.parent / "data"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from alphafold_mem.data import InputError, InputWarning, parse_fasta, parse_fasta_string, parse_msa
-from alphafold_mem.data.parsers import parse_a3m_string, sanitize_name
+from alphafold_mem.data.msa import parse_a3m_string
+from alphafold_mem.data.names import sanitize_name
 
 DATA = pathlib.Path(__file__).parent.parent / "data"
 AWK = DATA / "fasta" / "awkward"

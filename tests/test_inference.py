@@ -22,7 +22,7 @@ from alphafold_mem.cli import main
 from alphafold_mem.geometry import residue_constants as rc
 from alphafold_mem.predict import PredictError
 from alphafold_mem.data.errors import InputWarning
-from alphafold_mem.data.mmcif import parse_pdb
+from alphafold_mem.data.pdb import parse_pdb
 from alphafold_mem.metrics import ca_rmsd
 from alphafold_mem.predict.targets import collect_targets
 from alphafold_mem.weights import default_weights_path, save_checkpoint

@@ -1,4 +1,9 @@
-"""Data pipeline: parsers (FASTA, A3M, Stockholm, mmCIF, PDB), AF2 features, transforms, dataset.
+"""Data pipeline: parsers (FASTA, A3M, Stockholm, mmCIF, PDB), AF2 features, dataset.
+
+Modules, one format or concern each: :mod:`.fasta`, :mod:`.msa` (A3M, Stockholm), :mod:`.names`
+and :mod:`.text` (shared by both); :mod:`.structure` (chain records), :mod:`.mmcif`, :mod:`.pdb`,
+:mod:`.structure_io` (dispatch by suffix); the :mod:`.features` package; :mod:`.dataset`;
+:mod:`.errors`.
 
 Entry points:
 
@@ -14,10 +19,14 @@ an :class:`InputWarning`.
 
 from .dataset import ChainIndex, ProteinChainDataset, build_chain_index
 from .errors import InputError, InputWarning
-from .features import FEATURES, FeatureSpec, check_features, make_features, make_template_features
-from .mmcif import ProteinChain, Structure, parse_mmcif, parse_pdb, read_structure
-from .parsers import FastaRecord, Msa, parse_a3m, parse_fasta, parse_fasta_string, parse_msa, parse_stockholm
-from .transforms import Batch, Sample, collate, pad_features
+from .fasta import FastaRecord, parse_fasta, parse_fasta_string
+from .features import (FEATURES, Batch, FeatureSpec, Sample, check_features, collate, make_features,
+                       make_template_features, pad_features)
+from .mmcif import parse_mmcif
+from .msa import Msa, parse_a3m, parse_msa, parse_stockholm
+from .pdb import parse_pdb
+from .structure import ProteinChain, Structure
+from .structure_io import read_structure
 
 __all__ = [
     "parse_fasta", "parse_fasta_string", "parse_msa", "parse_a3m", "parse_stockholm", "parse_mmcif",

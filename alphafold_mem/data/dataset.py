@@ -37,10 +37,10 @@ import numpy as np
 import torch
 
 from .errors import InputError, warn_input
-from .features import make_features
-from .mmcif import STRUCTURE_SUFFIXES, ProteinChain, read_structure
-from .parsers import Msa, parse_msa
-from .transforms import Sample
+from .features import Sample, make_features
+from .msa import Msa, parse_msa
+from .structure import ProteinChain
+from .structure_io import STRUCTURE_SUFFIXES, read_structure
 
 __all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset", "alignment_files"]
 
@@ -220,7 +220,7 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
 
 
 class ProteinChainDataset(torch.utils.data.Dataset):
-    """Map-style dataset of training samples (:class:`~alphafold_mem.data.transforms.Sample`).
+    """Map-style dataset of training samples (:class:`~alphafold_mem.data.features.batch.Sample`).
 
     Args:
         index: a :class:`ChainIndex` or the path of its JSON file.

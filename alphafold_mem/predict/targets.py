@@ -149,7 +149,7 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
 
 
 def _unique_names(targets: list[Target], log) -> None:
-    from ..data.parsers import unique_name
+    from ..data.names import unique_name
 
     seen: dict[str, int] = {}
     for t in targets:
@@ -190,7 +190,7 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
         PredictError: no usable input at all, or MSA options that do not fit the input.
     """
     from ..data import InputError, parse_msa
-    from ..data.parsers import sanitize_name
+    from ..data.names import sanitize_name
 
     targets: list[Target] = []
     rejected: list[Rejected] = []

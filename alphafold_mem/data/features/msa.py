@@ -1,30 +1,99 @@
-"""Per-sample feature transforms: MSA block deletion, crop, cluster sampling, masked MSA, cluster
-summaries, msa_feat, padding and batching (Jumper et al. 2021, Suppl. 1.2.6-1.2.9).
+"""MSA features and transforms (Jumper et al. 2021, Suppl. 1.2.2, 1.2.6, 1.2.7, 1.2.9): merging
+parsed alignments into tokens and a deletion matrix (:func:`make_msa_features`), MSA block
+deletion, cluster sampling, masked MSA (BERT corruption), nearest-neighbour cluster profiles and
+``msa_feat``.
 
-The MSA transforms work on numpy arrays with an explicit ``np.random.Generator`` (reproducible per
-sample, cheap in data-loader workers); :func:`pad_features` and :func:`collate` work on the final
-torch tensors. Token alphabet of ``msa``: 0-19 amino acids (``restypes`` order), 20 = X, 21 = gap,
-22 = the masked-MSA mask token (AF2 Suppl. 1.2.7).
+The transforms work on numpy arrays with an explicit ``np.random.Generator`` (reproducible per
+sample, cheap in data-loader workers). Token alphabet of ``msa``: 0-19 amino acids (``restypes``
+order), 20 = X, 21 = gap, 22 = the masked-MSA mask token (AF2 Suppl. 1.2.7).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
-import torch
-from torch import Tensor
+
+from ...geometry import residue_constants as rc
+from ..errors import InputError, warn_input
+from ..msa import Msa
 
 __all__ = [
-    "block_delete_msa", "crop_start", "sample_msa", "make_hhblits_profile", "make_masked_msa",
-    "nearest_neighbor_clusters", "summarize_clusters", "make_msa_feat", "deletion_value",
-    "pad_features", "Sample", "Batch", "collate",
+    "msa_to_tokens", "make_msa_features", "block_delete_msa", "sample_msa", "make_hhblits_profile",
+    "make_masked_msa", "nearest_neighbor_clusters", "summarize_clusters", "make_msa_feat",
+    "deletion_value",
 ]
 
 NUM_MSA_CLASSES = 23  # 20 aa + X + gap + mask token
 GAP = 21
 MASK_TOKEN = 22
+
+# Byte -> our token (hhblits alphabet mapped into restypes_with_x_and_gap); 255 = invalid.
+_MSA_LUT = np.full(256, 255, dtype=np.uint8)
+for _ch, _hh in rc.HHBLITS_AA_TO_ID.items():
+    _MSA_LUT[ord(_ch)] = rc.MAP_HHBLITS_AATYPE_TO_OUR_AATYPE[_hh]
+    _MSA_LUT[ord(_ch.lower())] = rc.MAP_HHBLITS_AATYPE_TO_OUR_AATYPE[_hh]
+_MSA_LUT[ord(".")] = rc.MAP_HHBLITS_AATYPE_TO_OUR_AATYPE[rc.HHBLITS_AA_TO_ID["-"]]
+
+
+def msa_to_tokens(sequences: Sequence[str]) -> np.ndarray:
+    """Aligned rows -> ``[N_seq, N_res]`` int64 tokens (0-19 aa, 20 X, 21 gap) via AF2's HHblits
+    alphabet (B->D, Z->E, U->C, J/O->X).
+
+    Raises:
+        ValueError: rows of unequal length or a character outside the alphabet.
+    """
+    if not sequences:
+        return np.zeros((0, 0), dtype=np.int64)
+    width = len(sequences[0])
+    if any(len(s) != width for s in sequences):
+        raise ValueError("MSA rows differ in length")
+    raw = np.frombuffer("".join(sequences).encode("ascii", errors="replace"), dtype=np.uint8)
+    tokens = _MSA_LUT[raw].reshape(len(sequences), width)
+    if (tokens == 255).any():
+        i, j = map(int, np.argwhere(tokens == 255)[0])
+        raise ValueError(f"invalid MSA character {sequences[i][j]!r} in row {i + 1}, column {j + 1}")
+    return tokens.astype(np.int64)
+
+
+def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | None = None
+                      ) -> dict[str, np.ndarray]:
+    """Merge MSAs into ``msa`` ``[N_seq, N_res]`` int64 and ``deletion_matrix`` float32 (counts).
+
+    Row 0 is the query ``sequence``; rows of every MSA follow in order, with exact duplicates
+    (same aligned string) dropped as in AF2 ``make_msa_features``. No MSA = single-sequence mode.
+
+    Raises:
+        InputError: an MSA whose query length differs from the sequence (naming the MSA file).
+    """
+    seqs = [sequence.upper()]
+    dels = [np.zeros((1, len(sequence)), dtype=np.int32)]
+    seen = {seqs[0]}
+    for msa in msas:
+        if msa.depth == 0:
+            warn_input("empty alignment; using the query alone", file=msa.path, record=name, stacklevel=4)
+            continue
+        if msa.length != len(sequence):
+            raise InputError(f"alignment has {msa.length} query columns but the sequence has "
+                             f"{len(sequence)} residues", file=msa.path, record=name or "query", line=1)
+        if msa.query.replace("-", "") != sequence.upper() and msa.query != sequence.upper():
+            diff = sum(a != b for a, b in zip(msa.query, sequence.upper()))
+            if diff:
+                warn_input(f"alignment query differs from the sequence at {diff} positions",
+                           file=msa.path, record=name or "query", line=1)
+        keep = []
+        for i, s in enumerate(msa.sequences):
+            if s not in seen:
+                seen.add(s)
+                keep.append(i)
+        if keep:
+            seqs.extend(msa.sequences[i] for i in keep)
+            dels.append(np.asarray(msa.deletion_matrix)[keep])
+    try:
+        tokens = msa_to_tokens(seqs)
+    except ValueError as exc:
+        raise InputError(str(exc), record=name) from exc
+    return {"msa": tokens, "deletion_matrix": np.concatenate(dels).astype(np.float32)}
 
 
 def block_delete_msa(num_seq: int, rng: np.random.Generator, *, fraction_per_block: float = 0.3,
@@ -46,14 +115,6 @@ def block_delete_msa(num_seq: int, rng: np.random.Generator, *, fraction_per_blo
     keep[deleted] = False
     keep[0] = True
     return np.flatnonzero(keep)
-
-
-def crop_start(num_res: int, crop_size: int, rng: np.random.Generator) -> int:
-    """Start of a contiguous crop of ``crop_size`` residues, uniform over valid starts
-    (AF2 Suppl. 1.2.8); 0 when the chain already fits."""
-    if num_res <= crop_size:
-        return 0
-    return int(rng.integers(0, num_res - crop_size + 1))
 
 
 def sample_msa(num_seq: int, max_clusters: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -185,98 +246,3 @@ def make_msa_feat(msa: np.ndarray, deletion_matrix: np.ndarray, cluster_profile:
         cluster_profile.astype(np.float32),
         deletion_value(cluster_deletion_mean)[..., None],
     ], axis=-1)
-
-
-# ----------------------------------------------------------------------------------------------
-# Padding and batching
-
-def _symbolic_dims(key: str) -> tuple[str, ...]:
-    """Leading symbolic dims of a feature (from ``features.FEATURES``; imported late: no cycle)."""
-    from .features import FEATURES
-
-    spec = FEATURES.get(key)
-    if spec is None:
-        return ()
-    return tuple(d for d in spec.shape if isinstance(d, str))
-
-
-def pad_features(features: Mapping[str, Tensor], sizes: Mapping[str, int]) -> dict[str, Tensor]:
-    """Zero-pad every feature to fixed sizes (padding rows/residues get zero masks).
-
-    Args:
-        features: one sample, no batch dim, keys of ``features.FEATURES`` (unknown keys pass through).
-        sizes: target size per symbolic dim, e.g. ``{"N_res": 256, "N_seq": 128, "N_extra": 1024,
-            "N_templ": 4}``; dims not given keep their size.
-
-    Raises:
-        ValueError: a feature is larger than the requested size (naming key, dim and sizes).
-    """
-    out = {}
-    for key, value in features.items():
-        dims = _symbolic_dims(key)
-        if not dims or not isinstance(value, Tensor):
-            out[key] = value
-            continue
-        pad = []
-        for axis, dim in enumerate(dims):
-            target = sizes.get(dim, value.shape[axis])
-            if value.shape[axis] > target:
-                raise ValueError(f"feature '{key}' has {dim}={value.shape[axis]} > requested {target}")
-            pad.append(target - value.shape[axis])
-        if any(pad):
-            spec = [0, 0] * (value.dim() - len(dims))
-            for p in reversed(pad):
-                spec += [0, p]
-            value = torch.nn.functional.pad(value, spec)
-        out[key] = value
-    return out
-
-
-@dataclass
-class Sample:
-    """One training/prediction example: tensors only in ``features``, the id beside them."""
-
-    sample_id: str
-    features: dict
-
-
-@dataclass
-class Batch:
-    """Stacked samples: ``features[key]`` has a leading batch dim ``B``; ``sample_ids`` has length B."""
-
-    sample_ids: list
-    features: dict
-
-    def to(self, device) -> "Batch":
-        """Move every tensor to ``device`` (returns a new Batch)."""
-        return Batch(list(self.sample_ids), {k: v.to(device) for k, v in self.features.items()})
-
-
-def collate(samples: Sequence[Sample | Mapping[str, Tensor]]) -> Batch:
-    """Stack samples into a batch, zero-padding each symbolic dim to the largest in the batch.
-
-    Accepts :class:`Sample` objects or plain feature dicts (ids then ``"sample_<i>"``). Every
-    sample must have the same keys.
-    """
-    if not samples:
-        raise ValueError("collate() needs at least one sample")
-    ids, feats = [], []
-    for i, s in enumerate(samples):
-        if isinstance(s, Sample):
-            ids.append(s.sample_id)
-            feats.append(s.features)
-        else:
-            ids.append(f"sample_{i}")
-            feats.append(dict(s))
-    keys = set(feats[0])
-    for i, f in enumerate(feats[1:], 1):
-        if set(f) != keys:
-            raise ValueError(f"sample {ids[i]!r} has keys {sorted(set(f) ^ keys)} that sample {ids[0]!r} "
-                             "does not share")
-    sizes: dict[str, int] = {}
-    for f in feats:
-        for key, value in f.items():
-            for axis, dim in enumerate(_symbolic_dims(key)):
-                sizes[dim] = max(sizes.get(dim, 0), int(value.shape[axis]))
-    padded = [pad_features(f, sizes) for f in feats]
-    return Batch(ids, {k: torch.stack([p[k] for p in padded]) for k in feats[0]})

@@ -1,0 +1,221 @@
+"""The feature pipeline: :func:`make_features` (Jumper et al. 2021, Suppl. 1.2) turns a query
+sequence, its MSAs, optionally templates and (for training) the experimental chain into the batch
+the model reads: torch tensors, no batch dim, AF2/OpenFold names (table: :mod:`.spec`). The steps
+follow AF2's input pipeline: sequence features (here); MSA tokens and deletion matrix
+(deduplicated, query first), in training MSA block deletion (:mod:`.msa`) and a contiguous crop
+(:mod:`.crop`); cluster sampling into ``msa_feat`` rows and the extra MSA; BERT masking of the
+cluster rows; nearest-neighbour cluster profiles; ``msa_feat`` / ``target_feat`` (:mod:`.msa`);
+atom14/atom37 layout maps; template (:mod:`.templates`) and ground-truth (:mod:`.ground_truth`)
+geometry (via :mod:`alphafold_mem.geometry.all_atom`).
+
+Deliberate difference from AF2: the crop is taken *before* cluster sampling, so the nearest-neighbour
+assignment and profiles only see the cropped columns (AF2 computes them on the full length and crops
+afterwards). It keeps the cost proportional to ``N_crop`` instead of ``N_res``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ...config import model_config
+from ...geometry import all_atom
+from ...geometry import residue_constants as rc
+from ..errors import InputError
+from ..fasta import FastaRecord
+from ..msa import Msa, parse_msa
+from ..structure import ProteinChain
+from .crop import crop_indices
+from .ground_truth import make_ground_truth_features
+from .msa import (block_delete_msa, deletion_value, make_hhblits_profile, make_masked_msa, make_msa_feat,
+                  make_msa_features, nearest_neighbor_clusters, sample_msa, summarize_clusters)
+from .templates import empty_template_features, make_template_features
+
+__all__ = ["MODES", "sequence_to_aatype", "make_sequence_features", "make_features"]
+
+MODES = ("predict", "eval", "train")
+
+
+def sequence_to_aatype(sequence: str) -> np.ndarray:
+    """One-letter sequence -> ``[N_res]`` int64 in ``restypes`` order; anything outside the 20
+    standard letters is X (20), as AF2 ``sequence_to_onehot(map_unknown_to_x=True)``."""
+    lut = np.full(256, rc.unk_restype_index, dtype=np.int64)
+    for letter, i in rc.restype_order.items():
+        lut[ord(letter)] = i
+        lut[ord(letter.lower())] = i
+    return lut[np.frombuffer(sequence.encode("ascii", errors="replace"), dtype=np.uint8)]
+
+
+def make_sequence_features(sequence: str) -> dict[str, np.ndarray]:
+    """``aatype``, ``residue_index`` (0..N-1), ``between_segment_residues`` (0), ``seq_length``."""
+    n = len(sequence)
+    return {
+        "aatype": sequence_to_aatype(sequence),
+        "residue_index": np.arange(n, dtype=np.int64),
+        "between_segment_residues": np.zeros(n, dtype=np.float32),
+        "seq_length": np.asarray(n, dtype=np.int64),
+    }
+
+
+def _as_sequence(query) -> tuple[str, str]:
+    if isinstance(query, (FastaRecord, ProteinChain)):
+        return query.sequence, query.name
+    if isinstance(query, str):
+        return query.upper(), "query"
+    raise TypeError(f"expected a sequence string, FastaRecord or ProteinChain, got {type(query).__name__}")
+
+
+def _as_msas(msa, sequence: str) -> list[Msa]:
+    """``msa`` may be None, a path, an :class:`Msa`, or a list of either."""
+    if msa is None:
+        return []
+    items = msa if isinstance(msa, (list, tuple)) else [msa]
+    out = []
+    for item in items:
+        if isinstance(item, Msa):
+            out.append(item)
+        elif isinstance(item, (str, os.PathLike)):
+            out.append(parse_msa(item, query=sequence))
+        else:
+            raise TypeError(f"msa entries must be paths or Msa records, got {type(item).__name__}")
+    return out
+
+
+def make_features(sequence, msa=None, config=None, train: bool = False, *,
+                  structure: ProteinChain | None = None, templates: Sequence = (), mode: str | None = None,
+                  seed: int | np.random.Generator = 0, block_delete: bool | None = None,
+                  spatial_crop_prob: float = 0.0) -> dict[str, Tensor]:
+    """Build one sample's model inputs (see :data:`~.spec.FEATURES` and the table in :mod:`.spec`).
+
+    Args:
+        sequence: one-letter string, :class:`FastaRecord` or :class:`ProteinChain` (its SEQRES).
+        msa: ``None`` (single-sequence mode), a path to an ``.a3m``/``.sto`` file, an :class:`Msa`,
+            or a list of these (merged in order, duplicates dropped). The first row of every MSA
+            must equal the sequence.
+        config: a ``ModelConfig`` (``config.data`` sizes and masking fractions, ``config.template``);
+            ``None`` = ``model_config("model_1")``.
+        train: shorthand for ``mode="train"``.
+        structure: the experimental chain (same SEQRES), required for ``train``/``eval``.
+        templates: template chains or ``(chain, mapping)`` pairs; used when ``config.template.enabled``
+            (the first ``max_templates``; a random subset of that size in training).
+        mode: ``"predict"`` (inputs only), ``"eval"`` (+ ground truth, full length) or ``"train"``
+            (+ ground truth, MSA block deletion, random crop to ``config.data.crop_size``).
+        seed: int seed or ``np.random.Generator``; the same seed gives the same sample.
+        block_delete: override MSA block deletion (default: on in training only).
+        spatial_crop_prob: probability of a spatial instead of a contiguous crop in training.
+
+    Returns:
+        ``dict[str, Tensor]`` without a batch dim, accepted by ``AlphaFold.forward``. MSA masking
+        (``config.data.masked_msa_fraction``) is applied in every mode, as AF2 does at inference;
+        ``true_msa``/``bert_mask`` are returned in train/eval.
+
+    Raises:
+        InputError: empty sequence, ``:`` in it, MSA/structure that do not match the sequence.
+        ValueError: unknown mode, or train/eval without a structure.
+    """
+    if config is None:
+        config = model_config("model_1")
+    mode = mode or ("train" if train else "predict")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    sequence, name = _as_sequence(sequence)
+    if not sequence:
+        raise InputError("empty sequence", record=name)
+    if ":" in sequence:
+        raise InputError("':' chain separator is not supported by the monomer pipeline", record=name)
+    data = config.data
+    with_gt = mode in ("train", "eval")
+    if with_gt:
+        if structure is None:
+            raise ValueError(f"mode '{mode}' needs the experimental structure")
+        if len(structure) != len(sequence):
+            raise InputError(f"structure has {len(structure)} SEQRES residues but the sequence has "
+                             f"{len(sequence)}", file=structure.path, record=structure.name)
+
+    feats = make_sequence_features(sequence)
+    msa_feats = make_msa_features(sequence, _as_msas(msa, sequence), name=name)
+    tokens, deletions = msa_feats["msa"], msa_feats["deletion_matrix"]
+    if (mode == "train") if block_delete is None else block_delete:
+        rows = block_delete_msa(tokens.shape[0], rng)
+        tokens, deletions = tokens[rows], deletions[rows]
+
+    # Crop (training), applied to every per-residue array.
+    n_res = len(sequence)
+    crop = np.arange(n_res)
+    if mode == "train":
+        crop = crop_indices(n_res, data.crop_size, rng, structure, spatial_crop_prob)
+    for key in ("aatype", "residue_index", "between_segment_residues"):
+        feats[key] = feats[key][crop]
+    feats["seq_length"] = np.asarray(len(crop), dtype=np.int64)
+    tokens, deletions = tokens[:, crop], deletions[:, crop]
+
+    # Templates (AF2: the MSA budget shrinks by max_templates when templates are used).
+    use_templates = bool(config.template.enabled)
+    max_clusters = data.max_msa_clusters
+    if use_templates and data.reduce_msa_clusters_by_max_templates:
+        max_clusters = max(1, max_clusters - config.template.max_templates)
+
+    # Cluster sampling, masking and summaries (Suppl. 1.2.7).
+    profile = make_hhblits_profile(tokens)
+    centres, rest = sample_msa(tokens.shape[0], max_clusters, rng)
+    msa_c, del_c = tokens[centres], deletions[centres]
+    extra, del_e = tokens[rest], deletions[rest]
+    masked, bert_mask = make_masked_msa(
+        msa_c, profile, rng, replace_fraction=data.masked_msa_fraction,
+        uniform_prob=data.masked_msa_uniform_prob, profile_prob=data.masked_msa_profile_prob,
+        same_prob=data.masked_msa_same_prob)
+    msa_mask = np.ones(msa_c.shape, dtype=np.float32)
+    extra_mask = np.ones(extra.shape, dtype=np.float32)
+    assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)
+    profile_c, del_mean = summarize_clusters(masked, msa_mask, del_c, extra, extra_mask, del_e, assignment)
+    n_extra = data.max_extra_msa
+    extra, del_e, extra_mask = extra[:n_extra], del_e[:n_extra], extra_mask[:n_extra]
+
+    aatype = torch.from_numpy(feats["aatype"])
+    n = aatype.shape[0]
+    target_feat = torch.cat([
+        torch.from_numpy(feats["between_segment_residues"]).clamp(0, 1)[:, None],
+        torch.nn.functional.one_hot(aatype, 21).float(),
+    ], dim=-1)
+    out: dict[str, Tensor] = {
+        "aatype": aatype,
+        "residue_index": torch.from_numpy(feats["residue_index"]),
+        "seq_mask": torch.ones(n, dtype=torch.float32),
+        "between_segment_residues": torch.from_numpy(feats["between_segment_residues"]),
+        "seq_length": torch.from_numpy(feats["seq_length"]),
+        "target_feat": target_feat,
+        "msa_feat": torch.from_numpy(make_msa_feat(masked, del_c, profile_c, del_mean)),
+        "msa_mask": torch.from_numpy(msa_mask),
+        "extra_msa": torch.from_numpy(np.ascontiguousarray(extra)),
+        "extra_msa_mask": torch.from_numpy(np.ascontiguousarray(extra_mask)),
+        "extra_has_deletion": torch.from_numpy(np.clip(del_e, 0.0, 1.0).astype(np.float32)),
+        "extra_deletion_value": torch.from_numpy(deletion_value(del_e)),
+    }
+    out.update(all_atom.make_atom14_masks(aatype))
+
+    if use_templates:
+        chosen = list(templates)
+        k = min(len(chosen), config.template.max_templates)
+        if mode == "train" and k:
+            chosen = [chosen[i] for i in sorted(rng.choice(len(chosen), size=k, replace=False))]
+        else:
+            chosen = chosen[:k]
+        # Geometry on the full length first, so torsions at crop edges see their real neighbours.
+        # No template given: one empty placeholder (template_mask 0), as AF2's zero padding.
+        tfeats = make_template_features(sequence, chosen) if chosen else empty_template_features(len(sequence))
+        idx = torch.from_numpy(crop)
+        out.update({key: v[:, idx] if v.dim() > 1 else v for key, v in tfeats.items()})
+
+    if with_gt:
+        out["true_msa"] = torch.from_numpy(msa_c)
+        out["bert_mask"] = torch.from_numpy(bert_mask)
+        pos = torch.from_numpy(np.array(structure.atom37_positions[crop]))
+        mask = torch.from_numpy(np.array(structure.atom37_mask[crop]))
+        out.update(make_ground_truth_features(aatype, pos, mask))
+        out["resolution"] = torch.tensor(float(structure.resolution or 0.0), dtype=torch.float32)
+    return out

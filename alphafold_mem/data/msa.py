@@ -1,0 +1,288 @@
+"""A3M and Stockholm alignment parsers (Biopython underneath), returning frozen :class:`Msa` records.
+
+:func:`parse_a3m`, :func:`parse_stockholm`, :func:`parse_msa` (by extension) give an :class:`Msa`:
+the aligned rows restricted to the query's columns plus AF2's deletion matrix (Jumper et al. 2021,
+Suppl. 1.2.2 and Table 1: ``deletion_matrix[i, j]`` = residues of row ``i`` inserted relative to
+the query immediately before query column ``j``). A3M records are split like FASTA (see
+:mod:`.text`); Stockholm files are read with ``Bio.AlignIO``.
+
+A3M rules: lower-case letters are insertions (deletion matrix), ``.`` is dropped, ``#`` lines are
+ignored, wrapped rows are joined, non-printable bytes are rejected with their position, rows whose
+match-column count differs from the query's are listed by number, exact duplicate rows are
+removed (first kept), and with ``query=`` the first row must equal the query. An empty alignment
+gives a query-only MSA (with ``query=``) or an empty one, with a warning.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+from Bio import AlignIO
+
+from .errors import InputError, warn_input
+from .names import sanitize_name
+from .text import check_file, describe_char, open_text, split_records
+
+__all__ = ["Msa", "parse_a3m", "parse_a3m_string", "parse_stockholm", "parse_msa"]
+
+
+@dataclass(frozen=True, eq=False)
+class Msa:
+    """A multiple sequence alignment restricted to the query's columns (AF2 Suppl. 1.2.2).
+
+    Attributes:
+        sequences: ``N_seq`` aligned rows of length ``N_res`` (upper-case letters and ``-``);
+            row 0 is the query. May be empty (``N_seq = 0``) for an empty alignment file.
+        deletion_matrix: ``[N_seq, N_res]`` int32, residues deleted before each column.
+        descriptions: ``N_seq`` header strings.
+        path: source file or ``None``.
+    """
+
+    sequences: tuple[str, ...]
+    deletion_matrix: np.ndarray
+    descriptions: tuple[str, ...]
+    path: str | None = None
+
+    def __post_init__(self):
+        dm = np.asarray(self.deletion_matrix, dtype=np.int32)
+        if dm.ndim != 2 or dm.shape[0] != len(self.sequences):
+            raise ValueError(f"deletion_matrix shape {dm.shape} does not match {len(self.sequences)} sequences")
+        dm.setflags(write=False)
+        object.__setattr__(self, "deletion_matrix", dm)
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    @property
+    def depth(self) -> int:
+        """``N_seq``."""
+        return len(self.sequences)
+
+    @property
+    def length(self) -> int:
+        """``N_res`` (query columns)."""
+        return len(self.sequences[0]) if self.sequences else 0
+
+    @property
+    def query(self) -> str:
+        """The first row ('' for an empty MSA)."""
+        return self.sequences[0] if self.sequences else ""
+
+    def truncate(self, max_sequences: int) -> "Msa":
+        """The first ``max_sequences`` rows (AF2 keeps the best hits, which come first)."""
+        n = max(1, int(max_sequences))
+        return Msa(self.sequences[:n], self.deletion_matrix[:n], self.descriptions[:n], self.path)
+
+
+# ----------------------------------------------------------------------------------------------
+# A3M
+
+_LOWER_A, _LOWER_Z, _UPPER_A, _UPPER_Z = ord("a"), ord("z"), ord("A"), ord("Z")
+_DOT, _DASH = ord("."), ord("-")
+
+
+def _a3m_row(row: str) -> tuple[bytes, np.ndarray, int]:
+    """Split an A3M row into match columns and deletion counts.
+
+    Returns ``(aligned_bytes, deletions[int32], first_bad_index)``; ``first_bad_index`` is -1 when
+    every character is a letter, ``-`` or ``.``.
+    """
+    b = np.frombuffer(row.encode("utf-8", errors="replace"), dtype=np.uint8)
+    lower = (b >= _LOWER_A) & (b <= _LOWER_Z)
+    upper = (b >= _UPPER_A) & (b <= _UPPER_Z)
+    invalid = ~(lower | upper | (b == _DASH) | (b == _DOT))
+    if invalid.any():
+        bad_byte = int(np.argmax(invalid))
+        return b"", np.zeros(0, np.int32), len(b[:bad_byte].tobytes().decode("utf-8", errors="replace"))
+    keep = upper | (b == _DASH)
+    inserted_before = np.cumsum(lower)[keep]  # lower-case residues up to each match column
+    deletions = np.diff(inserted_before, prepend=0).astype(np.int32)
+    return b[keep].tobytes(), deletions, -1
+
+
+def _check_query(msa: Msa, query: str, label: str) -> None:
+    """Raise unless the MSA's first row equals ``query`` (upper case, insertions removed)."""
+    q = query.upper()
+    first = msa.query
+    if first == q:
+        return
+    if len(first) != len(q):
+        raise InputError(f"first row has {len(first)} match columns but the query has {len(q)} "
+                         "residues", file=msa.path, record=label, line=1)
+    k = next(i for i, (a, b) in enumerate(zip(first, q)) if a != b)
+    raise InputError(f"first row differs from the query at position {k + 1} "
+                     f"({first[k]!r} in the MSA, {q[k]!r} in the query)", file=msa.path, record=label)
+
+
+def _finish_msa(seqs, dels, descs, path, query, max_sequences) -> Msa:
+    """Deduplicate rows (first kept), cap depth, handle the empty case, validate the query."""
+    if not seqs:
+        if query is None:
+            warn_input("empty alignment", file=path, stacklevel=4)
+            return Msa((), np.zeros((0, 0), np.int32), (), path)
+        warn_input("empty alignment; using the query alone", file=path, stacklevel=4)
+        return Msa((query.upper(),), np.zeros((1, len(query)), np.int32), ("query",), path)
+    seen: set[str] = set()
+    keep = []
+    for i, s in enumerate(seqs):
+        if s not in seen:
+            seen.add(s)
+            keep.append(i)
+    if max_sequences is not None:
+        keep = keep[: max(1, int(max_sequences))]
+    msa = Msa(tuple(seqs[i] for i in keep), np.stack([dels[i] for i in keep]),
+              tuple(descs[i] for i in keep), path)
+    if query is not None:
+        _check_query(msa, query, descs[0].split(maxsplit=1)[0] if descs[0].strip() else "query")
+    return msa
+
+
+def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequences: int | None) -> Msa:
+    tracked, raw = split_records(lines)
+    if tracked.preamble is not None:
+        number, text = tracked.preamble
+        raise InputError(f"text before the first A3M header ('>'): {text.strip()[:30]!r}",
+                         file=path, line=number, column=1)
+    seqs: list[str] = []
+    dels: list[np.ndarray] = []
+    descs: list[str] = []
+    width = None
+    wrong: list[tuple[int, int, int]] = []  # (row number, header line, match columns)
+    for i, (title, row) in enumerate(raw):
+        name = sanitize_name(title, f"row_{i + 1}")
+        if i == 0 and row.endswith("*"):
+            row = row[:-1]
+        aligned, d, bad = _a3m_row(row)
+        if bad >= 0:
+            line, column = tracked.position(i, bad)
+            raise InputError(f"invalid character {describe_char(row[bad])} in A3M row {i + 1}",
+                             file=path, record=name, line=line, column=column)
+        if width is None:
+            width = len(aligned)
+            if width == 0:
+                raise InputError("first row (query) has no match columns", file=path, record=name,
+                                 line=tracked.headers[i])
+        elif len(aligned) != width:
+            wrong.append((i + 1, tracked.headers[i], len(aligned)))
+            continue
+        seqs.append(aligned.decode("ascii"))
+        dels.append(d)
+        descs.append(title)
+    if wrong:
+        listed = ", ".join(f"row {r} (line {ln}: {n})" for r, ln, n in wrong[:10])
+        more = f" and {len(wrong) - 10} more" if len(wrong) > 10 else ""
+        raise InputError(f"{len(wrong)} rows have a match-column count different from the query's "
+                         f"{width}: {listed}{more}", file=path, line=wrong[0][1])
+    return _finish_msa(seqs, dels, descs, path, query, max_sequences)
+
+
+def parse_a3m(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
+    """Parse an A3M alignment (HHblits / MMseqs2 / ColabFold; optionally ``.gz``).
+
+    Args:
+        path: the file.
+        query: if given, the first row must equal it (else :class:`InputError` naming the first
+            differing position); an empty file then yields a query-only MSA.
+        max_sequences: keep only the first (deduplicated) rows.
+
+    Returns:
+        :class:`Msa` with ``N_seq`` unique rows of ``N_res`` = query match columns.
+
+    Raises:
+        InputError: invalid or non-printable character (line:column), rows of the wrong length
+            (listed by row number), a first row that differs from ``query``.
+    """
+    path = check_file(path)
+    with open_text(path) as handle:
+        return _msa_from_lines(handle, path, query, max_sequences)
+
+
+def parse_a3m_string(text: str, *, label: str = "<string>", query: str | None = None,
+                     max_sequences: int | None = None) -> Msa:
+    """:func:`parse_a3m` for in-memory text."""
+    return _msa_from_lines(io.StringIO(text), label, query, max_sequences)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stockholm
+
+
+def _stockholm_line_of(path: str, name: str) -> int | None:
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, 1):
+            if line.startswith(name) and not line.startswith("#"):
+                return number
+    return None
+
+
+def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
+    """Parse a Stockholm alignment (jackhmmer / HMMER output, AF2 ``*_hits.sto``) with ``Bio.AlignIO``.
+
+    The first sequence is the query; columns where it has a gap (``-`` or ``.``) are insert columns:
+    residues there count as deletions before the next query column, as in AF2
+    ``parsers.parse_stockholm``. Letters are upper-cased and ``.`` becomes ``-``. Duplicate rows are
+    removed; ``query`` and ``max_sequences`` as in :func:`parse_a3m` (AF2 caps: UniRef90 10,000,
+    MGnify 501).
+
+    Raises:
+        InputError: unreadable alignment, an invalid character, a first row that differs from ``query``.
+    """
+    path = check_file(path)
+    try:
+        with open_text(path) as handle:
+            alignment = AlignIO.read(handle, "stockholm")
+    except ValueError as exc:  # Biopython: "No records found in handle", malformed blocks ...
+        if "No records found" in str(exc):
+            return _finish_msa([], [], [], path, query, max_sequences)
+        raise InputError(f"cannot read Stockholm alignment: {exc}", file=path) from exc
+    records = list(alignment)
+    rows = [str(r.seq) for r in records]
+    width = len(rows[0])
+    mat = np.frombuffer("".join(rows).encode("utf-8", errors="replace"), dtype=np.uint8)
+    if mat.size != len(rows) * width:
+        raise InputError("non-ASCII character in Stockholm alignment", file=path)
+    mat = mat.reshape(len(rows), width)
+    is_gap = (mat == _DASH) | (mat == _DOT)
+    is_letter = ((mat >= _UPPER_A) & (mat <= _UPPER_Z)) | ((mat >= _LOWER_A) & (mat <= _LOWER_Z))
+    bad = ~(is_gap | is_letter)
+    if bad.any():
+        i, j = map(int, np.argwhere(bad)[0])
+        name = records[i].id
+        raise InputError(f"invalid character {describe_char(chr(mat[i, j]))} in Stockholm row {i + 1} "
+                         f"(alignment column {j + 1})", file=path, record=name,
+                         line=_stockholm_line_of(path, name))
+    keep = ~is_gap[0]
+    if not keep.any():
+        raise InputError("query row is all gaps", file=path, record=records[0].id)
+    # Residues in insert columns are deletions counted into the next query column (AF2).
+    inserted = np.cumsum(is_letter & ~keep[None, :], axis=1)[:, keep]
+    deletions = np.diff(inserted, axis=1, prepend=0).astype(np.int32)
+    aligned = mat[:, keep].copy()
+    aligned[aligned == _DOT] = _DASH
+    lower = (aligned >= _LOWER_A) & (aligned <= _LOWER_Z)
+    aligned[lower] -= 32
+    seqs = [row.tobytes().decode("ascii") for row in aligned]
+    descs = [r.id if r.description in ("", r.id) else f"{r.id} {r.description}" for r in records]
+    return _finish_msa(seqs, list(deletions), descs, path, query, max_sequences)
+
+
+def parse_msa(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
+    """Parse an alignment by extension: ``.a3m`` / ``.fasta`` / ``.fa`` (A3M rules) or ``.sto`` /
+    ``.stockholm`` (optionally ``.gz``). See :func:`parse_a3m`, :func:`parse_stockholm`.
+
+    Raises:
+        InputError: unknown extension, or any error of the format's parser.
+    """
+    name = os.fspath(path)
+    base = name[:-3] if name.endswith(".gz") else name
+    suffix = Path(base).suffix.lower()
+    if suffix in (".a3m", ".fasta", ".fa", ".afa", ".aln"):
+        return parse_a3m(name, query=query, max_sequences=max_sequences)
+    if suffix in (".sto", ".stockholm", ".stk"):
+        return parse_stockholm(name, query=query, max_sequences=max_sequences)
+    raise InputError(f"unknown alignment format {suffix!r} (expected .a3m or .sto)", file=name)
