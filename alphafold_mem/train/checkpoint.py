@@ -18,12 +18,10 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from ..config import ModelConfig
 from ..io import atomic_save
 from ..model import AlphaFold
-from ..weights import normalize_state_dict_keys
+from ..weights import normalize_state_dict_keys, write_checkpoint
 
 __all__ = ["AtomicCheckpointIO", "check_config_compatible", "read_checkpoint_config",
            "export_weights", "load_model", "load_weights"]
-
-FORMAT = "alphafold-mem"  # the plain format of alphafold_mem.weights (format_version 1)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -86,14 +84,13 @@ def _weights(ckpt: dict, use_ema: bool) -> dict[str, torch.Tensor]:
 
 def export_weights(ckpt_path: str | os.PathLike, out_path: str | os.PathLike, use_ema: bool = True,
                    extra: Optional[dict] = None) -> None:
-    """Write the inference file in the plain format of :mod:`alphafold_mem.weights`:
+    """Write the inference file in the plain format of :mod:`alphafold_mem.weights.checkpoints`:
     ``{"format": "alphafold-mem", "format_version": 1, "config", "state_dict" (EMA weights, fp32),
-    "metadata"}`` (atomically)."""
+    "metadata"}`` (atomically, by :func:`alphafold_mem.weights.write_checkpoint`)."""
     cfg, ckpt = read_checkpoint_config(ckpt_path)
     sd = {k: v.float() if v.is_floating_point() else v for k, v in _weights(ckpt, use_ema).items()}
     meta = {"global_step": ckpt.get("global_step"), "ema": use_ema, **(extra or {})}
-    atomic_save({"format": FORMAT, "format_version": 1, "config": cfg.to_dict(), "state_dict": sd,
-                 "metadata": meta}, out_path)
+    write_checkpoint(out_path, cfg, sd, {"metadata": meta})
 
 
 def load_weights(model: AlphaFold, path: str | os.PathLike, use_ema: bool = True) -> dict:

@@ -3,15 +3,18 @@
 * :mod:`.detect`: recognise a weights file by content and load it (:func:`load_weights`);
 * :mod:`.af2_npz`: AlphaFold2's Haiku ``params_model_*.npz`` names, load and bit-identical export;
 * :mod:`.openfold`: OpenFold state dicts (``.pt``);
-* :mod:`.checkpoints`: our own plain checkpoint format.
+* :mod:`.checkpoints`: our own plain checkpoint format;
+* :mod:`.keys`: state-dict key normalisation and the key-mismatch message the strict loaders share.
 """
 
-from .af2_npz import (ParameterLoadError, af2_entries, export_af2_params, infer_config, load_af2_params,
-                      normalize_state_dict_keys, openfold_state_dict, load_openfold_checkpoint)
+from .af2_npz import af2_entries, export_af2_params, infer_config, load_af2_params
+from .checkpoints import save_checkpoint, write_checkpoint
 from .detect import (DEFAULT_WEIGHTS, FORMATS, LoadedWeights, WeightsError, default_weights_path, detect_format,
-                     load_weights, save_checkpoint)
+                     load_weights)
+from .keys import ParameterLoadError, normalize_state_dict_keys
+from .openfold import load_openfold_checkpoint, openfold_state_dict
 
 __all__ = ["DEFAULT_WEIGHTS", "FORMATS", "LoadedWeights", "ParameterLoadError", "WeightsError", "af2_entries",
            "default_weights_path", "detect_format", "export_af2_params", "infer_config", "load_af2_params",
            "load_openfold_checkpoint", "load_weights", "normalize_state_dict_keys", "openfold_state_dict",
-           "save_checkpoint"]
+           "save_checkpoint", "write_checkpoint"]

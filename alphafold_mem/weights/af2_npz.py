@@ -1,21 +1,21 @@
-"""Load and export AlphaFold2 (.npz, Haiku names) parameters and OpenFold state dicts.
+"""AlphaFold2 parameters (``params_model_*.npz``, Haiku names): the key table, load, export and
+size inference.
 
 AF2 key = ``alphafold/alphafold_iteration/`` + module path + ``//`` + parameter name. Linear weights
 are ``[in, out]`` (torch: ``[out, in]``); attention projections are ``[in, H, C]`` / ``[H, C, out]``;
 blocks of the Evoformer, extra-MSA and template pair stacks are stacked on a leading axis.
 
 Every AF2 key maps to exactly one parameter of :class:`alphafold_mem.AlphaFold` per block, and every
-model parameter is reached by exactly one key (checked by :func:`load_af2_params`).
+model parameter is reached by exactly one key (checked by :func:`load_af2_params`). The same key
+table (:func:`af2_entries`) names OpenFold's parameters (:mod:`alphafold_mem.weights.openfold`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import zipfile
 from dataclasses import dataclass
-from importlib import resources
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -25,12 +25,11 @@ import torch.nn as nn
 from ..config import ModelConfig, model_config
 from ..io import atomic_write
 from ..model.alphafold import AlphaFold
+from .keys import ParameterLoadError, key_mismatch
+
+__all__ = ["PREFIX", "af2_entries", "export_af2_params", "infer_config", "load_af2_arrays", "load_af2_params"]
 
 PREFIX = "alphafold/alphafold_iteration/"
-
-
-class ParameterLoadError(ValueError):
-    """A parameter file does not fit the model: names the key and both shapes."""
 
 
 @dataclass(frozen=True)
@@ -343,16 +342,10 @@ def load_af2_arrays(model: AlphaFold, items: Iterable[tuple[str, object]], keys:
         ParameterLoadError: as :func:`load_af2_params`.
     """
     entries = {e.key: e for e in af2_entries(model)}
-    missing = sorted(set(entries) - keys)
-    unexpected = sorted(keys - set(entries))
-    if missing or unexpected:
-        parts = []
-        if missing:
-            parts.append(f"missing {len(missing)} key(s), first: '{PREFIX + missing[0]}' "
-                         f"(model expects shape {entries[missing[0]].full_shape})")
-        if unexpected:
-            parts.append(f"unexpected {len(unexpected)} key(s), first: '{PREFIX + unexpected[0]}'")
-        raise ParameterLoadError("; ".join(parts))
+    mismatch = key_mismatch({k: entries[k].full_shape for k in sorted(entries)}, sorted(keys),
+                            show=lambda k: PREFIX + k)
+    if mismatch:
+        raise ParameterLoadError(mismatch)
     consumed = set()
     for key, arr in items:
         if key in consumed:
@@ -380,146 +373,3 @@ def export_af2_params(model: AlphaFold, path: str | os.PathLike) -> None:
         arrays[PREFIX + e.key] = np.stack(blocks) if e.stacked else blocks[0]
     with atomic_write(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
-
-
-# ------------------------------------------------------------------------------------------------
-# OpenFold state dicts
-# ------------------------------------------------------------------------------------------------
-def _openfold_names() -> dict[str, str]:
-    text = resources.files("alphafold_mem.weights").joinpath("openfold_names.json").read_text()
-    return json.loads(text)["names"]
-
-
-WRAPPER_PREFIXES = ("module.", "model.", "_orig_mod.")
-
-
-def normalize_state_dict_keys(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Strip wrapper prefixes (``module.`` from DDP, ``model.`` from Lightning, ``_orig_mod.`` from
-    torch.compile), repeatedly, from every key."""
-    out = {}
-    for k, v in sd.items():
-        changed = True
-        while changed:
-            changed = False
-            for p in WRAPPER_PREFIXES:
-                if k.startswith(p):
-                    k, changed = k[len(p):], True
-        out[k] = v
-    return out
-
-
-def openfold_state_dict(model: AlphaFold) -> dict[str, torch.Tensor]:
-    """``model``'s parameters under OpenFold's state-dict names (for OpenFold or for saving)."""
-    names = _openfold_names()
-    sd = {}
-    for e in af2_entries(model):
-        pattern = names[e.key]
-        for i, p in enumerate(e.params):
-            sd[pattern.format(i=i)] = p.detach().clone()
-    return sd
-
-
-def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm", **overrides) -> AlphaFold:
-    """Build and load an :class:`AlphaFold` from an OpenFold checkpoint (.pt state dict, optionally
-    wrapped under ``state_dict``/``model``/``ema`` and with ``module.``/``model.`` prefixes).
-
-    Sizes are inferred as in :func:`load_af2_params`. OpenFold stores attention projections as
-    flat ``[H*C, in]`` matrices; heads come from the pair-bias projections where there is one. The
-    template pointwise attention has none: its head count is the preset's (or
-    ``template__pointwise_num_heads=...`` in ``overrides``).
-
-    Raises:
-        ParameterLoadError: a parameter is missing, unexpected or mis-shaped (named with both shapes).
-    """
-    sd = path_or_state_dict
-    if not isinstance(sd, Mapping):
-        sd = torch.load(sd, map_location="cpu", weights_only=True)
-    for wrapper in ("ema", "state_dict", "model"):
-        if isinstance(sd, Mapping) and wrapper in sd and isinstance(sd[wrapper], Mapping):
-            inner = sd[wrapper]
-            sd = inner.get("params", inner) if wrapper == "ema" else inner
-    sd = normalize_state_dict_keys(sd)
-    names = _openfold_names()
-    # Convert to AF2 layout lazily: the OpenFold tensor has our torch layout already.
-    tensors: dict[str, list[torch.Tensor]] = {}
-    for key, pattern in names.items():
-        if "{i}" in pattern:
-            blocks, i = [], 0
-            while pattern.format(i=i) in sd:
-                blocks.append(sd[pattern.format(i=i)])
-                i += 1
-            if blocks:
-                tensors[key] = blocks
-        elif pattern in sd:
-            tensors[key] = [sd[pattern]]
-    known = {p.format(i=i) for p in names.values() for i in range(64)} | set(names.values())
-    unexpected = sorted(k for k in sd if k not in known)
-    if unexpected:
-        raise ParameterLoadError(f"unexpected OpenFold parameter '{unexpected[0]}' ({len(unexpected)} in all)")
-    probe_shapes = _af2_shapes_from_openfold(tensors, preset, overrides)
-    cfg = infer_config(probe_shapes, preset)
-    if overrides:
-        cfg = model_config(preset, **{**_config_overrides_from(cfg), **overrides})
-    with torch.device("meta"):
-        model = AlphaFold(cfg)
-    model = model.to_empty(device="cpu")
-    entries = {e.key: e for e in af2_entries(model)}
-    missing = sorted(set(entries) - set(tensors))
-    if missing:
-        raise ParameterLoadError(f"OpenFold checkpoint lacks '{names[missing[0]]}' (AF2 key '{PREFIX + missing[0]}')")
-    for key, e in entries.items():
-        ts = tensors[key]
-        if len(ts) != len(e.params):
-            raise ParameterLoadError(f"'{names[key]}': {len(ts)} blocks in the checkpoint, model expects {len(e.params)}")
-        for i, (t, p) in enumerate(zip(ts, e.params)):
-            if tuple(t.shape) != tuple(p.shape):
-                raise ParameterLoadError(
-                    f"'{names[key].format(i=i)}' has shape {tuple(t.shape)} but the model expects {tuple(p.shape)}")
-            with torch.no_grad():
-                p.copy_(t)
-    return model.eval()
-
-
-def _config_overrides_from(cfg: ModelConfig) -> dict:
-    """Flatten a config into dotted overrides (so extra overrides can be layered on it)."""
-    flat = {}
-
-    def walk(d, prefix):
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, prefix + k + ".")
-            elif k != "preset":
-                flat[prefix + k] = v
-    walk(cfg.to_dict(), "")
-    return flat
-
-
-def _af2_shapes_from_openfold(tensors: dict[str, list[torch.Tensor]], preset: str, overrides: dict):
-    """AF2-layout shapes of OpenFold tensors, enough for :func:`infer_config`."""
-    shapes = {}
-    for key, ts in tensors.items():
-        t = ts[0]
-        shape = (t.shape[1], t.shape[0]) if t.dim() == 2 else tuple(t.shape)
-        stacked = key.startswith(("evoformer/evoformer_iteration/", "evoformer/extra_msa_stack/")) or \
-            "__layer_stack_no_state" in key
-        shapes[key] = ((len(ts),) if stacked else ()) + shape
-    for key in list(shapes):
-        if not key.endswith("/attention//query_w"):
-            continue
-        owner = key[: -len("/attention//query_w")]
-        bias_key = owner + "//feat_2d_weights"
-        if owner.endswith("msa_column_attention"):  # AF2 uses the row attention's head count
-            bias_key = owner[: -len("msa_column_attention")] + "msa_row_attention_with_pair_bias//feat_2d_weights"
-        if bias_key in shapes:
-            heads = shapes[bias_key][-1]
-        else:
-            heads = overrides.get("template.pointwise_num_heads",
-                                  overrides.get("template__pointwise_num_heads",
-                                                model_config(preset).template.pointwise_num_heads))
-        *lead, c_in, hc = shapes[key]
-        if hc % heads:
-            raise ParameterLoadError(
-                f"'{key}': {hc} output channels do not split into {heads} heads; "
-                f"pass template__pointwise_num_heads=<H> to load_openfold_checkpoint")
-        shapes[key] = (*lead, c_in, heads, hc // heads)
-    return shapes

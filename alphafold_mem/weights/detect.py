@@ -1,4 +1,5 @@
-"""Detect and load any weights file the predictor accepts, by content (not by extension).
+"""Detect and load any weights file the predictor accepts, by content (not by extension):
+format sniffing, safe ``torch.load``, the :func:`load_weights` dispatch and its errors.
 
 Accepted formats (:func:`detect_format` returns the name in brackets):
 
@@ -10,7 +11,7 @@ Accepted formats (:func:`detect_format` returns the name in brackets):
   ``state_dict``/``model``/``ema.params``, with ``module.``/``model.`` prefixes), loaded with
   :func:`alphafold_mem.weights.load_openfold_checkpoint`.
 * ``alphafold-mem``: our checkpoint: a ``torch.save`` mapping with ``config`` (``ModelConfig.to_dict()``)
-  and ``state_dict`` in :class:`alphafold_mem.AlphaFold` names (see :func:`save_checkpoint`).
+  and ``state_dict`` in :class:`alphafold_mem.AlphaFold` names (see :mod:`alphafold_mem.weights.checkpoints`).
 * ``lightning``: a Lightning ``.ckpt`` from ``alphafold-mem train``: ``state_dict`` with ``model.``
   prefixes and the model config in ``hyper_parameters`` (``config``/``model_config`` as a dict or a
   ``ModelConfig``, or ``preset`` plus ``overrides``) or at the top level.
@@ -37,19 +38,20 @@ import torch
 
 from ..config import PRESETS, ModelConfig, model_config
 from ..model.alphafold import AlphaFold
-from ..io import atomic_save
-from .af2_npz import normalize_state_dict_keys
+from .af2_npz import PREFIX as _AF2_PREFIX, load_af2_params
+from .checkpoints import FORMAT as _OUR_FORMAT, model_from_state_dict
+from .keys import ParameterLoadError, normalize_state_dict_keys
+from .openfold import load_openfold_checkpoint
 
 __all__ = ["WeightsError", "LoadedWeights", "FORMATS", "DEFAULT_WEIGHTS", "default_weights_path",
-           "detect_format", "load_weights", "save_checkpoint"]
+           "detect_format", "load_weights"]
 
-FORMATS = ("af2-npz", "openfold", "alphafold-mem", "lightning")
+FORMATS = ("af2-npz", "openfold", _OUR_FORMAT, "lightning")
 
 #: Default weights of ``alphafold-mem predict``, relative to the repository root: the demo
 #: checkpoint that ``scripts/train_demo.py`` exports (EMA weights + config).
 DEFAULT_WEIGHTS = "data/demo_weights/demo.ckpt"
 
-_AF2_PREFIX = "alphafold/alphafold_iteration/"
 _EXPECTED = "expected an AlphaFold2 .npz, an OpenFold .pt or an alphafold-mem/Lightning checkpoint"
 
 # Plain-data globals that checkpoints hold besides tensors, safe to reconstruct.
@@ -288,7 +290,7 @@ def _classify(obj: Any, path: str) -> tuple[str, dict]:
             details.append("EMA weights")
         if kind == "openfold":
             return "openfold", {"state_dict": sd, "config": config, "details": ", ".join(details)}
-        fmt = "lightning" if is_lightning else "alphafold-mem"
+        fmt = "lightning" if is_lightning else _OUR_FORMAT
         return fmt, {"state_dict": sd, "config": config, "details": ", ".join(details)}
     if candidates:
         first = next(iter(candidates[0][1]))
@@ -318,8 +320,6 @@ def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
         WeightsError: unreadable or unrecognised file, a config/preset mismatch, or parameters that
             do not fit the model (one line naming the file and the parameter).
     """
-    from .af2_npz import ParameterLoadError, load_af2_params, load_openfold_checkpoint
-
     path = _check_path(path)
     if preset is not None and preset not in PRESETS:
         raise WeightsError(path, f"unknown preset '{preset}'; valid presets: {', '.join(PRESETS)}")
@@ -346,43 +346,9 @@ def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
         elif preset is not None and preset != config.preset:
             raise WeightsError(path, f"checkpoint holds a '{config.preset}' model but preset '{preset}' was "
                                      "requested; omit --preset to use the checkpoint's own config")
-        model = _load_ours(path, config, info["state_dict"])
+        model = model_from_state_dict(config, info["state_dict"])
         return LoadedWeights(model, config, fmt, path, info["details"])
     except ParameterLoadError as exc:
         raise WeightsError(path, str(exc)) from None
     except OSError as exc:
         raise WeightsError(path, f"cannot be read ({exc.strerror or exc})") from None
-
-
-def _load_ours(path: str, config: ModelConfig, sd: Mapping[str, torch.Tensor]) -> AlphaFold:
-    sd = normalize_state_dict_keys(sd)
-    with torch.device("meta"):
-        model = AlphaFold(config)
-    expected = model.state_dict()
-    missing = [k for k in expected if k not in sd]
-    unexpected = [k for k in sd if k not in expected]
-    if missing or unexpected:
-        parts = []
-        if missing:
-            parts.append(f"missing {len(missing)} parameter(s), first '{missing[0]}' "
-                         f"(shape {tuple(expected[missing[0]].shape)})")
-        if unexpected:
-            parts.append(f"unexpected {len(unexpected)}, first '{unexpected[0]}'")
-        raise WeightsError(path, f"does not fit the '{config.preset}' config stored with it: " + "; ".join(parts))
-    for k, t in expected.items():
-        if tuple(sd[k].shape) != tuple(t.shape):
-            raise WeightsError(path, f"parameter '{k}' has shape {tuple(sd[k].shape)} but the "
-                                     f"'{config.preset}' config expects {tuple(t.shape)}")
-    model = model.to_empty(device="cpu")
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
-    return model.eval()
-
-
-def save_checkpoint(model: AlphaFold, path, **meta: Any) -> None:
-    """Save ``model`` in the plain alphafold-mem format ``{"format", "config", "state_dict", **meta}``
-    (written atomically: :func:`alphafold_mem.io.atomic_write`)."""
-    path = os.fspath(path)
-    obj = {"format": "alphafold-mem", "format_version": 1, "config": model.config.to_dict(),
-           "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, **meta}
-    atomic_save(obj, path)
-
