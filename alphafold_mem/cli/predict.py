@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
                "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
                "Exit status 1 if any target failed, 2 for bad options or weights.")
-    p.add_argument("input", help="FASTA file, directory of FASTA files, or .a3m/.sto alignment (first row = query)")
+    p.add_argument("input", help="FASTA file, .a3m/.sto alignment (first row = query), mmCIF/PDB file (one target per "
+                                 "protein chain), or a directory of FASTA/structure files")
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     msa = p.add_mutually_exclusive_group()
     msa.add_argument("--msa", metavar="FILE", help="alignment (.a3m or .sto) for a single-record input")
@@ -60,7 +61,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
                    help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
                         "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
-    p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
+    p.add_argument("--overwrite", action="store_true",
+                   help="recompute targets whose outputs already exist (default: skip them if they were produced "
+                        "from the same sequence, MSA, weights and options; fail them, naming what changed, if not)")
+    p.add_argument("--min-msa-depth", type=int, default=0, metavar="N",
+                   help="fail targets whose MSA has fewer than N distinct rows, query included (default: 0); "
+                        "the scores JSON records the depth and Neff at 80%% identity")
+    p.add_argument("--record-paths", action="store_true",
+                   help="write local paths of inputs, MSAs and weights into the output files (default: file names "
+                        "only, so that results can be shared as they are)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(func=run)
 
@@ -89,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
             args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
-            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug)
+            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug,
+            min_msa_depth=args.min_msa_depth, record_paths=args.record_paths)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

@@ -8,8 +8,9 @@ One run:
    neither: single-sequence mode, said so);
 2. validates every input before any model work: a bad record or MSA is reported in one line naming
    file, record and position, and the other targets still run;
-3. skips targets whose outputs are complete (``<id>_scores.json`` is written last) unless
-   ``overwrite``;
+3. skips targets whose outputs are complete and were produced from the same sequence, MSA,
+   weights and result-changing options (:mod:`.provenance`); a finished target that differs fails
+   with a line naming what changed, unless ``overwrite``;
 4. loads the weights once (any format :mod:`alphafold_mem.weights` detects), then for each target
    builds features, runs the model (a failure such as running out of memory fails that target only)
    and writes ``<id>.pdb`` (pLDDT in the B-factor column), ``<id>.cif`` (ModelCIF, pLDDT as local QA
@@ -36,8 +37,10 @@ import torch
 
 from ..precision import PRECISIONS
 from .outputs import output_paths, write_json, write_target_outputs
+from .provenance import partition_finished, shareable_scores
 from .targets import PredictError, Target, collect_targets
 from .timings import Stages
+from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
 
@@ -162,7 +165,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
             low_memory: bool = False, memory_policy=None, track_memory: bool = True,
-            log: Optional[Callable[[str], None]] = None, debug: bool = False) -> PredictionRun:
+            log: Optional[Callable[[str], None]] = None, debug: bool = False, min_msa_depth: int = 0,
+            record_paths: bool = False) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -181,7 +185,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         precision: ``"fp32"``, ``"bf16"`` (the model's one autocast, fp32 islands and fp32
             representations) or ``"bf16-full"`` (bf16 representations too; see :mod:`alphafold_mem.precision`).
         seed: seed of MSA cluster sampling/masking and of torch.
-        overwrite: re-run targets whose outputs are complete (default: skip them).
+        overwrite: re-run targets whose outputs exist (default: skip them when their provenance
+            matches this run, fail them with a message naming what changed otherwise).
         chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest
             chunk whose predicted peak fits the free device memory); results equal unchunked ones.
         low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
@@ -193,6 +198,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             measurements are free and always on).
         log: receives one line per message (default: print to stderr).
         debug: include tracebacks in the log for failures.
+        min_msa_depth: fail targets whose MSA has fewer distinct rows (query included).
+        record_paths: write local paths (inputs, MSAs, weights) into the output files; default:
+            file names only, so that results can be shared as they are.
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -215,7 +223,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     t_start = time.perf_counter()
 
     # 1-2. Inputs, validated before any model work.
-    targets, rejected = collect_targets(inputs, msa, msa_dir, log)
+    targets, rejected = collect_targets(inputs, msa, msa_dir, log, single_sequence=single_sequence,
+                                        min_msa_depth=min_msa_depth)
     results = [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
                for x in rejected]
     if single_sequence:
@@ -237,14 +246,12 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     from ..planner import apply_memory_policy
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
-    todo, skipped = [], []
-    for t in targets:
-        # A PAE model also writes _pae files, but _scores.json (written last) marks completion.
-        marker = os.path.join(out_dir, f"{t.name}_scores.json")
-        if os.path.exists(marker) and not overwrite:
-            skipped.append(t)
-        else:
-            todo.append(t)
+    options = {"preset": preset, "num_recycles": num_recycles, "precision": policy.precision, "seed": seed}
+    todo, skipped, conflicts = partition_finished(targets, out_dir, weights_path, options, overwrite=overwrite,
+                                                  record_paths=record_paths, log=log)
+    results += [TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order)
+                for x in conflicts]
+    targets = todo + skipped
     for t in skipped:
         log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
 
@@ -298,7 +305,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     ordered = sorted(results + [by_name[t.name] for t in targets], key=lambda r: r.order)
     run = PredictionRun(ordered, out_dir, weights=weights_path)
     timings = {
-        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name, "weights": weights_path,
+        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name,
+        "weights": weights_path if record_paths else os.path.basename(weights_path),
         "memory_measure": stages.describe(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "stages": stages.records,
@@ -317,6 +325,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
 def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
+    from ..data.features.values import check_feature_values
 
     precision = policy.precision
     cfg = model.config
@@ -331,6 +340,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         return batch
 
     batch = stages.run(f"{t.name}/features", features)
+    check_feature_values(batch, record=t.name, file=t.source)  # finite, masks 0/1, tokens in range
     r.msa_depth = t.msa_depth
     batch = {k: v.to(dev) for k, v in batch.items()}
     chunk_note = policy.chunk_size
@@ -354,8 +364,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
             "max_predicted_aligned_error", "ptm")
     arrays = {k: out[k].detach().float().cpu().numpy() for k in keep if k in out}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
-    # UNK ('X') has no atoms in the atom37 tables; its Cα is the final backbone frame's origin.
-    arrays["backbone_origin"] = out["sm_frames"][-1][..., :3, 3].detach().float().cpu().numpy()
+    fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
     del out, batch
     if "ptm" in arrays:
         arrays["ptm"] = float(arrays["ptm"])
@@ -382,6 +391,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         "num_recycles": cfg.num_recycles, "seed": seed, "precision": precision,
         "memory_policy": policy.name, "chunk_size": chunk_note,
     }
+    scores = shareable_scores(scores, t, r.outputs)
     if "predicted_aligned_error" in arrays:
         pae = arrays["predicted_aligned_error"]
         scores["ptm"] = round(r.ptm, 4)
