@@ -201,7 +201,7 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
             warnings.warn(w.message, w.category, stacklevel=2)
         if structure is None:
             warn_input(f"skipping unreadable structure: {error}", file=path)
-            index.skipped.append(drop("unreadable structure", _rel(path, root), str(error),
+            index.skipped.append(drop("unreadable structure", _rel(path, root), getattr(error, "reason", str(error)),
                                       structure=_rel(path, root), error=str(error)))
             continue
         for chain_id, reason in structure.dropped:

@@ -196,7 +196,8 @@ def parse_fasta(path, *, skip_nucleic: bool = True, allow_chain_breaks: bool = F
 
     Args:
         path: the file.
-        skip_nucleic: skip (warn) instead of rejecting nucleic-acid records.
+        skip_nucleic: skip (one warning each) instead of rejecting non-protein records (nucleic acids,
+            ligands; :mod:`.molecule`).
         allow_chain_breaks: keep ColabFold's ``:`` chain separator in ``sequence`` (multimer use);
             the monomer pipeline rejects it.
 

@@ -73,8 +73,11 @@ def describe_changes(old: Optional[dict], new: dict) -> list[str]:
     changes = []
     if old.get("sequence") != new["sequence"]:
         before = old.get("sequence") or ""
-        changes.append(f"sequence ({len(new['sequence'])} residues now, {len(before)} before)"
-                       if len(before) != len(new["sequence"]) else "sequence (same length, other residues)")
+        if len(before) != len(new["sequence"]):
+            changes.append(f"sequence ({len(new['sequence'])} residues now, {len(before)} before)")
+        else:
+            k = next(i for i, (a, b) in enumerate(zip(new["sequence"], before)) if a != b)
+            changes.append(f"sequence (residue {k + 1}: {new['sequence'][k]!r} now, {before[k]!r} before)")
     if old.get("msa_sha256") != new["msa_sha256"]:
         changes.append(f"MSA (sha256 {_short(new['msa_sha256'])} now, {_short(old.get('msa_sha256'))} before)")
     if old.get("weights_sha256") != new["weights_sha256"]:

@@ -253,7 +253,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
                 for x in conflicts]
     targets = todo + skipped
     for t in skipped:
-        log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
+        log(f"skip: {t.name}: finished outputs from the same sequence, MSA, weights and options exist in {out_dir} "
+            "(use --overwrite to recompute)")
 
     stages = Stages(dev, track_cpu=track_memory)
     loaded = None

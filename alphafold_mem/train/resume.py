@@ -28,8 +28,8 @@ from ..config import ModelConfig
 from .checkpoint import _flatten
 from .config import TrainConfig
 
-__all__ = ["RUN_KEY", "FIXED_ON_RESUME", "RunSettingsCallback", "SavedRun", "read_saved_run", "resume_overrides",
-           "default_out_dir"]
+__all__ = ["RUN_KEY", "FIXED_ON_RESUME", "RunSettingsCallback", "ApplyTrainConfig", "SavedRun", "read_saved_run",
+           "resume_overrides", "default_out_dir"]
 
 RUN_KEY = "alphafold_mem_run"
 _NOT_SETTINGS = {"out_dir"}  # recorded, but a run directory that moved is not a changed setting
@@ -76,6 +76,27 @@ class RunSettingsCallback(Callback):
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         checkpoint[RUN_KEY] = dict(self.settings)
+
+
+class ApplyTrainConfig(Callback):
+    """Makes the run's :class:`TrainConfig` govern a resumed run. Lightning restores the optimiser's
+    parameter groups (lr, betas, eps), the scheduler's base rates and the EMA decay from the
+    checkpoint, which would silently undo an override; at train start (after the restore) they are
+    set from the module's ``train_config``: lr = ``train_config.lr`` x the schedule's factor at the
+    restored step (the value an uninterrupted run computes, bit for bit)."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        tc = pl_module.train_config
+        for config in trainer.lr_scheduler_configs:
+            sched = config.scheduler
+            sched.base_lrs = [tc.lr for _ in sched.base_lrs]
+            for group, base, fn in zip(sched.optimizer.param_groups, sched.base_lrs, sched.lr_lambdas):
+                group["lr"] = base * fn(sched.last_epoch)
+        for opt in trainer.optimizers:
+            for group in opt.param_groups:
+                group["betas"], group["eps"] = tuple(tc.adam_betas), tc.adam_eps
+        if getattr(pl_module, "ema", None) is not None:
+            pl_module.ema.decay = tc.ema_decay
 
 
 def _changes(saved: dict, current: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:

@@ -17,7 +17,7 @@ from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkp
 from .config import TrainConfig
 from .data_module import AF2DataModule
 from .lightning_module import AlphaFoldLightning
-from .resume import RunSettingsCallback, resume_overrides
+from .resume import ApplyTrainConfig, RunSettingsCallback, resume_overrides
 
 __all__ = ["build_trainer", "train", "PRECISIONS"]
 
@@ -92,6 +92,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
         saved, _ = read_checkpoint_config(resume)
         check_config_compatible(saved, model_config)
         resume_overrides(resume, model_config, train_config, run_settings, log)
+        callbacks = [*callbacks, ApplyTrainConfig()]  # overrides take effect after Lightning's restore
     if run_settings is not None:
         callbacks = [*callbacks, RunSettingsCallback(run_settings)]
     L.seed_everything(train_config.seed, workers=True, verbose=False)
