@@ -68,26 +68,41 @@ def test_resume_without_repeating_flags_equals_uninterrupted(full_run, tmp_path,
     assert not all(torch.equal(full_sd[k], sd_other[k]) for k in full_sd)
 
 
+@pytest.fixture(scope="module")
+def saved_ckpt(tmp_path_factory):
+    """A checkpoint holding only what resume reads (configs and run settings): no training needed."""
+    from alphafold_mem.train.resume import RUN_KEY
+
+    path = tmp_path_factory.mktemp("ckpt") / "checkpoints" / "step=1.ckpt"
+    path.parent.mkdir()
+    tc = TrainConfig(lr=2e-3, warmup_steps=3, ema_decay=0.9, held_out=("1a8o",))
+    torch.save({"alphafold_mem": {"model_config": model_config("tiny").to_dict(), "train_config": tc.to_dict()},
+                RUN_KEY: {"data_dir": str(path.parent), "max_steps": 3, "precision": "32", "ckpt_every_steps": 1,
+                          "memory_policy": "reference", "memory_overrides": [], "out_dir": str(path.parent.parent)}},
+               path)
+    return path
+
+
 @pytest.mark.parametrize("flag, value, field", [("--batch-size", "2", "batch_size"), ("--seed", "7", "seed")])
-def test_resume_refuses_settings_that_break_exact_resume(full_run, tmp_path, capsys, flag, value, field):
-    assert _resume_from_step1(full_run, tmp_path / "r", flag, value) == 2
+def test_resume_refuses_settings_that_break_exact_resume(saved_ckpt, capsys, flag, value, field):
+    assert main(["train", "--resume", str(saved_ckpt), flag, value, *RUNTIME]) == 2
     err = capsys.readouterr().err
     assert f"{field} is " in err and "cannot change on resume" in err and "start a new run" in err
-    assert not (tmp_path / "r" / "checkpoints" / "last.ckpt").exists()
+    assert not (saved_ckpt.parent / "last.ckpt").exists()
 
 
-def test_api_resume_logs_each_override(full_run):
-    ckpt = full_run / "checkpoints" / "step=1.ckpt"
-    saved = read_saved_run(ckpt)
+def test_api_resume_logs_each_override(saved_ckpt):
     import dataclasses
+
+    saved = read_saved_run(saved_ckpt)
     tc = dataclasses.replace(saved.train_config, lr=5e-4, grad_clip_norm=1.0)
     cfg = dataclasses.replace(saved.model_config, loss=dataclasses.replace(saved.model_config.loss, violation_weight=1.0))
-    lines = resume_overrides(ckpt, cfg, tc, dict(saved.run, max_steps=10, out_dir="/elsewhere"), log=lambda _: None)
+    lines = resume_overrides(saved_ckpt, cfg, tc, dict(saved.run, max_steps=10, out_dir="/elsewhere"), log=lambda _: None)
     assert lines == ["override: train config grad_clip_norm: 0.1 (checkpoint) -> 1.0",
                      "override: train config lr: 0.002 (checkpoint) -> 0.0005",
                      "override: model config loss.violation_weight: 0.0 (checkpoint) -> 1.0",
                      "override: max_steps: 3 (checkpoint) -> 10"]
-    assert resume_overrides(ckpt, saved.model_config, saved.train_config, saved.run, log=lambda _: None) == []
+    assert resume_overrides(saved_ckpt, saved.model_config, saved.train_config, saved.run, log=lambda _: None) == []
 
 
 # -- dropped data at start-up ----------------------------------------------------------------------------

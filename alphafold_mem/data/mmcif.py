@@ -9,6 +9,11 @@ label chain id) and :func:`read_mmcif` (all protein chains).
 
 * residues: ``_entity_poly_seq`` (first monomer where microheterogeneity lists several); atoms are
   placed by ``label_seq_id`` so author numbering, insertion codes and offsets do not matter;
+* a protein chain without ``label_seq_id`` (and often without ``_entity``/``_entity_poly``, as some
+  tools write them) is read from ``_atom_site`` alone: author chain, residues by author number and
+  insertion code in file order, with a warning that missing residues cannot be detected;
+* protein chains named by ``_entity_poly.pdbx_strand_id`` without atoms are listed in
+  ``Structure.dropped``;
 * one model (the first, or ``model=``); NMR ensembles keep their other models out;
 * metadata: resolution, first release date and experimental method from the entry's categories.
 """
@@ -173,7 +178,8 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
     proteins = _protein_entities(d)
     in_model = models == chosen
     has_seq_id = (col["label_seq_id"] != ".") & (col["label_seq_id"] != "?")
-    amino = np.array([one_letter(c) != "X" or c == "UNK" for c in col["label_comp_id"]], dtype=bool)
+    names_u, inverse = np.unique(col["label_comp_id"], return_inverse=True)  # one lookup per residue name
+    amino = np.array([one_letter(c) != "X" or c == "UNK" for c in names_u], dtype=bool)[inverse.reshape(-1)]
     if proteins is not None:
         protein_atom = np.isin(col["label_entity_id"], list(proteins))
     else:  # no _entity_poly: decide by residue names

@@ -53,31 +53,30 @@ def _describe_position(key: str, index: tuple[int, ...], lead: Optional[str]) ->
     return ", ".join(parts) if parts else "the value"
 
 
-def _first(bad: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.dim() else ()
-
-
-def _value_problem(key: str, value: torch.Tensor) -> Optional[tuple[torch.Tensor, str]]:
-    """``(bad elements, what is wrong)`` for one feature, or None."""
-    if value.is_floating_point() or value.is_complex():
-        bad = ~torch.isfinite(value)
-        if bad.any():
-            return bad, "non-finite value {v}"
+def _checks(key: str, value: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
+    """``(bad elements, what is wrong)`` per rule that applies to one feature (no host sync)."""
+    out = []
+    if value.is_floating_point():
+        out.append((~torch.isfinite(value), "non-finite value {v}"))
     if _is_binary(key):
-        bad = (value != 0) & (value != 1)
-        if bad.any():
-            return bad, "value {v} in a mask (expected 0 or 1)"
+        out.append(((value != 0) & (value != 1), "value {v} in a mask (expected 0 or 1)"))
     if key in RANGES:
         low, high = RANGES[key]
-        bad = (value < low) | (value > high)
-        if bad.any():
-            return bad, f"value {{v}} outside {low}-{high}"
-    return None
+        out.append(((value < low) | (value > high), f"value {{v}} outside {low}-{high}"))
+    return out
+
+
+def _order(key: str) -> tuple:
+    names = list(FEATURES)
+    return (key not in FEATURES, names.index(key) if key in FEATURES else 0, key)
 
 
 def feature_value_problem(features: dict, *, sample_ids: Optional[Sequence[str]] = None,
                           batched: bool = False) -> Optional[str]:
     """The first out-of-range input value of ``features`` as a one-line message, or ``None``.
+
+    Features are visited in :data:`~.spec.FEATURES` order (unknown keys last, by name); all counts
+    are gathered with one device-to-host copy, positions are looked up only for a bad feature.
 
     Args:
         features: ``{name: tensor}`` as :func:`~.pipeline.make_features` / :func:`~.batch.collate`
@@ -89,24 +88,26 @@ def feature_value_problem(features: dict, *, sample_ids: Optional[Sequence[str]]
         ``"feature 'template_all_atom_positions': non-finite value nan at sample '1abc_A', template 1,
         residue 12, atom CA, x"`` (positions 1-based), or None when every value is valid.
     """
-    for key in sorted(features, key=lambda k: (k not in FEATURES, list(FEATURES).index(k) if k in FEATURES else 0, k)):
+    checks = []
+    for key in sorted(features, key=_order):
         value = features[key]
-        if not isinstance(value, torch.Tensor) or value.numel() == 0 or value.dtype == torch.bool:
+        if isinstance(value, torch.Tensor) and value.numel() and value.dtype != torch.bool:
+            checks += [(key, value, bad, what) for bad, what in _checks(key, value.detach())]
+    if not checks:
+        return None
+    counts = torch.stack([bad.sum() for _, _, bad, _ in checks]).cpu()  # one sync
+    for (key, value, bad, what), count in zip(checks, counts.tolist()):
+        if not count:
             continue
-        found = _value_problem(key, value.detach())
-        if found is None:
-            continue
-        bad, what = found
-        index = _first(bad)
-        shown = value[index].item() if index else value.item()
+        index = tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.dim() else ()
+        shown = value[index].item()
         lead = None
         if batched and index:
             sample = index[0]
             name = sample_ids[sample] if sample_ids is not None and sample < len(sample_ids) else str(sample)
             lead, index = f"sample '{name}'", index[1:]
-        count = int(bad.sum())
         more = f" ({count} bad values)" if count > 1 else ""
-        return (f"feature '{key}': {what.format(v=shown)} at {_describe_position(key, index, lead)}{more}")
+        return f"feature '{key}': {what.format(v=shown)} at {_describe_position(key, index, lead)}{more}"
     return None
 
 
