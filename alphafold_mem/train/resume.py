@@ -58,7 +58,10 @@ def read_saved_run(path: str | os.PathLike) -> SavedRun:
     Raises:
         ValueError: the file holds no alphafold-mem model config.
     """
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    try:  # memory-mapped: only the small entries below are read from a large checkpoint
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except (RuntimeError, ValueError):  # not the zip format
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
     meta = ckpt.get("alphafold_mem") or {}
     cfg = meta.get("model_config") or ckpt.get("model_config") or ckpt.get("config")
     if cfg is None:
