@@ -36,6 +36,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from ..io import atomic_write
 from .errors import InputError, warn_input
 from .features import Sample, make_features
 from .msa import Msa, parse_msa
@@ -102,10 +103,9 @@ class ChainIndex:
         return None if rel is None else (self.root / rel)
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
-                                    "skipped": self.skipped}, indent=1))
+        with atomic_write(path) as tmp:
+            Path(tmp).write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
+                                             "skipped": self.skipped}, indent=1))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ChainIndex":
@@ -205,8 +205,9 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
             cache = None
             if cache_dir is not None:
                 cache = Path(cache_dir) / f"{chain.name}.npz"
-                np.savez(cache, aatype=chain.aatype, atom37_positions=chain.atom37_positions,
-                         atom37_mask=chain.atom37_mask)
+                with atomic_write(cache) as tmp, open(tmp, "wb") as fh:
+                    np.savez(fh, aatype=chain.aatype, atom37_positions=chain.atom37_positions,
+                             atom37_mask=chain.atom37_mask)
             index.entries.append({
                 "name": chain.name, "pdb_id": chain.pdb_id, "chain_id": chain.chain_id,
                 "structure": _rel(path, root), "cache": None if cache is None else _rel(cache, root),
