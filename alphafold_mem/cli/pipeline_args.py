@@ -11,13 +11,9 @@ __all__ = ["add_search_arguments", "add_template_arguments", "add_relax_argument
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+    if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return int(text)
 
 
 def add_search_arguments(g, *, required: bool = False) -> None:
