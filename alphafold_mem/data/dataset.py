@@ -44,9 +44,11 @@ from .msa import Msa, parse_msa
 from .structure import ProteinChain
 from .structure_io import STRUCTURE_SUFFIXES, read_structure
 
-__all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset", "alignment_files"]
+__all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset"]
 
 INDEX_VERSION = 1
+
+
 def _folder_query(folder: Path) -> str | None:
     """Query sequence (first row, insertions removed) of a folder's first alignment, or None."""
     for path, _ in alignment_files(folder):
