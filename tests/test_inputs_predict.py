@@ -150,7 +150,7 @@ def test_finished_target_is_skipped_only_when_its_provenance_matches(tmp_path, t
     assert run.exit_code == 0 and {r.status for r in res.values()} == {"ok"}
     record = json.loads((out / "t1_scores.json").read_text())["provenance"]
     assert record["sequence"] == "MKVLAGH" and record["msa_sha256"] is None and len(record["weights_sha256"]) == 64
-    assert record["options"] == {"preset": None, "num_recycles": 0, "precision": "fp32", "seed": 0}
+    assert record["options"] == {"preset": None, "num_recycles": 0, "precision": "fp32", "seed": 0, "pipeline": None}
     assert "t1.pdb" in record["outputs"] and "t1_scores.json" in record["outputs"]
     run, res, lines = _predict(fasta, out, tiny_weights)  # nothing changed: skipped
     assert run.exit_code == 0 and res["t1"].status == "skipped" and "skip: t1" in "\n".join(lines)
@@ -185,6 +185,57 @@ def test_finished_target_is_skipped_only_when_its_provenance_matches(tmp_path, t
     (out / "t2_scores.json").write_text(json.dumps(scores))
     run, res, _ = _predict(fasta, out, tiny_weights)
     assert res["t2"].status == "failed" and "without a provenance record" in res["t2"].message
+
+
+def test_provenance_covers_template_and_relax_settings_without_local_paths(tmp_path):
+    from alphafold_mem.predict.provenance import describe_changes, partition_finished
+    from alphafold_mem.predict.stages import PipelineOptions
+    from alphafold_mem.predict.targets import Target
+
+    weights, hits = tmp_path / "w.ckpt", tmp_path / "hits.hhr"
+    weights.write_bytes(b"weights")
+    hits.write_text("hit 1")
+    options = {"preset": None, "num_recycles": 0, "precision": "fp32", "seed": 0}
+
+    def record(pipeline):
+        t = Target("t", "MKVLAGH", "t", f"{tmp_path}/in.fasta:1")
+        todo, _, _ = partition_finished([t], str(tmp_path), str(weights), options, overwrite=False, pipeline=pipeline)
+        assert todo == [t]
+        return t.provenance
+
+    plain = record(None)
+    assert describe_changes(plain, record(PipelineOptions(relax=True)))[0].startswith(
+        "pipeline ({'template_db': None, 'mmcif_dirs': [], 'max_template_date': None, 'max_templates': 4, "
+        "'obsolete': False, 'relax': True} now, None before)")
+    dated = PipelineOptions(mmcif_dirs=(str(tmp_path / "mmcif"),), max_template_date="2000-01-01")
+    dated._hits["t"] = str(hits)
+    first = record(dated)
+    assert describe_changes(first, record(PipelineOptions(mmcif_dirs=(str(tmp_path / "mmcif"),),
+                                                          max_template_date="2020-01-01")))[0].startswith(
+        "template hits (sha256 none now, ")
+    hits.write_text("hit 1 and hit 2")
+    changes = describe_changes(first, record(dated))
+    assert len(changes) == 1 and re.match(r"template hits \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} before\)", changes[0])
+    assert str(tmp_path) not in json.dumps(first) and first["options"]["pipeline"]["mmcif_dirs"] == ["mmcif"]
+
+
+def test_searched_msas_get_depth_neff_and_min_depth(tmp_path):
+    from alphafold_mem.predict.targets import Target, measure_searched
+
+    query_only, deep = tmp_path / "q.a3m", tmp_path / "deep.a3m"
+    query_only.write_text(">q\nMKVLAGH\n")
+    deep.write_text(">q\nMKVLAGH\n>h1\nMKVLSGH\n>h2\nAKVLSGW\n")
+    given = Target("given", "MKVLAGH", "", "in.fasta:1")
+    given.measured_files = given.msa_files = (str(query_only),)  # measured before the search: no second warning
+    searched = Target("searched", "MKVLAGH", "", "in.fasta:3", msa_files=(str(query_only),))
+    rich = Target("rich", "MKVLAGH", "", "in.fasta:5", msa_files=(str(deep),))
+    lines = []
+    kept, rejected = measure_searched([given, searched, rich], 2, lines.append)
+    assert kept == [rich] and (rich.msa_depth, rich.neff.value) == (3, 2.0)
+    assert [r.name for r in rejected] == ["given", "searched"]
+    assert rejected[1].message == "in.fasta:3: record 'searched': MSA depth 1 (Neff 1.0) is below --min-msa-depth 2"
+    warned = [line for line in lines if "holds only the query" in line]
+    assert len(warned) == 1 and warned[0].startswith("warning: in.fasta:3: record 'searched'")
 
 
 def test_outputs_hold_no_local_paths_unless_asked(tmp_path, tiny_weights):

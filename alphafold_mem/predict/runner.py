@@ -38,7 +38,7 @@ import torch
 from ..precision import PRECISIONS
 from .outputs import output_paths, write_json, write_target_outputs
 from .provenance import partition_finished, shareable_scores
-from .targets import PredictError, Target, collect_targets
+from .targets import PredictError, Target, collect_targets, measure_searched
 from .timings import Stages
 from .unknown_residues import fill_unknown_backbone
 
@@ -165,8 +165,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
             low_memory: bool = False, memory_policy=None, track_memory: bool = True,
-            log: Optional[Callable[[str], None]] = None, debug: bool = False, min_msa_depth: int = 0,
-            record_paths: bool = False) -> PredictionRun:
+            log: Optional[Callable[[str], None]] = None, debug: bool = False, pipeline=None,
+            min_msa_depth: int = 0, record_paths: bool = False) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -185,8 +185,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         precision: ``"fp32"``, ``"bf16"`` (the model's one autocast, fp32 islands and fp32
             representations) or ``"bf16-full"`` (bf16 representations too; see :mod:`alphafold_mem.precision`).
         seed: seed of MSA cluster sampling/masking and of torch.
-        overwrite: re-run targets whose outputs exist (default: skip them when their provenance
-            matches this run, fail them with a message naming what changed otherwise).
+        overwrite: re-run finished targets (default: skip them if their provenance matches, else fail them).
         chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest
             chunk whose predicted peak fits the free device memory); results equal unchunked ones.
         low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
@@ -198,9 +197,10 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             measurements are free and always on).
         log: receives one line per message (default: print to stderr).
         debug: include tracebacks in the log for failures.
+        pipeline: :class:`alphafold_mem.predict.stages.PipelineOptions`: sequence search before the
+            features (cached under ``out_dir/<id>/``), templates from hits, Amber relaxation after the outputs.
         min_msa_depth: fail targets whose MSA has fewer distinct rows (query included).
-        record_paths: write local paths (inputs, MSAs, weights) into the output files; default:
-            file names only, so that results can be shared as they are.
+        record_paths: write local paths (inputs, MSAs, weights) into the outputs (default: file names).
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -223,8 +223,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     t_start = time.perf_counter()
 
     # 1-2. Inputs, validated before any model work.
+    searching = pipeline is not None and pipeline.searching  # then depth and Neff after the search
     targets, rejected = collect_targets(inputs, msa, msa_dir, log, single_sequence=single_sequence,
-                                        min_msa_depth=min_msa_depth)
+                                        min_msa_depth=0 if searching else min_msa_depth)
     results = [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
                for x in rejected]
     if single_sequence:
@@ -232,6 +233,17 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             if t.from_alignment:
                 log(f"note: {t.name}: --single-sequence given; ignoring the alignment input {t.source}")
             t.msa_files, t.msa_depth = (), 1
+    if pipeline is not None:  # search stage (cached in out_dir): MSAs and template hits
+        pipeline.log = log
+        for t, message in pipeline.search(targets, out_dir, overwrite=overwrite):
+            log(f"error: {message}")
+            targets.remove(t)
+            results.append(TargetResult(name=t.name, length=len(t.sequence), status="failed", message=message,
+                                        order=t.order))
+        if searching:
+            targets, shallow = measure_searched(targets, min_msa_depth, log)
+            results += [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message,
+                                     order=x.order) for x in shallow]
     no_msa = [t.name for t in targets if not t.msa_files]
     if no_msa and not single_sequence:
         shown = ", ".join(no_msa[:5]) + (f" and {len(no_msa) - 5} more" if len(no_msa) > 5 else "")
@@ -248,13 +260,12 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
     options = {"preset": preset, "num_recycles": num_recycles, "precision": policy.precision, "seed": seed}
     todo, skipped, conflicts = partition_finished(targets, out_dir, weights_path, options, overwrite=overwrite,
-                                                  record_paths=record_paths, log=log)
+                                                  record_paths=record_paths, log=log, pipeline=pipeline)
     results += [TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order)
                 for x in conflicts]
     targets = todo + skipped
     for t in skipped:
-        log(f"skip: {t.name}: finished outputs from the same sequence, MSA, weights and options exist in {out_dir} "
-            "(use --overwrite to recompute)")
+        log(f"skip: {t.name}: finished outputs of the same inputs and options in {out_dir} (--overwrite reruns)")
 
     stages = Stages(dev, track_cpu=track_memory)
     loaded = None
@@ -289,7 +300,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
-            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path)
+            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
             r.status = "failed"
             r.message = _failure_message(t, exc)
@@ -323,19 +334,25 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     return run
 
 
-def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path) -> None:
+def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path,
+                pipeline=None) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
+    from ..data.alignment_layout import msa_row_cap
     from ..data.features.values import check_feature_values
 
     precision = policy.precision
     cfg = model.config
+    found = {}
 
     def features():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # already reported during validation
-            msas = [parse_msa(f, query=t.sequence) for f in t.msa_files]
-        batch = make_features(t.sequence, msa=msas or None, config=cfg, mode="predict", seed=seed)
+            msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
+        chosen = pipeline.templates(t) if pipeline is not None else None
+        found["templates"] = chosen
+        batch = make_features(t.sequence, msa=msas or None, config=cfg, mode="predict", seed=seed,
+                              templates=chosen.templates if chosen else ())
         if cfg.template.enabled and "template_aatype" not in batch:
             batch.update(_placeholder_templates(len(t.sequence)))
         return batch
@@ -392,6 +409,9 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         "num_recycles": cfg.num_recycles, "seed": seed, "precision": precision,
         "memory_policy": policy.name, "chunk_size": chunk_note,
     }
+    if pipeline is not None:
+        scores["templates"] = pipeline.template_record(found.get("templates"), pipeline.hits_file(t),
+                                                       cfg.template.enabled)
     scores = shareable_scores(scores, t, r.outputs)
     if "predicted_aligned_error" in arrays:
         pae = arrays["predicted_aligned_error"]
@@ -399,6 +419,8 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         scores["max_pae"] = round(float(pae.max()), 2)
         scores["max_predicted_aligned_error"] = round(arrays["max_predicted_aligned_error"], 2)
     stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
+    if pipeline is not None and pipeline.relax:  # after the outputs: the unrelaxed model is never replaced
+        stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, t.name))
     r.status = "ok"
 
 

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..data.alignment_layout import msa_row_cap
 from ..data.neff import neff
 
 from .errors import PredictError
 from .inputs import FASTA_SUFFIXES, MSA_SUFFIXES, input_files
 
-__all__ = ["PredictError", "Target", "Rejected", "collect_targets", "FASTA_SUFFIXES", "MSA_SUFFIXES"]
+__all__ = ["PredictError", "Target", "Rejected", "collect_targets", "measure_msa", "measure_searched",
+           "FASTA_SUFFIXES", "MSA_SUFFIXES"]
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Target:
     neff: Optional[object] = None
     provenance: dict = field(default_factory=dict, repr=False)
     record_paths: bool = False
+    measured_files: tuple = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,9 @@ def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
             if os.path.isfile(path):
                 found.append(path)
     folder = os.path.join(msa_dir, name)
-    if not found and os.path.isdir(folder):
-        found = sorted(os.path.join(folder, f) for f in os.listdir(folder) if _is_msa_file(f))
+    if not found and os.path.isdir(folder):  # AF2/OpenFold chain folder: AF2's merge order
+        from ..data.alignment_layout import alignment_files
+        found = [str(p) for p, _ in alignment_files(folder)]
     return found
 
 
@@ -269,7 +273,7 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    t.msas = [parse_msa(f, query=t.sequence) for f in t.msa_files]
+                    t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
                 except InputError as exc:
                     _emit_warnings(caught, log)
                     message = str(exc)
@@ -278,19 +282,55 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
                     reject(t.name, message, t.order, len(t.sequence))
                     continue
             _emit_warnings(caught, log)
-        rows = list(dict.fromkeys([t.sequence] + [s for m in t.msas for s in m.sequences]))
-        t.msa_depth = len(rows)
-        t.neff = neff(rows)
-        t.msas = []  # parsed again when the target runs: a large batch never holds every MSA at once
-        if t.msa_files and t.msa_depth == 1:
-            log(f"warning: {t.source}: record '{t.name}': the MSA ({', '.join(Path(f).name for f in t.msa_files)}) "
-                "holds only the query (depth 1): this is single-sequence mode (expect low confidence)")
-        if t.msa_depth < min_msa_depth:
-            reject(t.name, f"{t.source}: record '{t.name}': MSA depth {t.msa_depth} (Neff {t.neff.describe()}) "
-                           f"is below --min-msa-depth {min_msa_depth}", t.order, len(t.sequence))
+        problem = measure_msa(t, min_msa_depth, log)
+        if problem:
+            reject(t.name, problem, t.order, len(t.sequence))
             continue
         valid.append(t)
     return valid, rejected
+
+
+def measure_searched(targets: list[Target], min_msa_depth: int, log: Callable[[str], None] = print
+                     ) -> tuple[list[Target], list[Rejected]]:
+    """After a search stage gave targets their MSAs: depth, Neff and ``min_msa_depth`` again
+    (:func:`measure_msa`), as :func:`collect_targets` does for given MSAs."""
+    kept, rejected = [], []
+    for t in targets:
+        problem = measure_msa(t, min_msa_depth, log if t.measured_files != t.msa_files else (lambda _: None))
+        if problem:
+            log(f"error: {problem}")
+            rejected.append(Rejected(t.name, problem, t.order, len(t.sequence)))
+        else:
+            kept.append(t)
+    return kept, rejected
+
+
+def measure_msa(t: Target, min_msa_depth: int = 0, log: Callable[[str], None] = print) -> Optional[str]:
+    """Set ``t.msa_depth`` (distinct rows, query included, AF2's per-file row caps) and ``t.neff``
+    from ``t.msas`` (parsed here from ``t.msa_files`` when empty), warn when an MSA holds only the
+    query, and return the rejection message when the depth is below ``min_msa_depth`` (else None).
+
+    Raises:
+        InputError: an MSA file that does not parse (only when ``t.msas`` is empty).
+    """
+    from ..data import parse_msa
+
+    if t.msa_files and not t.msas:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # reported when the file was first read
+            t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
+    rows = list(dict.fromkeys([t.sequence] + [s for m in t.msas for s in m.sequences]))
+    t.msa_depth = len(rows)
+    t.neff = neff(rows)
+    t.msas = []  # parsed again when the target runs: a large batch never holds every MSA at once
+    t.measured_files = t.msa_files
+    if t.msa_files and t.msa_depth == 1:
+        log(f"warning: {t.source}: record '{t.name}': the MSA ({', '.join(Path(f).name for f in t.msa_files)}) "
+            "holds only the query (depth 1): this is single-sequence mode (expect low confidence)")
+    if t.msa_depth < min_msa_depth:
+        return (f"{t.source}: record '{t.name}': MSA depth {t.msa_depth} (Neff {t.neff.describe()}) "
+                f"is below --min-msa-depth {min_msa_depth}")
+    return None
 
 
 def _warn_unknown(sequence: str, where: str, log) -> None:
