@@ -220,19 +220,24 @@ def test_provenance_covers_template_and_relax_settings_without_local_paths(tmp_p
 
 
 def test_searched_msas_get_depth_neff_and_min_depth(tmp_path):
+    from alphafold_mem.data.neff import neff
     from alphafold_mem.predict.targets import Target, measure_searched
 
     query_only, deep = tmp_path / "q.a3m", tmp_path / "deep.a3m"
     query_only.write_text(">q\nMKVLAGH\n")
     deep.write_text(">q\nMKVLAGH\n>h1\nMKVLSGH\n>h2\nAKVLSGW\n")
-    given = Target("given", "MKVLAGH", "", "in.fasta:1")
-    given.measured_files = given.msa_files = (str(query_only),)  # measured before the search: no second warning
+    given = Target("given", "MKVLAGH", "", "in.fasta:1", msa_depth=1, neff=neff(["MKVLAGH"]))
+    given.measured_files = given.msa_files = (str(tmp_path / "gone.a3m"),)  # measured before: not read again
     searched = Target("searched", "MKVLAGH", "", "in.fasta:3", msa_files=(str(query_only),))
     rich = Target("rich", "MKVLAGH", "", "in.fasta:5", msa_files=(str(deep),))
+    bad = tmp_path / "bad.a3m"
+    bad.write_text(">q\nMKVLAGH\n>h1\nMKV\n")
+    broken = Target("broken", "MKVLAGH", "", "in.fasta:7", msa_files=(str(bad),))
     lines = []
-    kept, rejected = measure_searched([given, searched, rich], 2, lines.append)
+    kept, rejected = measure_searched([given, searched, rich, broken], 2, lines.append)
     assert kept == [rich] and (rich.msa_depth, rich.neff.value) == (3, 2.0)
-    assert [r.name for r in rejected] == ["given", "searched"]
+    assert [r.name for r in rejected] == ["given", "searched", "broken"]
+    assert rejected[2].message.startswith(f"{bad}:") and "match columns" in rejected[2].message
     assert rejected[1].message == "in.fasta:3: record 'searched': MSA depth 1 (Neff 1.0) is below --min-msa-depth 2"
     warned = [line for line in lines if "holds only the query" in line]
     assert len(warned) == 1 and warned[0].startswith("warning: in.fasta:3: record 'searched'")

@@ -293,10 +293,17 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
 def measure_searched(targets: list[Target], min_msa_depth: int, log: Callable[[str], None] = print
                      ) -> tuple[list[Target], list[Rejected]]:
     """After a search stage gave targets their MSAs: depth, Neff and ``min_msa_depth`` again
-    (:func:`measure_msa`), as :func:`collect_targets` does for given MSAs."""
+    (:func:`measure_msa`), as :func:`collect_targets` does for given MSAs; targets whose MSA files
+    were measured already are not read again. An MSA that does not parse rejects its target."""
+    from ..data import InputError
+
     kept, rejected = [], []
     for t in targets:
-        problem = measure_msa(t, min_msa_depth, log if t.measured_files != t.msa_files else (lambda _: None))
+        try:
+            problem = (measure_msa(t, min_msa_depth, log) if t.measured_files != t.msa_files
+                       else _depth_problem(t, min_msa_depth))
+        except InputError as exc:
+            problem = str(exc) if exc.record else f"{exc} (MSA for record '{t.name}')"
         if problem:
             log(f"error: {problem}")
             rejected.append(Rejected(t.name, problem, t.order, len(t.sequence)))
@@ -327,6 +334,10 @@ def measure_msa(t: Target, min_msa_depth: int = 0, log: Callable[[str], None] = 
     if t.msa_files and t.msa_depth == 1:
         log(f"warning: {t.source}: record '{t.name}': the MSA ({', '.join(Path(f).name for f in t.msa_files)}) "
             "holds only the query (depth 1): this is single-sequence mode (expect low confidence)")
+    return _depth_problem(t, min_msa_depth)
+
+
+def _depth_problem(t: Target, min_msa_depth: int) -> Optional[str]:
     if t.msa_depth < min_msa_depth:
         return (f"{t.source}: record '{t.name}': MSA depth {t.msa_depth} (Neff {t.neff.describe()}) "
                 f"is below --min-msa-depth {min_msa_depth}")
