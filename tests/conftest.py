@@ -38,10 +38,22 @@ SLOW_TESTS = (
     "test_model_triton.py::test_tiny_model_triton_matches_reference",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
+    "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[outgoing_bf16_batch2]",
+    "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[incoming_bf16]",
+    "test_gpu_check.py::test_dry_run_end_to_end",
 )
 
 
+#: ``@pytest.mark.cuda`` tests run where CUDA is visible, or, with this variable set to 1, in Triton's
+#: interpreter at tiny shapes (``scripts/gpu_check.py --dry``); otherwise they are skipped.
+GPU_CHECK_DRY = "ALPHAFOLD_MEM_GPU_CHECK_DRY"
+
+
 def pytest_collection_modifyitems(config, items):
+    runs_cuda = torch.cuda.is_available() or os.environ.get(GPU_CHECK_DRY) == "1"
+    skip_cuda = pytest.mark.skip(reason=f"needs a CUDA device (or {GPU_CHECK_DRY}=1 for the interpreter dry run)")
     for item in items:
         if any(item.nodeid.endswith(name) for name in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+        if "cuda" in item.keywords and not runs_cuda:
+            item.add_marker(skip_cuda)

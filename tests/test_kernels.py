@@ -235,14 +235,23 @@ def test_fused_attention_expanded_bias_view_gradient():
     torch.testing.assert_close(grads["triton"], grads["reference"], atol=1e-5, rtol=1e-5)
 
 
+BIAS_PATTERNS = {
+    # shared across leading rows: their gradients take the separate dbias pass
+    "shared": ((1, 3, 1, "Q", 1), (2, 1, "H", 1, "K")),  # over batch, heads and keys / over rows and queries
+    # one bias row per leading row: their gradients are folded into the dk/dv pass
+    "per_row": ((2, 3, 1, "Q", 1), (2, 3, "H", 1, "K")),  # over heads and keys / over queries
+}
+
+
 @needs_triton
-def test_fused_attention_bias_broadcast_patterns():
+@pytest.mark.parametrize("pattern", list(BIAS_PATTERNS))
+def test_fused_attention_bias_broadcast_patterns(pattern):
     """Biases broadcast along every axis pattern (leading, H, Q, K) get correctly summed gradients."""
     g = torch.Generator().manual_seed(3)
     lead, H, Q, K, C = (2, 3), 2, 21, 17, 16
     q, k, v = (torch.randn(*lead, H, n, C, generator=g) for n in (Q, K, K))
-    b0 = torch.randn(1, 3, 1, Q, 1, generator=g)  # over batch, heads and keys
-    b1 = torch.randn(2, 1, H, 1, K, generator=g)  # over rows and queries
+    sizes = {"H": H, "Q": Q, "K": K}
+    b0, b1 = (torch.randn(*[sizes.get(d, d) for d in shape], generator=g) for shape in BIAS_PATTERNS[pattern])
     d_out = torch.randn(*lead, H, Q, C, generator=g)
     dev = [t.to(_DEVICE) for t in (q, k, v)]
     got = _run_attention("triton", *dev, [b0.to(_DEVICE), b1.to(_DEVICE)], [True, True], d_out.to(_DEVICE), torch.float32)
