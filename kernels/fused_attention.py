@@ -27,17 +27,23 @@ VJP (dO given; P recomputed from m and log l, never stored)::
 
 Kernels (``@triton.jit``, in :mod:`kernels.fused_attention_kernels`), each recomputing the score
 tile S with the same code: forward, one program per (query block, z, h). Backward: one per
-(query block, z, h) for D and dq, one per (key block, z, h) for dk and dv, and, per bias that
-requires grad, one per (query block, key block, h, run of rows) that sums dS over the rows sharing
-a bias row in registers before one fp32 atomic add per element. No atomics on dq/dk/dv.
+(query block, z, h) for D and dq; one per (key block, z, h) for dk, dv and the gradient of every
+bias with its own row per leading row z (the dS tile is already there: one fp32 atomic add per
+element and query block, summed first along the bias's broadcast axes); and, per bias that requires
+grad and is shared across leading rows (AF2's pair bias), one per (query block, key block, h, run
+of rows) that sums dS over Z_PER_PROGRAM rows sharing a bias row in registers before one fp32
+atomic add per element. No atomics on dq/dk/dv.
 
-Launches (counted in :func:`_forward` and :func:`_backward`): forward 1; one attention backward
-2 + (number of biases that require grad), i.e. 3 for AF2's gated attention with its pair bias, 2
-with the key mask alone, 4 when both biases require grad; 0 for empty tensors. Before the kernels
-shared their tile code it was the same, 2 + n; after, 2 + n. The bias gradient stays a pass of its
-own: in the dk/dv pass each program owns one row z, so the gradient of a bias shared by N_seq rows
-would cost N_seq fp32 atomic adds per element there (N_seq / Z_PER_PROGRAM in its own pass), or a
-per-row dS buffer of size [*, H, Q, K], the tensor this kernel exists not to store.
+Launches (counted in :func:`_forward` and :func:`_backward`; ``python -m
+kernels.benchmarks.count_ops`` counts them in the interpreter): forward 1; one attention backward
+2 + (number of biases that require grad and are shared across leading rows): 3 for AF2's gated
+attention with its pair bias, 2 with the key mask alone or with a per-row bias needing a gradient
+(3 before the fold), 0 for empty tensors. Why the shared bias keeps its pass: in the dk/dv pass each
+program owns one row z, so the gradient of a bias shared by N_seq rows would cost N_seq fp32 atomic
+adds per element there (N_seq / Z_PER_PROGRAM in its own pass); the pass instead recomputes S and
+dS once more. Counted in the interpreter (triangle attention, N 40, forward + backward): folding it
+too would save 18 % of the matmul FLOPs and 31 % of the loaded elements for 4x the atomic adds
+(16x with the GPU's Z_PER_PROGRAM); :data:`BIAS_GRAD_FOLD` ``"all"`` does it, for the GPU check to time.
 
 Limits:
   * q [*, H, Q, C], k [*, H, K, C], v [*, H, K, C_v] with identical leading dims ``*``;

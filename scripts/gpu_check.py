@@ -27,7 +27,8 @@ out of time records the rows it skipped) and written to ``OUT_DIR/gpu_check.json
 
 ``--dry`` runs sections 1-3 on CPU (tests at tiny shapes via ``ALPHAFOLD_MEM_GPU_CHECK_DRY=1``,
 benchmarks at their smoke shapes, model memory with the ``tiny`` preset at N_res 12, one PyTorch and
-one Triton policy per mode, measured by the CPU storage tracker); its times mean nothing.
+one Triton policy per mode, measured by the CPU storage tracker, which also counts the interpreter's
+host copies of kernel arguments that a GPU run does not make); its times mean nothing.
 """
 
 from __future__ import annotations

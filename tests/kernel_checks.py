@@ -19,7 +19,8 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from kernels import _triton_support  # noqa: E402
+import kernels  # noqa: E402
+from kernels import TriangleMultiplicationWeights, _triton_support  # noqa: E402
 
 REASON = _triton_support.triton_unavailable_reason()
 #: triton imported (by another module) before the interpreter was switched on cannot interpret here
@@ -50,3 +51,28 @@ def assert_close3(name: str, out: torch.Tensor, ref: torch.Tensor, oracle: torch
     if dtype == torch.float32:
         assert err_k <= fp32_rel * scale, f"{name}: fp32 kernel err {err_k:.3g} > {fp32_rel:g} x {scale:.3g}"
     return err_k, err_r
+
+
+def triangle_inputs(lead, n, cz, ch, seed=0):
+    """z, mask (both values; one row of the first batch element all 0), the 16 weights (non-trivial:
+    the gates are not at their AF2 initial values) and an upstream gradient, fp32 on CPU."""
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(cz,), (cz,)] + [(ch, cz), (ch,)] * 4 + [(ch,), (ch,), (cz, ch), (cz,), (cz, cz), (cz,)]
+    weights = [torch.randn(*s, generator=g) * (0.3 if len(s) == 2 else 0.5) for s in shapes]
+    weights[0] += 1.0  # LayerNorm scales around 1
+    weights[10] += 1.0
+    z = torch.randn(*lead, n, n, cz, generator=g) * 2 + 0.3
+    mask = (torch.rand(*lead, n, n, generator=g) > 0.25).float()
+    mask.view(-1, n, n)[0, 3] = 0.0
+    d_out = torch.randn(*lead, n, n, cz, generator=g)
+    return z, mask, weights, d_out
+
+
+def run_triangle(impl, z, mask, weights, d_out, outgoing, dtype):
+    """Forward + backward in ``dtype``: [out, dz, d_weight...]."""
+    zs = leaf(z.to(DEVICE), dtype)
+    ws = [leaf(w.to(DEVICE), dtype) for w in weights]
+    out = kernels.triangle_multiplication(zs, mask.to(DEVICE, dtype), TriangleMultiplicationWeights(*ws), outgoing,
+                                          impl=impl)
+    out.backward(d_out.to(DEVICE, dtype))
+    return [out.detach(), zs.grad] + [w.grad for w in ws]

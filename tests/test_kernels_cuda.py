@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton  # noqa: I001 (sets TRITON_INTERPRET)
+from tests.kernel_checks import run_triangle, triangle_inputs
 
 import kernels
 from kernels import TriangleMultiplicationWeights
@@ -73,22 +74,10 @@ def test_attention_compiled(case, dtype):
 @pytest.mark.parametrize("case", list(TRIANGLE))
 def test_triangle_multiplication_compiled(case, dtype, outgoing):
     n, cz, ch = TRIANGLE[case]
-    g = torch.Generator().manual_seed(1)
-    shapes = [(cz,), (cz,)] + [(ch, cz), (ch,)] * 4 + [(ch,), (ch,), (cz, ch), (cz,), (cz, cz), (cz,)]
-    weights = [torch.randn(*s, generator=g) * (s[-1] ** -0.5 if len(s) == 2 else 0.3) for s in shapes]
-    weights[0] += 1.0
-    weights[10] += 1.0
-    z = torch.randn(1, n, n, cz, generator=g)
-    mask = (torch.rand(1, n, n, generator=g) > 0.2).float()
-    d_out = torch.randn(1, n, n, cz, generator=g)
+    z, mask, weights, d_out = triangle_inputs((1,), n, cz, ch, seed=1)
 
     def run(impl, dt):
-        zs = leaf(z.to(DEVICE), dt)
-        ws = [leaf(w.to(DEVICE), dt) for w in weights]
-        out = kernels.triangle_multiplication(zs, mask.to(DEVICE, dt), TriangleMultiplicationWeights(*ws), outgoing,
-                                              impl=impl)
-        out.backward(d_out.to(DEVICE, dt))
-        return [out.detach(), zs.grad] + [w.grad for w in ws]
+        return run_triangle(impl, z, mask, weights, d_out, outgoing, dt)
 
     _check(case, run, dtype, ["out", "dz"] + list(TriangleMultiplicationWeights._fields))
 

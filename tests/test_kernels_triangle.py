@@ -10,36 +10,12 @@ import pytest
 import torch
 
 from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton  # noqa: I001 (sets TRITON_INTERPRET)
+from tests.kernel_checks import run_triangle as _run, triangle_inputs as _inputs
 
 import kernels
 from kernels import TriangleMultiplicationWeights, reference
 
 NAMES = ["out", "dz"] + [f"d_{n}" for n in TriangleMultiplicationWeights._fields]
-
-
-def _inputs(lead, n, cz, ch, seed=0):
-    """z, mask (both values; one row of the first batch element all 0), the 16 weights (non-trivial:
-    the gates are not at their AF2 initial values) and an upstream gradient, fp32 on CPU."""
-    g = torch.Generator().manual_seed(seed)
-    shapes = [(cz,), (cz,)] + [(ch, cz), (ch,)] * 4 + [(ch,), (ch,), (cz, ch), (cz,), (cz, cz), (cz,)]
-    weights = [torch.randn(*s, generator=g) * (0.3 if len(s) == 2 else 0.5) for s in shapes]
-    weights[0] += 1.0  # LayerNorm scales around 1
-    weights[10] += 1.0
-    z = torch.randn(*lead, n, n, cz, generator=g) * 2 + 0.3
-    mask = (torch.rand(*lead, n, n, generator=g) > 0.25).float()
-    mask.view(-1, n, n)[0, 3] = 0.0
-    d_out = torch.randn(*lead, n, n, cz, generator=g)
-    return z, mask, weights, d_out
-
-
-def _run(impl, z, mask, weights, d_out, outgoing, dtype):
-    """Forward + backward in ``dtype``: [out, dz, d_weight...]."""
-    zs = leaf(z.to(DEVICE), dtype)
-    ws = [leaf(w.to(DEVICE), dtype) for w in weights]
-    out = kernels.triangle_multiplication(zs, mask.to(DEVICE, dtype), TriangleMultiplicationWeights(*ws), outgoing,
-                                          impl=impl)
-    out.backward(d_out.to(DEVICE, dtype))
-    return [out.detach(), zs.grad] + [w.grad for w in ws]
 
 
 CASES = {

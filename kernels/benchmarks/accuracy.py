@@ -6,7 +6,8 @@ Commands (from the repository root)::
 
 Per kernel, case and dtype: the largest error of the kernel to the fp64 oracle over the output and
 every gradient, the torch reference's error at that same tensor, and the worst ratio
-kernel error / torch error over all tensors (the tests require <= 3). Inputs as in the benchmarks
+kernel error / (torch error + 1 ulp of the dtype at the tensor's scale) over all tensors (the tests
+require <= 3). Inputs as in the benchmarks
 (``bench_attention``, ``bench_triangle``) at sizes that are not multiples of the 16-wide
 interpreter blocks.
 """
@@ -60,11 +61,11 @@ def rows(device) -> list[dict]:
         oracle = fn("reference", torch.float64, device, *args)
         for dtype in (torch.float32, torch.bfloat16):
             got, ref = fn("triton", dtype, device, *args), fn("reference", dtype, device, *args)
-            errs = [((a.double() - o).abs().max().item(), (r.double() - o).abs().max().item())
-                    for a, r, o in zip(got, ref, oracle)]
-            k_err, t_err = max(errs)
+            errs = [((a.double() - o).abs().max().item(), (r.double() - o).abs().max().item(),
+                     torch.finfo(dtype).eps * max(1.0, o.abs().max().item())) for a, r, o in zip(got, ref, oracle)]
+            k_err, t_err, _ = max(errs)
             out.append(dict(kernel=kernel, case=label, dtype=str(dtype).replace("torch.", ""), kernel_err=k_err,
-                            torch_err=t_err, worst_ratio=max(e / max(t, 1e-30) for e, t in errs)))
+                            torch_err=t_err, worst_ratio=max(e / (t + ulp) for e, t, ulp in errs)))
     return out
 
 
@@ -74,7 +75,7 @@ def main(argv=None) -> None:
 
     device = setup_device(smoke=True)  # CUDA when visible, else the interpreter (before triton is imported)
     print(f"device: {device_name(device)}")
-    print("| kernel | case | dtype | max kernel err vs fp64 | torch err (same tensor) | worst kernel/torch ratio |")
+    print("| kernel | case | dtype | max kernel err vs fp64 | torch err (same tensor) | worst kernel / (torch + ulp) |")
     print("|---|---|---|---|---|---|")
     for r in rows(device):
         print(f"| {r['kernel']} | {r['case']} | {r['dtype']} | {r['kernel_err']:.2e} | {r['torch_err']:.2e} | "

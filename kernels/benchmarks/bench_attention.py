@@ -60,7 +60,7 @@ def _inputs(rows: int, H: int, N: int, C: int, dtype: torch.dtype, device: torch
     mask = torch.rand(1, rows, 1, 1, N, device=device, generator=g) > 0.1
     mask_bias = ((mask.to(dtype) - 1) * 1e9).to(dtype)  # [1, rows, 1, 1, N]
     pair_bias = torch.randn(1, 1, H, N, N, device=device, dtype=dtype, generator=g)  # shared by rows
-    d_out = torch.randn_like(q)
+    d_out = torch.randn(q.shape, device=device, dtype=dtype, generator=g)
     for t in (q, k, v, pair_bias):
         t.requires_grad_(True)
     return q, k, v, mask_bias, pair_bias, d_out
