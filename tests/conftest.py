@@ -41,6 +41,7 @@ SLOW_TESTS = (
     "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[outgoing_bf16_batch2]",
     "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[incoming_bf16]",
     "test_gpu_check.py::test_dry_run_end_to_end",
+    "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
 )
 
 
