@@ -21,6 +21,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..memory.axes import WHOLE, Shard, Split, declare, run_split
+from ..memory.chunking import estimating
 from ..memory.offload import offload_active, stream, to_host
 from .primitives import Attention, LayerNorm, Linear, mask_bias
 
@@ -120,6 +121,10 @@ class TriangleMultiplication(nn.Module):
             return to_host(b.contiguous()) if streamed else b
 
         b = run_split(self, "project_right", right, z, pair_mask, collect=streamed)  # tensor, or host row blocks
+        if streamed and estimating():  # the estimator's loop cut computed two blocks: the rest, as host bytes
+            rows = z.shape[-3] - sum(block.shape[-2] for block in b)
+            if rows:
+                b.append(to_host(b[-1].new_empty(b[-1].shape[:-2] + (rows, b[-1].shape[-1]))))
         if self.outgoing:
             return run_split(self, "outgoing_inplace", self._outgoing_rows, z, b, pair_mask, out=target,
                              accumulate=True)
@@ -135,7 +140,7 @@ class TriangleMultiplication(nn.Module):
         else:  # b's row blocks are blocks of output columns j
             x = a.new_empty(a.shape[:-1] + (zn.shape[-2],))
             start = 0
-            for block in stream(b, z.device):
+            for block in stream(b[:2] if estimating() else b, z.device):
                 x.narrow(-1, start, block.shape[-2]).copy_(torch.matmul(a, block.transpose(-1, -2)))
                 start += block.shape[-2]
         return self._finish(x.movedim(-3, -1), zn)
@@ -148,7 +153,7 @@ class TriangleMultiplication(nn.Module):
             x = torch.matmul(a, b)  # [*, C, J, i]
         else:  # b's row blocks are blocks of the summed index k
             x, start = None, 0
-            for block in stream(b, z.device):
+            for block in stream(b[:2] if estimating() else b, z.device):
                 part = torch.matmul(a.narrow(-1, start, block.shape[-2]), block)
                 x = part if x is None else x.add_(part)
                 start += block.shape[-2]

@@ -11,12 +11,12 @@ import torch.nn as nn
 from ..memory.bind import bind_memory_policy, set_chunk_size
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
-from . import choose, estimate
+from . import chooser, estimate
 
 
 class AutoChunk:
     """Forward pre-hook of ``chunk_size="auto"``: picks the chunk size for each input with
-    :func:`~alphafold_mem.planner.choose.resolve_auto_chunk` and binds it. Cached per (sizes, training
+    :func:`~alphafold_mem.planner.chooser.resolve_auto_chunk` and binds it. Cached per (sizes, training
     or inference, precision): a training step never reuses a choice made for a no-grad forward."""
 
     def __init__(self, policy: MemoryPolicy):
@@ -31,7 +31,7 @@ class AutoChunk:
         key = (sizes, training, self.policy.precision)
         if key not in self.cache:
             device = batch["aatype"].device
-            self.cache[key] = choose.resolve_auto_chunk(model.config, self.policy, *sizes, training=training,
+            self.cache[key] = chooser.resolve_auto_chunk(model.config, self.policy, *sizes, training=training,
                                                         device=device)
         set_chunk_size(model, self.cache[key])
 

@@ -27,6 +27,11 @@ from ..memory.policy import MemoryPolicy
 PolicyRequest = Union[str, MemoryPolicy]
 
 
+class DoesNotFit(Exception):
+    """A target's predicted peak exceeds the budget under every allowed policy (the message says
+    its length, the need and the budget)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Preflight:
     """The outcome for one target: ``policy`` to run (``None``: it does not fit; ``message`` says
@@ -100,4 +105,4 @@ def check(config: ModelConfig, sizes: tuple[int, int, int, int], request: Policy
                      f"{budget / 1e9:.2f} GB")
 
 
-__all__ = ["Preflight", "PolicyRequest", "check", "device_budget", "feature_sizes"]
+__all__ = ["DoesNotFit", "Preflight", "PolicyRequest", "check", "device_budget", "feature_sizes"]

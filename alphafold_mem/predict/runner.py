@@ -303,16 +303,15 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r = by_name[t.name]
         r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
-        fit = preflight.check(cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request,
-                              precision, dev, budget)
-        if not fit.fits:  # before any model work: this target fails, the others still run
-            r.status, r.message = "failed", f"{t.source}: record '{t.name}': does not fit: {fit.message}"
-            log(f"error: {r.message}")
-            continue
-        if fit.policy != policy:
-            policy = fit.policy
-            apply_memory_policy(model, policy)
         try:
+            # before any model work: a target predicted not to fit fails here, the others still run
+            fit = preflight.check(cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request,
+                                  precision, dev, budget)
+            if not fit.fits:
+                raise preflight.DoesNotFit(fit.message)
+            if fit.policy != policy:
+                policy = fit.policy
+                apply_memory_policy(model, policy)
             _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
             r.status = "failed"
@@ -428,6 +427,8 @@ def _previous_mean_plddt(path: str) -> Optional[float]:
 def _failure_message(t: Target, exc: BaseException) -> str:
     from ..data import InputError
 
+    if isinstance(exc, preflight.DoesNotFit):
+        return f"{t.source}: record '{t.name}': does not fit: {exc}"
     cpu_oom = isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or cpu_oom:
         return (f"{t.source}: record '{t.name}': out of memory at {len(t.sequence)} residues "
