@@ -115,6 +115,14 @@ def to_host(x: Tensor) -> Tensor:
     return x
 
 
+def host_bytes(nbytes: int) -> None:
+    """For the estimator's loop cut: ``nbytes`` written straight to host memory by blocks that the
+    cut does not compute (they never occupy the device at once, so nothing is allocated here);
+    negative when they are freed."""
+    if _tracker() is not None:
+        _tracker().add_host(nbytes)
+
+
 def stream(blocks: Iterable[Tensor], device: torch.device) -> Iterator[Tensor]:
     """Yield each host block (from :func:`to_host`) on ``device``, one after the other. The previous
     block goes only after the next one is fetched (a caller's loop variable still holds it), so at
@@ -145,4 +153,4 @@ def _dropped(x: Tensor) -> None:
         _tracker().park(x)
 
 
-__all__ = ["OFFLOAD_LEVELS", "Parked", "offload_active", "simulated_device", "stream", "to_host"]
+__all__ = ["OFFLOAD_LEVELS", "Parked", "host_bytes", "offload_active", "simulated_device", "stream", "to_host"]

@@ -93,6 +93,11 @@ class StorageTracker(TorchDispatchMode):
             self.host += st.nbytes()
             self.host_peak = max(self.host_peak, self.host)
 
+    def add_host(self, nbytes: int) -> None:
+        """Count ``nbytes`` more of host memory (a host allocation that never was on the device)."""
+        self.host += nbytes
+        self.host_peak = max(self.host_peak, self.host)
+
     def unpark(self, t: torch.Tensor) -> None:
         """Count ``t``'s storage on the device again."""
         st = t.untyped_storage()

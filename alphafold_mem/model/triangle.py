@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ..memory.axes import WHOLE, Shard, Split, declare, run_split
 from ..memory.chunking import estimating
-from ..memory.offload import offload_active, stream, to_host
+from ..memory.offload import host_bytes, offload_active, stream, to_host
 from .primitives import Attention, LayerNorm, Linear, mask_bias
 
 
@@ -122,14 +122,14 @@ class TriangleMultiplication(nn.Module):
 
         b = run_split(self, "project_right", right, z, pair_mask, collect=streamed)  # tensor, or host row blocks
         if streamed and estimating():  # the estimator's loop cut computed two blocks: the rest, as host bytes
-            rows = z.shape[-3] - sum(block.shape[-2] for block in b)
-            if rows:
-                b.append(to_host(b[-1].new_empty(b[-1].shape[:-2] + (rows, b[-1].shape[-1]))))
-        if self.outgoing:
-            return run_split(self, "outgoing_inplace", self._outgoing_rows, z, b, pair_mask, out=target,
-                             accumulate=True)
-        return run_split(self, "incoming_inplace", self._incoming_columns, z, b, pair_mask, out=target,
-                         accumulate=True)
+            rest = (z.shape[-3] - sum(block.shape[-2] for block in b)) * b[-1].numel() // b[-1].shape[-2]
+            host_bytes(rest * b[-1].element_size())
+        step, rows = ("outgoing_inplace", self._outgoing_rows) if self.outgoing else \
+            ("incoming_inplace", self._incoming_columns)
+        run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True)
+        if streamed and estimating():
+            host_bytes(-rest * b[-1].element_size())
+        return target
 
     def _outgoing_rows(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
         """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (j), N_res (k)]`` or its host row blocks."""
