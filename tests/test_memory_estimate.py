@@ -1,6 +1,8 @@
 """Peak-memory measurement (track_peak), prediction (estimate_peak under FakeTensorMode),
 chunk_size="auto" and the memory-plan CLI."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -74,6 +76,37 @@ def test_fast_estimate_equals_full_trace(policy, device):
     full = estimate_breakdown(*args, device=device, full_trace=True)
     assert abs(fast.activations - full.activations) <= 0.02 * full.activations, (fast, full)
     assert full.host == fast.host
+
+
+def test_streamed_buffer_cut_puts_no_pair_sized_block_on_the_device():
+    """Under the loop cut the in-place triangle multiplication computes two of its buffer's host
+    blocks and counts the rest as host bytes, without a device allocation: its simulated device
+    peak equals the full loop's and stays below the bytes of z (the buffer, as large as z, is all in
+    host memory)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from alphafold_mem.memory.chunking import first_chunk_only
+    from alphafold_mem.memory.offload import simulated_device
+    from alphafold_mem.memory.tracking import StorageTracker
+    from alphafold_mem.model.triangle import TriangleMultiplication
+
+    peaks = {}
+    modules = [TriangleMultiplication(64, 64, outgoing=outgoing) for outgoing in (True, False)]
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for tm in modules:
+            outgoing = tm.outgoing
+            tm.chunk_size, tm.offload = 16, "buffers"
+            z, mask = torch.ones(160, 160, 64), torch.ones(160, 160)
+            for cut in (True, False):
+                tracker = StorageTracker()
+                with torch.inference_mode(), first_chunk_only() if cut else contextlib.nullcontext(), \
+                        simulated_device(tracker), tracker:
+                    tm.add_to_(z, z, mask)
+                peaks[outgoing, cut] = (tracker.peak, tracker.host_peak)
+    z_bytes = 160 * 160 * 64 * 4
+    for outgoing in (True, False):
+        assert peaks[outgoing, True] == peaks[outgoing, False], peaks
+        assert peaks[outgoing, True][0] < z_bytes and peaks[outgoing, True][1] == z_bytes, peaks
 
 
 def test_offload_lowers_the_accelerator_prediction_only():
