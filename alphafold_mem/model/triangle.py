@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+import kernels
+
 from ..memory.axes import WHOLE, Shard, Split, declare, run_split
 from ..memory.chunking import estimating
 from ..memory.offload import host_bytes, offload_active, stream, to_host
@@ -43,9 +45,11 @@ class TriangleMultiplication(nn.Module):
     left (a) / right (b) projection names, so AF2 parameters load without any swap.
 
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
+    ``kernel_impl`` (memory policy ``kernels``): ``"triton"`` runs the fused kernel
+    (:func:`kernels.triangle_multiplication`: no projection materialised, ``chunk_size`` unused).
     """
 
-    memory_spec = declare(splits={
+    memory_spec = declare(seams=["kernel", "offload"], splits={
         "project": Split("pair_row", (Shard(-3), Shard(-2)), output=-3),
         # outgoing: output rows i read a[i, :] and the whole of b
         "outgoing": Split("pair_row", (Shard(-3), WHOLE, Shard(-3)), output=-3),
@@ -57,9 +61,10 @@ class TriangleMultiplication(nn.Module):
         "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Shard(-2)), output=-3),
         # incoming in place: output columns j read z columns j (for a and the gate) and the whole of b
         "incoming_inplace": Split("pair_column", (Shard(-2), WHOLE, Shard(-1)), output=-2),
-    }, seams=["offload"])
+    })
     chunk_size: Optional[int] = None
     offload: str = "none"
+    kernel_impl: str = "reference"
 
     def __init__(self, c_z: int, c_hidden: int, outgoing: bool):
         super().__init__()
@@ -74,6 +79,10 @@ class TriangleMultiplication(nn.Module):
         self.gating_linear = Linear(c_z, c_z, init="gating")
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
+        if self.kernel_impl != "reference":
+            weights = kernels.TriangleMultiplicationWeights.from_module(self)
+            return kernels.triangle_multiplication(z, pair_mask, weights, self.outgoing, self.layer_norm_input.eps,
+                                                   impl=self.kernel_impl)
         norm, z = _normalise_once(self.layer_norm_input, z, self.chunk_size)
         a, b = run_split(self, "project", lambda zc, mc: self._project(norm(zc), mc), z, pair_mask)  # 2 x [*, I, J, C]
         output = lambda a_, b_, zc: self._output(a_, b_, norm(zc))  # noqa: E731
@@ -112,8 +121,11 @@ class TriangleMultiplication(nn.Module):
         chunk of output rows (incoming: columns) computes its own a and gate from its z rows
         (columns) and is added at once. That buffer is the only pair-sized tensor besides z; with
         ``offload="buffers"`` on an accelerator it is kept in host memory in row blocks and
-        streamed back for every chunk. Returns ``target``.
+        streamed back for every chunk. Under ``kernels="triton"`` the fused kernel's update is
+        added whole. Returns ``target``.
         """
+        if self.kernel_impl != "reference":  # the fused kernel materialises no projection; its update is added
+            return target.add_(self(z, pair_mask))
         streamed = self.offload == "buffers" and offload_active(z.device)
 
         def right(zc: Tensor, mc: Tensor) -> Tensor:  # [*, C, I, N_res]
