@@ -47,6 +47,47 @@ class Preflight:
         return self.policy is not None
 
 
+def policy_request(memory_policy, precision: str, chunk_size, low_memory: bool) -> PolicyRequest:
+    """The policy request of :func:`alphafold_mem.predict` from its options: ``"auto"`` (the
+    pre-flight chooses) or a MemoryPolicy.
+
+    Raises:
+        PredictError: contradictory or invalid options.
+    """
+    from ..memory import preset
+    from .targets import PredictError
+
+    explicit = chunk_size is not None or low_memory
+    if memory_policy is not None and memory_policy != "auto":
+        if explicit:
+            raise PredictError("give either memory_policy or chunk_size/low_memory, not both")
+        if isinstance(memory_policy, str):
+            try:
+                return preset(memory_policy, precision=precision)
+            except ValueError as exc:
+                raise PredictError(f"--memory-policy: {exc}") from None
+        if not isinstance(memory_policy, MemoryPolicy):
+            raise PredictError(f"memory_policy must be 'auto', a preset name or a MemoryPolicy, got "
+                               f"{type(memory_policy).__name__}")
+        if precision != "fp32" and memory_policy.precision != precision:
+            raise PredictError("give the precision either in memory_policy or as precision, not both")
+        return memory_policy
+    if not explicit:
+        return "auto"
+    if isinstance(chunk_size, str) and chunk_size != "auto":
+        try:
+            chunk_size = int(chunk_size)
+        except ValueError:
+            raise PredictError(f"--chunk-size {chunk_size!r}: expected a positive integer or 'auto'") from None
+    try:
+        if low_memory:
+            extra = {} if chunk_size is None else {"chunk_size": chunk_size}
+            return MemoryPolicy.low_memory_inference(precision=precision, **extra)
+        return MemoryPolicy.reference(precision=precision, chunk_size=chunk_size)
+    except ValueError as exc:
+        raise PredictError(f"memory options: {exc}") from None
+
+
 def feature_sizes(config: ModelConfig, length: int, msa_depth: int, n_templ: Optional[int] = None) -> tuple[int, int, int, int]:
     """``(N_res, N_seq, N_extra, N_templ)`` of the features predict builds for a target (see the
     module docstring)."""
@@ -105,4 +146,4 @@ def check(config: ModelConfig, sizes: tuple[int, int, int, int], request: Policy
                      f"{budget / 1e9:.2f} GB")
 
 
-__all__ = ["DoesNotFit", "Preflight", "PolicyRequest", "check", "device_budget", "feature_sizes"]
+__all__ = ["DoesNotFit", "Preflight", "PolicyRequest", "check", "device_budget", "feature_sizes", "policy_request"]

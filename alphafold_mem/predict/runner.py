@@ -117,41 +117,6 @@ def _resolve_device(device: str) -> torch.device:
     return dev
 
 
-def _memory_policy(memory_policy, precision: str, chunk_size, low_memory: bool):
-    """The policy request: ``"auto"`` (the pre-flight chooses) or a MemoryPolicy."""
-    from ..memory import MemoryPolicy, preset
-
-    explicit = chunk_size is not None or low_memory
-    if memory_policy is not None and memory_policy != "auto":
-        if explicit:
-            raise PredictError("give either memory_policy or chunk_size/low_memory, not both")
-        if isinstance(memory_policy, str):
-            try:
-                return preset(memory_policy, precision=precision)
-            except ValueError as exc:
-                raise PredictError(f"--memory-policy: {exc}") from None
-        if not isinstance(memory_policy, MemoryPolicy):
-            raise PredictError(f"memory_policy must be 'auto', a preset name or a MemoryPolicy, got "
-                               f"{type(memory_policy).__name__}")
-        if precision != "fp32" and memory_policy.precision != precision:
-            raise PredictError("give the precision either in memory_policy or as precision, not both")
-        return memory_policy
-    if not explicit:
-        return "auto"
-    if isinstance(chunk_size, str) and chunk_size != "auto":
-        try:
-            chunk_size = int(chunk_size)
-        except ValueError:
-            raise PredictError(f"--chunk-size {chunk_size!r}: expected a positive integer or 'auto'") from None
-    try:
-        if low_memory:
-            extra = {} if chunk_size is None else {"chunk_size": chunk_size}
-            return MemoryPolicy.low_memory_inference(precision=precision, **extra)
-        return MemoryPolicy.reference(precision=precision, chunk_size=chunk_size)
-    except ValueError as exc:
-        raise PredictError(f"memory options: {exc}") from None
-
-
 def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
     """One empty template (``template_mask`` 0) for template-enabled models run without templates,
     as AF2 pads missing templates: its pair update is multiplied by 0 and its MSA row is masked."""
@@ -231,7 +196,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         raise PredictError("--single-sequence cannot be combined with --msa/--msa-dir")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
-    request = _memory_policy(memory_policy, precision, chunk_size, low_memory)
+    request = preflight.policy_request(memory_policy, precision, chunk_size, low_memory)
     policy = MemoryPolicy(precision=precision) if request == "auto" else request
     dev = _resolve_device(device)
     out_dir = os.fspath(out_dir)
