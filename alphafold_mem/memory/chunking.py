@@ -41,12 +41,19 @@ def first_chunk_only() -> Iterator[None]:
     output unwritten. The second iteration is the first one that runs with every buffer of the
     loop allocated, and every later one repeats its memory profile, so the predicted peak is
     unchanged and the estimate no longer scales with the number of iterations."""
-    previous = getattr(_state, "first_only", False)
-    _state.first_only = True
+    with thread_setting(_state, "first_only", True):
+        yield
+
+
+@contextlib.contextmanager
+def thread_setting(namespace: threading.local, name: str, value) -> Iterator[None]:
+    """``namespace.name = value`` inside the ``with`` block (this thread), restored after."""
+    previous = getattr(namespace, name, None)
+    setattr(namespace, name, value)
     try:
         yield
     finally:
-        _state.first_only = previous
+        setattr(namespace, name, previous)
 
 
 def estimating() -> bool:

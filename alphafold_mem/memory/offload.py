@@ -28,6 +28,7 @@ from typing import Iterable, Iterator, Optional
 import torch
 from torch import Tensor
 
+from .chunking import thread_setting
 from .tracking import StorageTracker
 
 #: ``MemoryPolicy.offload`` values, from none to most.
@@ -48,12 +49,8 @@ _sim = threading.local()
 def simulated_device(tracker: StorageTracker) -> Iterator[None]:
     """For the estimator: CPU (fake) tensors stand for accelerator tensors, and the functions of
     this module move their bytes between ``tracker``'s device and host counts."""
-    previous = getattr(_sim, "tracker", None)
-    _sim.tracker = tracker
-    try:
+    with thread_setting(_sim, "tracker", tracker):
         yield
-    finally:
-        _sim.tracker = previous
 
 
 def _tracker() -> Optional[StorageTracker]:
