@@ -16,17 +16,15 @@ from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkp
 from .config import TrainConfig
 from .data_module import AF2DataModule
 from .lightning_module import AlphaFoldLightning
+from .strategies import make_strategy
 
 __all__ = ["build_trainer", "train", "PRECISIONS"]
 
 PRECISIONS = ("32", "bf16-mixed")
 
 
-def _strategy(name: str):
-    if name == "ddp":  # heads with zero loss weight (PAE, exp. resolved) get no gradient
-        from lightning.pytorch.strategies import DDPStrategy
-        return DDPStrategy(find_unused_parameters=True)
-    return name
+def _strategy(name):
+    return make_strategy(name)  # DDP for heads without gradient; FSDP / DeepSpeed refused
 
 
 def build_trainer(out_dir: str | os.PathLike, max_steps: int, precision: str = "32", devices="auto",
