@@ -7,6 +7,11 @@ import torch
 if not torch.cuda.is_available():  # CPU machines run the Triton kernels in Triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# The CLI sets glibc's allocator to return freed memory (--malloc release); tests that call the CLI
+# in-process must not change the allocator of the whole test session (tests/test_host_memory.py
+# checks the setting in fresh processes).
+os.environ.setdefault("ALPHAFOLD_MEM_MALLOC", "default")
+
 import pathlib  # noqa: E402
 
 import pytest  # noqa: E402

@@ -17,6 +17,8 @@ import argparse
 import sys
 import traceback
 
+from .malloc import add_malloc_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
@@ -62,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
     p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_malloc_option(p)
     p.set_defaults(func=run)
 
 

@@ -16,6 +16,8 @@ import argparse
 import ast
 import sys
 
+from .malloc import add_malloc_option
+
 
 def _parse_assignments(items: list[str], what: str) -> dict:
     out = {}
@@ -73,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-set", dest="train_overrides", action="append", metavar="KEY=VALUE",
                    help="TrainConfig override (repeatable), e.g. ema_decay=0.99")
     p.add_argument("--no-progress-bar", action="store_true")
+    add_malloc_option(p)
     p.set_defaults(func=run)
 
 

@@ -9,10 +9,10 @@ Shortcuts that do not change the prediction:
 * inference: every Evoformer-type block has the same memory profile, so the stacks run with at most
   two blocks each and one recycling iteration (a later iteration holds the same recycled state the
   first one creates); chunked ops run only their first chunk (:func:`first_chunk_only`);
-* training: forward and backward of a proxy loss (the squared outputs of the structure module and
-  every head, a stand-in for the AF2 loss whose own transients are small), on the last recycling
-  iteration only (earlier ones run without autograd and peak lower); the stacks run with one and
-  two blocks and the peak is extrapolated linearly in the block counts (see :func:`estimate`).
+* training: forward and backward of the real AF2 loss on fake ground truth of the right shapes
+  (:mod:`.training_loss`), on the last recycling iteration only (earlier ones run without autograd
+  and peak lower); the stacks run with one and two blocks and the peak is extrapolated linearly in
+  the block counts (see :func:`estimate`).
 
 What the prediction is: the activation peak seen by the storage tracker (see
 :mod:`alphafold_mem.memory.tracking` for what it counts) plus parameters plus inputs. On CUDA the
@@ -34,6 +34,7 @@ from ..memory.chunking import first_chunk_only
 from ..memory.policy import MemoryPolicy
 from ..memory.tracking import StorageTracker
 from ..model.alphafold import AlphaFold
+from .training_loss import ground_truth_batch, training_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +97,8 @@ def batch_sizes(batch: dict[str, Tensor], recycle_dim: Optional[int] = None) -> 
 
 
 def proxy_loss(out: dict[str, Tensor]) -> Tensor:
-    """The training-step stand-in loss of the estimator and the benchmark: mean squares of the
-    structure-module positions and of every head's output."""
+    """A stand-in loss (mean squares of the structure-module positions and of every head's output),
+    kept for comparisons with OpenFold's model alone; the training estimate runs the real loss."""
     keys = ("final_atom_positions", "sm_positions", "sm_frames", "lddt_logits", "distogram_logits",
             "masked_msa_logits", "experimentally_resolved_logits", "pae_logits")
     return sum(out[k].float().pow(2).mean() for k in keys if k in out)
@@ -131,12 +132,14 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
         bind_memory_policy(model, policy)
         model.train(training)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
+        if training:  # the real AF2 loss on fake ground truth (planner/training_loss.py)
+            batch.update(ground_truth_batch(config, n_res, n_seq))
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
         tracker = StorageTracker()
         with torch.set_grad_enabled(training), first_chunk_only(), tracker:
             out = model(batch)
             if training:
-                proxy_loss(out).backward()
+                training_loss(config, out, batch).backward()
             del out
     return inputs, tracker.peak
 
