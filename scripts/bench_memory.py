@@ -25,7 +25,8 @@ Smaller / other runs::
 Columns: ``peak`` is the activation peak (bytes allocated during the run above what existed before:
 parameters and inputs excluded; CPU: :func:`alphafold_mem.memory.track_peak`'s storage accounting,
 CUDA: allocator statistics); ``pred`` is :func:`alphafold_mem.planner.estimate_breakdown` activation
-prediction (FakeTensorMode, nothing allocated); ``s`` the median wall time of ``--repeats`` untracked
+prediction (FakeTensorMode, nothing allocated); a training step is forward, the real AF2 loss
+(:mod:`alphafold_mem.planner.training_loss`) and backward; ``s`` the median wall time of ``--repeats`` untracked
 runs (interleaved across the rows); ``dx`` the max |Δ| of the final atom positions (Å), ``dplddt`` of pLDDT, ``grad`` the largest
 per-tensor relative gradient error (training) — all against the reference policy in the same run.
 """
@@ -41,7 +42,8 @@ import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import track_peak
-from alphafold_mem.planner.estimate import estimate_breakdown, proxy_loss
+from alphafold_mem.planner.estimate import estimate_breakdown
+from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
 from alphafold_mem.testing import random_features
 
 NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
@@ -78,8 +80,8 @@ def _step(model, batch, training: bool):
     model.zero_grad(set_to_none=True)
     with torch.set_grad_enabled(training):
         out = model(batch)
-        if training:
-            proxy_loss(out).backward()
+        if training:  # the real AF2 loss on ground truth of the right shapes, as the planner counts it
+            training_loss(model.config, out, batch).backward()
     return {k: out[k].detach() for k in ("final_atom_positions", "plddt")}
 
 
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     model.to(dev)
     batch = random_features(cfg, args.n_res, args.n_seq, args.n_extra, n_templ=args.templates)
     batch["seq_mask"][-5:] = 0  # padding, so masks hold both values
+    batch.update(ground_truth_batch(cfg, args.n_res, args.n_seq))  # read by the training loss only
     batch = {k: v.to(dev) for k, v in batch.items()}
     c = cfg
     rep_bytes = 4 * (args.n_res ** 2 * c.c_z + args.n_seq * args.n_res * c.c_m + args.n_extra * args.n_res * c.c_e)

@@ -6,7 +6,7 @@ Examples::
     alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
         --precision bf16-mixed --max-steps 100000 --out runs/af2
     alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
-    alphafold-mem train --data data/ --init-weights params_model_1_ptm.npz --preset finetuning
+    alphafold-mem train --data data/ --init-weights params_model_1.npz --preset finetuning
     alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
 """
 
@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and low-memory attention, same results as reference (default: training)")
     p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
                    help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")
-    p.add_argument("--devices", default="1", help="device count or 'auto' (default: 1)")
+    p.add_argument("--devices", default="1", help="device count per node or 'auto' (default: 1)")
+    p.add_argument("--num-nodes", type=int, default=1,
+                   help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')")
     p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
     p.add_argument("--resume", metavar="CKPT", default=None, help="continue from a training checkpoint")
@@ -116,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
               strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
               ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
-              progress_bar=not args.no_progress_bar, memory_policy=policy, init_weights=args.init_weights)
+              progress_bar=not args.no_progress_bar, memory_policy=policy, init_weights=args.init_weights,
+              num_nodes=args.num_nodes)
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)

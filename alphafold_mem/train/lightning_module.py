@@ -135,7 +135,13 @@ class AlphaFoldLightning(L.LightningModule):
     def _run(self, feats: dict[str, torch.Tensor], k: int) -> tuple[dict, dict]:
         """The forward of training step ``k``: features with a trailing recycling dim (the data
         module's) run a sampled number of iterations (:func:`sample_num_iterations`); returns the
-        outputs and the features of the last iteration run (what the loss reads)."""
+        outputs and the features of the last iteration run (what the loss reads). With several
+        ranks the torch RNG (dropout) is first seeded from (seed, k, rank): Lightning seeds every
+        rank alike, which would give all ranks the same dropout masks."""
+        trainer = getattr(self, "_trainer", None)
+        if trainer is not None and trainer.world_size > 1:  # dropout: independent masks per rank and step
+            torch.manual_seed(int(np.random.default_rng([self.train_config.seed, 17, k, trainer.global_rank])
+                                  .integers(2 ** 62)))
         if feats["aatype"].dim() < 3:  # no recycling dim: every iteration on the same features
             self.last_num_iterations = self.model_config.num_recycles + 1
             return self.model(feats), feats

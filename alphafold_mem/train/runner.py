@@ -34,7 +34,7 @@ def _strategy(name):
 def build_trainer(out_dir: str | os.PathLike, max_steps: int, precision: str = "32", devices="auto",
                   strategy: str = "auto", accelerator: str = "auto", val_every_steps: Optional[int] = 200,
                   ckpt_every_steps: int = 200, loggers: Sequence[str] = ("csv",),
-                  callbacks: Sequence[Callback] = (), progress_bar: bool = True) -> L.Trainer:
+                  callbacks: Sequence[Callback] = (), progress_bar: bool = True, num_nodes: int = 1) -> L.Trainer:
     """A Lightning Trainer for :class:`AlphaFoldLightning`.
 
     Args:
@@ -44,7 +44,9 @@ def build_trainer(out_dir: str | os.PathLike, max_steps: int, precision: str = "
             (:func:`alphafold_mem.train.progress.make_loggers`). The progress bar shows the loss,
             lDDT-Cα and step time (:class:`alphafold_mem.train.progress.StepTimer`).
         precision: ``"32"`` or ``"bf16-mixed"`` (losses and geometry stay fp32 either way).
-        devices, strategy, accelerator: passed to Lightning (``"ddp"`` finds unused parameters).
+        devices, strategy, accelerator, num_nodes: passed to Lightning (``"ddp"`` finds unused
+            parameters; FSDP / DeepSpeed are refused, :mod:`alphafold_mem.train.strategies`);
+            ``devices`` is per node.
         val_every_steps: validation interval in optimiser steps (None: never).
     """
     if precision not in PRECISIONS:
@@ -55,7 +57,7 @@ def build_trainer(out_dir: str | os.PathLike, max_steps: int, precision: str = "
                            every_n_train_steps=ckpt_every_steps, save_top_k=-1, save_last=True)
     return L.Trainer(
         default_root_dir=out, max_steps=max_steps, precision="32-true" if precision == "32" else precision,
-        devices=devices, strategy=_strategy(strategy), accelerator=accelerator,
+        devices=devices, num_nodes=num_nodes, strategy=_strategy(strategy), accelerator=accelerator,
         logger=logs, callbacks=[ckpt, StepTimer(), *callbacks], plugins=[AtomicCheckpointIO()],
         val_check_interval=min(val_every_steps, max_steps) if val_every_steps else None,
         check_val_every_n_epoch=None if val_every_steps else 1,
@@ -69,7 +71,8 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
           strategy: str = "auto", accelerator: str = "auto", resume: Optional[str] = None,
           ckpt_every_steps: int = 200, num_workers: int = 0, loggers: Sequence[str] = ("csv",),
           callbacks: Sequence[Callback] = (), progress_bar: bool = True,
-          memory_policy: Optional[MemoryPolicy] = None, init_weights: Optional[str] = None) -> AlphaFoldLightning:
+          memory_policy: Optional[MemoryPolicy] = None, init_weights: Optional[str] = None,
+          num_nodes: int = 1) -> AlphaFoldLightning:
     """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
     (see :class:`AlphaFoldLightning`); ``None``: the reference computation. ``init_weights``: start
     from the weights of this file (AF2 .npz, OpenFold .pt, our checkpoints), EMA included
@@ -91,7 +94,8 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
     dm = AF2DataModule(data_dir, model_config, train_config, cache_dir=Path(out_dir) / "chain_index",
                        max_steps=max_steps, num_workers=num_workers)
     trainer = build_trainer(out_dir, max_steps, precision, devices, strategy, accelerator,
-                            train_config.val_every_steps, ckpt_every_steps, loggers, callbacks, progress_bar)
+                            train_config.val_every_steps, ckpt_every_steps, loggers, callbacks, progress_bar,
+                            num_nodes)
     trainer.fit(module, datamodule=dm, ckpt_path=resume)
     if trainer.global_step > 0:  # ModelCheckpoint saves only every N steps: make last.ckpt the final state
         trainer.save_checkpoint(Path(out_dir) / "checkpoints" / "last.ckpt")
