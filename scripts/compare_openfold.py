@@ -64,24 +64,27 @@ def backward_(attn, grad_output, v, rows, cols, head_dim):
 # ------------------------------------------------------------------------------------------------
 # workers (run in a fresh process each)
 
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
+def _host_module():
+    """``alphafold_mem/memory/host.py`` loaded by file path: the OpenFold worker runs in a Python
+    that need not have our package's dependencies, and host.py needs only ctypes and torch."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_alphafold_mem_host", ROOT / "alphafold_mem" / "memory" / "host.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def _measure(fn) -> dict:
     """Wall seconds, CPU seconds (user + system of this process: steadier than wall time when
-    other jobs share the cores) and RSS growth in MB of ``fn()``."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # reset VmHWM to the current RSS
-    before = _status_kb("VmRSS")
-    t0, c0 = time.perf_counter(), time.process_time()
-    fn()
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"seconds": seconds, "cpu_s": cpu, "rss_mb": (_status_kb("VmHWM") - before) * 1024 / 1e6}
+    other jobs share the cores) and RSS growth in MB of ``fn()``
+    (:func:`alphafold_mem.memory.host.rss_growth`)."""
+    with _host_module().rss_growth() as rss:
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"seconds": seconds, "cpu_s": cpu, "rss_mb": rss.bytes / 1e6}
 
 
 def _proxy_loss(out: dict):
