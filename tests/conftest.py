@@ -39,6 +39,7 @@ SLOW_TESTS = (
     "test_model_triton.py::test_tiny_model_triton_matches_reference",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
+    "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
 )
 
 

@@ -1,10 +1,9 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
-(:mod:`.predict`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
+(:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
 sets ``func``, which receives the parsed arguments and returns the exit status. ``train`` and
 ``predict`` first set glibc's allocator to return freed memory (``--malloc release``, their default:
 :func:`alphafold_mem.memory.host.apply_malloc_remedy`; ``--malloc default`` or
 ``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
-
 
 from __future__ import annotations
 
@@ -12,10 +11,10 @@ import argparse
 import sys
 
 from ..version import __version__
-from . import memory_plan, predict, train
+from . import memory_plan, predict, relax, search, train
 from .malloc import apply_malloc_option
 
-SUBCOMMANDS = (predict, train, memory_plan)
+SUBCOMMANDS = (predict, search, relax, train, memory_plan)
 
 
 def build_parser() -> argparse.ArgumentParser:
