@@ -19,6 +19,8 @@ import argparse
 import sys
 import traceback
 
+from .malloc import add_malloc_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
@@ -79,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write local paths of inputs, MSAs and weights into the output files (default: file names "
                         "only, so that results can be shared as they are)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_malloc_option(p)
     add_pipeline_arguments(p)
     p.set_defaults(func=run)
 

@@ -6,6 +6,7 @@ Examples::
     alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
         --precision bf16-mixed --max-steps 100000 --out runs/af2
     alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
+    alphafold-mem train --data data/ --init-weights params_model_1.npz --preset finetuning
     alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
 
 --resume CKPT restores everything the checkpoint saved (model config, training settings, data
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+
+from .malloc import add_malloc_option
 
 
 def _parse_assignments(items: list[str], what: str) -> dict:
@@ -53,11 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and low-memory attention, same results as reference (default: training)")
     p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
                    help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")
-    p.add_argument("--devices", default="1", help="device count or 'auto' (default: 1)")
+    p.add_argument("--devices", default="1", help="device count per node or 'auto' (default: 1)")
+    p.add_argument("--num-nodes", type=int, default=1,
+                   help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')")
     p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
     p.add_argument("--resume", metavar="CKPT", default=None,
                    help="continue from a training checkpoint with the settings it saved (see above)")
+    p.add_argument("--init-weights", metavar="FILE", default=None,
+                   help="start from these weights (AF2 .npz, OpenFold .pt, alphafold-mem checkpoints), EMA "
+                        "included; the architecture comes from the file unless --preset is given")
     p.add_argument("--batch-size", type=int, default=None, help="per-device batch size (default: 1)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 1e-3, AF2)")
     p.add_argument("--warmup-steps", type=int, default=None, help="linear warm-up steps (default: 1000, AF2)")
@@ -68,12 +76,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="PDB ids kept out of training for validation (default: the demo hold-out set)")
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (default: 0)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--logger", nargs="+", choices=("csv", "tensorboard"), default=["csv"])
+    p.add_argument("--logger", nargs="+", choices=("csv", "tensorboard"), default=["csv"],
+                   help="<out>/logs/metrics.csv is always written; 'tensorboard' adds <out>/tensorboard "
+                        "(optional extra: pip install 'alphafold_mem[tensorboard]')")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="model config override, dotted path (repeatable), e.g. loss.violation_weight=1.0")
     p.add_argument("--train-set", dest="train_overrides", action="append", metavar="KEY=VALUE",
                    help="TrainConfig override (repeatable), e.g. ema_decay=0.99")
     p.add_argument("--no-progress-bar", action="store_true")
+    add_malloc_option(p)
     p.set_defaults(func=run)
 
 
@@ -130,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     from ..config import apply_overrides, model_config
     from ..memory.policy import preset
     from ..train import train
+    from ..train.init_weights import weights_config
     from ..train.resume import read_saved_run
 
     if args.threads:
@@ -140,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         overrides = _parse_assignments(args.overrides, "--set")
         if saved is not None and args.preset is None:
             cfg = apply_overrides(saved.model_config, overrides)
+        elif args.init_weights and args.preset is None:
+            cfg = apply_overrides(weights_config(args.init_weights), overrides)
         else:
             cfg = model_config(args.preset or "demo", **overrides)
         tc = _train_config(args, saved)
@@ -148,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
               strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
               ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
-              progress_bar=not args.no_progress_bar, memory_policy=policy, run_settings=run_settings)
+              progress_bar=not args.no_progress_bar, memory_policy=policy, run_settings=run_settings,
+              init_weights=args.init_weights, num_nodes=args.num_nodes)
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)

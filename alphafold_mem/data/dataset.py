@@ -241,19 +241,24 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         max_resolution: drop chains with a resolution above this (Å; unknown passes), AF2 Suppl. 1.2.5.
         max_single_residue_fraction: drop chains where one residue type exceeds this fraction.
         min_resolved: drop chains with fewer resolved residues.
+        recycling_slices: ``None``, or ``R``: every sample carries a trailing recycling dim of size
+            ``R`` with one MSA cluster draw per slice (see ``make_features``; training uses
+            ``config.num_recycles + 1``).
 
     Raises:
         InputError: the index cannot be read, or no usable entry remains.
     """
 
     def __init__(self, index, config, *, mode: str = "train", seed: int = 0, max_resolution: float = 9.0,
-                 max_single_residue_fraction: float = 0.8, min_resolved: int = 1):
+                 max_single_residue_fraction: float = 0.8, min_resolved: int = 1,
+                 recycling_slices: int | None = None):
         if mode not in ("train", "eval"):
             raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
         self.index = index if isinstance(index, ChainIndex) else ChainIndex.load(index)
         self.config = config
         self.mode = mode
         self.seed = seed
+        self.recycling_slices = recycling_slices
         self.epoch = 0
         self.num_skipped = 0
         self.num_skipped_files = 0
@@ -356,7 +361,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         chain = self.load_chain(entry)
         rng = np.random.default_rng([self.seed, self.epoch, i])
         feats = make_features(chain, self.load_msas(entry), self.config, structure=chain, mode=self.mode,
-                              seed=rng)
+                              seed=rng, recycling_slices=self.recycling_slices)
         check_feature_values(feats, record=entry["name"], file=chain.path)  # finite, masks 0/1, tokens in range
         return Sample(sample_id=entry["name"], features=feats)
 

@@ -155,7 +155,8 @@ class AF2DataModule(L.LightningDataModule):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # every entry left out is in the report below
             self.train_set = ProteinChainDataset(train_idx, self.model_config, mode="train",
-                                                 seed=self.train_config.seed)
+                                                 seed=self.train_config.seed,
+                                                 recycling_slices=self.model_config.num_recycles + 1)
             self.val_set = (ProteinChainDataset(val_idx, self.model_config, mode="eval", seed=self.train_config.seed)
                             if val_idx.entries else None)
         report.add("dropped", self.train_set.rejected + (self.val_set.rejected if self.val_set else []))
