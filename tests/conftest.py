@@ -34,6 +34,7 @@ SLOW_TESTS = (
     "test_model_triton.py::test_tiny_model_triton_matches_reference",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
+    "test_ablation.py::test_tiny_grid",
 )
 
 

@@ -1,5 +1,5 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
-(:mod:`.predict`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
+(:mod:`.predict`, :mod:`.train`, :mod:`.memory_plan`, :mod:`.ablate`); each module's ``register`` adds its options and
 sets ``func``, which receives the parsed arguments and returns the exit status."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import argparse
 import sys
 
 from ..version import __version__
-from . import memory_plan, predict, train
+from . import ablate, memory_plan, predict, train
 
-SUBCOMMANDS = (predict, train, memory_plan)
+SUBCOMMANDS = (predict, train, memory_plan, ablate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command line as given (ablate records it)
     if args.command is None:
         parser.print_help()
         return 0
