@@ -152,6 +152,14 @@ def _not_run(rows) -> list[str]:
     return _table(["section", "technique", "status", "rows", "reason"], out)
 
 
+def _loaded(machine: str) -> bool:
+    """Whether a ``run.json`` machine line ("2 CPUs, load average (1/5/15 min) 9.3/9.6/10.5; ...") shows
+    a 1-minute load average above the CPU count at start or end."""
+    import re
+
+    return any(float(load) > int(cpus) for cpus, load in re.findall(r"(\d+) CPUs, load average \(1/5/15 min\) ([\d.]+)", machine))
+
+
 def write_report(out_dir: Path, rows: list[dict], run_info: dict) -> Path:
     """Write ``out_dir/report.md`` (and the figures) from ``rows`` and the run record; returns its path."""
     R = _Rows(rows)
@@ -168,6 +176,10 @@ def write_report(out_dir: Path, rows: list[dict], run_info: dict) -> Path:
         lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items()), "",
                   f"Weights: `{meta.get('weights', '')}`; device {meta.get('device', '')}; torch threads "
                   f"{meta.get('threads', '')}; timing repeats {meta.get('repeats', '')}; seed {meta.get('seed', '')}.", ""]
+    if any(_loaded(r.get("machine", "")) for r in runs):
+        lines += ["Timings were taken on a shared, loaded machine (load average above its CPU count, see above): "
+                  "absolute seconds move with the other work on it; compare the `s / ref` ratios of one run, "
+                  "which interleave the techniques' repeats.", ""]
     lines += ["Every number below is a row of `results.csv` / `results.json` (columns and measures documented "
               "there and in `alphafold_mem/ablation/results.py`).", ""]
     if R.names("inference"):
