@@ -91,8 +91,10 @@ def worker_openfold(args, torch) -> dict:
 
 
 def worker_ours(args, torch) -> dict:
-    from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
-    from alphafold_mem.memory import track_peak
+    from alphafold_mem.config import model_config
+    from alphafold_mem.memory import MemoryPolicy, track_peak
+    from alphafold_mem.planner import apply_memory_policy
+    from alphafold_mem.model import AlphaFold
 
     cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
                                        "extra_msa.num_blocks": args.extra_blocks})
