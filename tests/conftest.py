@@ -35,6 +35,7 @@ SLOW_TESTS = (
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
     "test_ablation.py::test_tiny_grid",
+    "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
 )
 
 
