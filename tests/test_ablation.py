@@ -247,3 +247,17 @@ def test_dap_rows_run_through_predict_with_dap(tiny_weights, monkeypatch, tmp_pa
     assert got["ca_rmsd_to_reference"]["value"] < 5e-3  # the PDB file's 1e-3 Å rounding
     assert got["plddt_max_abs_diff"]["value"] < 0.01 and got["lddt_ca"]["value"] > 0
     assert dap.largest_peak_mib({"ranks": [{"peak_mib": 3.0}, {"peak_mib": 5.5}], "seconds": 9}) == 5.5
+
+
+def test_planner_limit_counts_cpu_time_not_wall_time():
+    """A loaded machine must not cut a prediction short: waiting is not counted, computing is."""
+    import time
+
+    from alphafold_mem.ablation.planning import PlannerTimeout, _time_limit
+
+    with _time_limit(0.2):
+        time.sleep(0.4)  # no CPU used: no timeout
+    with pytest.raises(PlannerTimeout, match="CPU seconds"):
+        with _time_limit(0.2):
+            while True:
+                sum(range(1000))

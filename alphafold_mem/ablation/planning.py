@@ -4,8 +4,9 @@ time limit and a cache.
 The planner traces the model under FakeTensorMode; its cost grows with the number of Python-level
 chunk iterations it traces, e.g. the query chunks of the low-memory attention at 10,000 residues.
 A prediction that does not finish within ``limit_s`` raises :class:`PlannerTimeout`; the caller
-writes a row with that reason. The limit uses ``SIGALRM`` (POSIX, main thread); elsewhere there is
-none.
+writes a row with that reason. The limit counts this process's CPU time (``ITIMER_PROF``,
+``SIGPROF``; POSIX, main thread; elsewhere there is none), not wall time, so that the same call
+gets the same answer on an idle and on a loaded, shared machine.
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ def _time_limit(seconds: Optional[float]) -> Iterator[None]:
         return
 
     def _raise(signum, frame):
-        raise PlannerTimeout(f"the planner did not answer within {seconds:.0f} s")
+        raise PlannerTimeout(f"the planner did not answer within {seconds:.0f} CPU seconds")
 
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    old = signal.signal(signal.SIGPROF, _raise)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old)
 
 
 class Planner:

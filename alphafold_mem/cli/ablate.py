@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scaling-n-seq", type=int, default=128)
     p.add_argument("--scaling-n-extra", type=int, default=1024)
     p.add_argument("--planner-timeout", type=float, default=60.0,
-                   help="seconds one planner prediction may take (default 60; a slower one is a row with the reason)")
+                   help="CPU seconds one planner prediction may take (default 60; a slower one is a row with the reason)")
     p.set_defaults(func=run)
 
 
