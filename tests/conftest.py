@@ -6,8 +6,18 @@ import torch
 
 if not torch.cuda.is_available():  # CPU machines run the Triton kernels in Triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from kernels._interpreter import skip_repatching
+
+    skip_repatching()  # about 2x faster interpreted kernels, same results
 
 import pathlib  # noqa: E402
+
+# One intra-op thread per test process: the suite runs in 2 processes (-n 2) on 2 shared cores, and
+# more threads than free cores make every small op wait on spinning threads (a tiny forward takes
+# ~10x longer with 2 threads on a loaded machine). Set OMP_NUM_THREADS to override.
+if "OMP_NUM_THREADS" not in os.environ:
+    torch.set_num_threads(1)
 
 import pytest  # noqa: E402
 
@@ -35,11 +45,23 @@ SLOW_TESTS = (
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
     "test_ablation.py::test_tiny_grid",
+    "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[outgoing_bf16_batch2]",
+    "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[incoming_bf16]",
+    "test_gpu_check.py::test_dry_run_end_to_end",
     "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
 )
 
 
+#: ``@pytest.mark.cuda`` tests run where CUDA is visible, or, with this variable set to 1, in Triton's
+#: interpreter at tiny shapes (``scripts/gpu_check.py --dry``); otherwise they are skipped.
+GPU_CHECK_DRY = "ALPHAFOLD_MEM_GPU_CHECK_DRY"
+
+
 def pytest_collection_modifyitems(config, items):
+    runs_cuda = torch.cuda.is_available() or os.environ.get(GPU_CHECK_DRY) == "1"
+    skip_cuda = pytest.mark.skip(reason=f"needs a CUDA device (or {GPU_CHECK_DRY}=1 for the interpreter dry run)")
     for item in items:
         if any(item.nodeid.endswith(name) for name in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+        if "cuda" in item.keywords and not runs_cuda:
+            item.add_marker(skip_cuda)

@@ -38,7 +38,7 @@ def test_techniques_come_from_the_policy_fields_and_presets():
     techniques = derive_techniques()
     names = [t.name for t in techniques]
     assert names[0] == "reference" and len(set(names)) == len(names)
-    expected = {"chunk_size=64", "chunk_size=16", "chunk_size=4", "attention=chunked", "attention=triton",
+    expected = {"chunk_size=64", "chunk_size=16", "chunk_size=4", "attention=chunked", "kernels=triton",
                 "checkpoint_*=1", "checkpoint_*=1,checkpoint_granularity=update", "precision=bf16",
                 "precision=bf16-full", "inplace=True", "preset:training", "preset:low_memory_inference",
                 "dap=2", "dap=4"}
@@ -60,13 +60,13 @@ def test_techniques_come_from_the_policy_fields_and_presets():
 
 def test_techniques_that_cannot_run_here_say_why():
     by = {t.name: t for t in derive_techniques()}
-    assert "interpreter" in by["attention=triton"].skip_reason("inference", "cpu")
+    assert "interpreter" in by["kernels=triton"].skip_reason("inference", "cpu")
     assert "only in training" in by["checkpoint_*=1"].skip_reason("inference", "cpu")
     assert by["checkpoint_*=1"].skip_reason("training", "cpu") is None
     assert "bf16-mixed" in by["precision=bf16-full"].skip_reason("training", "cpu")
     assert by["precision=bf16"].skip_reason("training", "cpu") is None
     assert "inference-only" in by["inplace=True"].skip_reason("training", "cpu")
-    assert "no-op on a CPU device" in by["offload=True"].skip_reason("inference", "cpu")
+    assert "no-op on a CPU device" in by["offload=idle"].skip_reason("inference", "cpu")
     assert by["preset:low_memory_inference"].skip_reason("inference", "cpu") is None
     try:
         import alphafold_mem.distributed  # noqa: F401
@@ -94,7 +94,7 @@ NOISY = Technique("test:noisy-weights", MemoryPolicy.reference(), "test", "weigh
 
 
 def _config(out, weights) -> AblationConfig:
-    return AblationConfig(out=out, chains=CHAINS, weights=str(weights), techniques=["attention=triton"], n_res=(16,),
+    return AblationConfig(out=out, chains=CHAINS, weights=str(weights), techniques=["kernels=triton"], n_res=(16,),
                           predict_n_res=(), training_steps=2, repeats=1, scaling_preset="tiny", scaling_n_seq=8,
                           scaling_n_extra=16)
 
@@ -160,11 +160,11 @@ def _check_outputs_and_columns(out, rows):
 
 def _check_rows_that_cannot_run_here(out, rows):
     """A technique that cannot run here (Triton on CPU) is a row with the reason in every section."""
-    skipped = [r for r in rows if r["technique"] == "attention=triton"]
+    skipped = [r for r in rows if r["technique"] == "kernels=triton"]
     assert {r["section"] for r in skipped} == {"inference", "training", "scaling"}
     assert all(r["status"] == "skipped" and "Triton" in r["reason"] for r in skipped)
     assert not [r for r in rows if r["status"] == "failed"]
-    assert "`attention=triton`" in (out / "report.md").read_text()
+    assert "`kernels=triton`" in (out / "report.md").read_text()
 
 
 def _check_deviation_columns(rows):

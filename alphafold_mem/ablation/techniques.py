@@ -50,7 +50,7 @@ __all__ = ["Technique", "derive_techniques", "select_techniques", "quick_techniq
 #: Policy precision -> the Lightning trainer precision a training run uses for it.
 TRAINER_PRECISION = {"fp32": "32", "bf16": "bf16-mixed"}
 #: Fields that act only without autograd (MemoryPolicy docstring: "inference only").
-INFERENCE_ONLY_FIELDS = ("inplace", "offload")
+INFERENCE_ONLY_FIELDS = ("inplace", "offload", "head_logits")
 #: Groups that act only with autograd: checkpointing recomputes in backward.
 TRAINING_ONLY_GROUPS = ("checkpoint",)
 #: Fields that are no-ops on a CPU device (offload moves tensors to host memory: already there).
@@ -113,7 +113,7 @@ class Technique:
         fields = self.changed_fields
         if self.dap > 1 and mode != "inference":
             return f"DAP rows run prediction only (alphafold-mem predict --dap); {mode} is not measured by ablate"
-        if self.policy.attention == "triton":
+        if uses_triton(self.policy):
             reason = _triton_reason(device)
             if reason:
                 return reason
@@ -128,6 +128,12 @@ class Technique:
         if device == "cpu" and fields and all(f in ACCELERATOR_ONLY_FIELDS for f in fields):
             return f"{', '.join(fields)}: moves tensors to host memory, a no-op on a CPU device (run with --device cuda)"
         return None
+
+
+def uses_triton(policy) -> bool:
+    """Whether ``policy`` selects the Triton kernels (``kernels="triton"``; older policies:
+    ``attention="triton"``)."""
+    return getattr(policy, "kernels", None) == "triton" or getattr(policy, "attention", None) == "triton"
 
 
 def _triton_reason(device: str) -> Optional[str]:
@@ -276,7 +282,7 @@ def quick_techniques(techniques: Sequence[Technique]) -> list[Technique]:
     """The ``--quick`` subset: the reference, the presets, and the rows that cannot run here (their
     reasons cost nothing)."""
     return [t for t in techniques if t.group in ("reference", "preset") or t.fixed_reason
-            or t.policy.attention == "triton"]
+            or uses_triton(t.policy)]
 
 
 def select_techniques(techniques: Sequence[Technique], names: Optional[Sequence[str]]) -> list[Technique]:

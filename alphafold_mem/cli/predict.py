@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
                "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
                "Exit status 1 if any target failed, 2 for bad options or weights.")
-    p.add_argument("input", help="FASTA file, directory of FASTA files, or .a3m/.sto alignment (first row = query)")
+    p.add_argument("input", help="FASTA file, .a3m/.sto alignment (first row = query), mmCIF/PDB file (one target per "
+                                 "protein chain), or a directory of FASTA/structure files")
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     msa = p.add_mutually_exclusive_group()
     msa.add_argument("--msa", metavar="FILE", help="alignment (.a3m or .sto) for a single-record input")
@@ -58,15 +59,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "
                         "the free memory); same results, lower peak memory (default: no chunking)")
     p.add_argument("--low-memory", action="store_true",
-                   help="low-memory inference policy: low-memory attention, chunk size 4 unless --chunk-size "
-                        "is given, in-place updates, offloading of idle representations (GPU)")
+                   help="low-memory inference policy: low-memory attention, chunk size 16 unless --chunk-size "
+                        "is given, in-place updates, streamed templates, offload to host memory (GPU)")
+    p.add_argument("--memory-policy", default="auto", choices=("auto", "reference", "low_memory_inference"),
+                   help="auto (default): before each target, the fastest policy predicted to fit the memory "
+                        "budget; a target that fits under none fails at once and the others run. Or a preset.")
+    p.add_argument("--max-memory", type=_memory, metavar="SIZE",
+                   help="memory budget, e.g. 2GB, 40GiB (default: the device's free memory)")
     p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
                    help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
                         "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
-    p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
+    p.add_argument("--overwrite", action="store_true",
+                   help="recompute targets whose outputs already exist (default: skip them if they were produced "
+                        "from the same sequence, MSA, weights and options; fail them, naming what changed, if not)")
+    p.add_argument("--min-msa-depth", type=int, default=0, metavar="N",
+                   help="fail targets whose MSA has fewer than N distinct rows, query included (default: 0); "
+                        "the scores JSON records the depth and Neff at 80%% identity")
+    p.add_argument("--record-paths", action="store_true",
+                   help="write local paths of inputs, MSAs and weights into the output files (default: file names "
+                        "only, so that results can be shared as they are)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     add_pipeline_arguments(p)
     p.set_defaults(func=run)
+
+
+def _memory(text: str) -> int:
+    from .memory_plan import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _chunk_size(text: str):
@@ -100,8 +123,9 @@ def run(args: argparse.Namespace) -> int:
             args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
-            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug,
-            pipeline=pipeline)
+            low_memory=args.low_memory, memory_policy=args.memory_policy, max_memory=args.max_memory,
+            track_memory=args.track_memory, log=log, debug=args.debug, pipeline=pipeline,
+            min_msa_depth=args.min_msa_depth, record_paths=args.record_paths)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

@@ -12,8 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from ..precision import PRECISIONS
+from .offload import OFFLOAD_LEVELS
 
-ATTENTION_IMPLS = ("reference", "chunked", "triton")
+ATTENTION_IMPLS = ("reference", "chunked")
+KERNELS = ("reference", "triton")
+#: ``MemoryPolicy.templates``: how the template pair stack and the pointwise attention run.
+TEMPLATE_MODES = ("batched", "streamed")
+#: ``MemoryPolicy.head_logits``: whether the [*, N_res, N_res, bins] head logits are outputs.
+HEAD_LOGITS = ("keep", "drop")
 
 ChunkSize = Union[None, int, str]
 
@@ -22,11 +28,24 @@ ChunkSize = Union[None, int, str]
 class MemoryPolicy:
     """Every memory choice of a run. The default is the reference: the plain computation.
 
+    How kernels are chosen: one field, ``kernels``, names the implementation of every op that has a
+    fused kernel in :mod:`kernels` -- LayerNorm, the attention core, the triangle multiplication
+    (Alg. 11/12) -- all together: ``"reference"`` (plain PyTorch, the default) or ``"triton"``.
+    ``attention`` chooses between the two PyTorch attention algorithms and is read only where the
+    attention core is not a kernel, i.e. with ``kernels="reference"``; with ``kernels="triton"`` the
+    attention core is the fused kernel, itself low-memory (online softmax, probabilities recomputed
+    in backward), so ``MemoryPolicy.training(kernels="triton")`` means checkpointing plus every
+    Triton kernel. Per-kernel comparisons are the kernel benchmarks' job (``kernels/benchmarks``).
+
     Attributes:
-        attention: attention core: ``"reference"`` (plain PyTorch, materialises the ``[*, H, Q, K]``
-            probabilities), ``"chunked"`` (low-memory attention, Rabe & Staats 2021: query/key chunks
-            with online softmax, probabilities recomputed in backward) or ``"triton"`` (the fused
-            kernels of :mod:`kernels`, attention and LayerNorm; raises where Triton cannot run).
+        kernels: ``"reference"`` or ``"triton"`` (the fused Triton kernels for LayerNorm, attention
+            and triangle multiplication; a forward raises :class:`kernels.KernelUnavailableError`
+            where Triton cannot run). With ``"triton"`` the triangle multiplication ignores
+            ``chunk_size`` (it never materialises a ``[*, N_res, N_res, c_hidden]`` projection).
+        attention: attention core when ``kernels="reference"``: ``"reference"`` (plain PyTorch,
+            materialises the ``[*, H, Q, K]`` probabilities) or ``"chunked"`` (low-memory attention,
+            Rabe & Staats 2021: query/key chunks with online softmax, probabilities recomputed in
+            backward).
         chunk_size: ``None`` (no chunking), an int (rows per chunk for every chunkable op: MSA row
             and column attention, extra-MSA attention, triangle attention and multiplication, outer
             product mean, transitions, template pointwise attention) or ``"auto"`` (the largest
@@ -44,13 +63,28 @@ class MemoryPolicy:
             18.8 GB instead of 5.5 GB predicted).
         precision: ``"fp32"`` (parameter dtype), ``"bf16"`` or ``"bf16-full"`` (autocast entered once in
             ``AlphaFold.forward``, fp32 islands as in :mod:`alphafold_mem.precision`).
-        inplace: inference only: residual updates modify the representations in place.
-        offload: inference only: representations not in use (the MSA representation during the
-            extra-MSA stack, the recycled state between iterations) wait in host memory.
+        inplace: inference only: residual updates modify the representations in place; with a
+            chunk size, each chunk's update is added as soon as it is computed, so no update-sized
+            buffer exists (and the triangle multiplication keeps one projection, not two).
+        offload: what waits in host memory (inference on an accelerator; a no-op on CPU), one of
+            :data:`~alphafold_mem.memory.offload.OFFLOAD_LEVELS`: ``"none"``, ``"idle"``
+            (representations while unused) or ``"buffers"`` (also the triangle multiplication's
+            pair-sized buffer, streamed back in row blocks). ``True``/``False`` mean ``"idle"``/``"none"``.
+        templates: ``"batched"`` (every template through the pair stack, then the pointwise
+            attention over the stacked ``[*, N_templ, N_res, N_res, c_t]``; the reference) or
+            ``"streamed"`` (one template at a time; the pointwise attention accumulates across
+            templates with an online softmax, so the stack never exists).
+        head_logits: ``"keep"`` (the distogram and PAE logits ``[*, N_res, N_res, bins]`` are outputs)
+            or ``"drop"`` (inference: PAE and pTM are computed from PAE logits in row chunks;
+            neither logits tensor is returned; ``distogram_logits`` is not computed). With autograd
+            both are kept (the losses read them).
         max_memory: memory budget in bytes for ``chunk_size="auto"``; ``None``: the free memory of
             the device at the time of the forward.
+        max_chunk_size: the largest chunk ``chunk_size="auto"`` considers (``None``: no limit below
+            the largest axis).
     """
 
+    kernels: str = "reference"
     attention: str = "reference"
     chunk_size: ChunkSize = None
     attention_chunks: tuple[int, int] = (1024, 4096)
@@ -60,10 +94,26 @@ class MemoryPolicy:
     checkpoint_granularity: str = "block"
     precision: str = "fp32"
     inplace: bool = False
-    offload: bool = False
+    offload: str = "none"
+    templates: str = "batched"
+    head_logits: str = "keep"
     max_memory: Optional[int] = None
+    max_chunk_size: Optional[int] = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.offload, bool):
+            object.__setattr__(self, "offload", "idle" if self.offload else "none")
+        for name, valid in (("offload", tuple(OFFLOAD_LEVELS)), ("templates", TEMPLATE_MODES),
+                            ("head_logits", HEAD_LOGITS)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
+        if self.max_chunk_size is not None and self.max_chunk_size < 1:
+            raise ValueError(f"max_chunk_size must be >= 1, got {self.max_chunk_size}")
+        if self.kernels not in KERNELS:
+            raise ValueError(f"unknown kernels '{self.kernels}'; valid: {', '.join(KERNELS)}")
+        if self.attention == "triton":
+            raise ValueError("attention='triton' is now kernels='triton' (one field selects every Triton kernel: "
+                             "LayerNorm, attention and triangle multiplication)")
         if self.attention not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention '{self.attention}'; valid: {', '.join(ATTENTION_IMPLS)}")
         if self.checkpoint_granularity not in ("block", "update"):
@@ -99,11 +149,15 @@ class MemoryPolicy:
 
     @classmethod
     def low_memory_inference(cls, **overrides: Any) -> "MemoryPolicy":
-        """Inference at a small footprint: every chunkable op in chunks of 16 rows, low-memory
-        attention (its logits block capped whatever the chunk), in-place residual updates, idle
-        representations offloaded to host memory. The peak is then a few representations; smaller
-        chunks save little more and cost time (Python overhead per chunk)."""
-        base = dict(attention="chunked", chunk_size=16, inplace=True, offload=True)
+        """Inference at a small footprint: every chunkable op in chunks of 16 rows, each chunk's update
+        added in place (no update-sized buffers), low-memory attention (its logits block capped
+        whatever the chunk), templates streamed one at a time, head logits reduced in row chunks
+        and not returned, and on an accelerator idle representations and the triangle
+        multiplication's buffer in host memory. The peak is then the representations plus one
+        pair-sized buffer at most; smaller chunks save little more and cost time (Python overhead
+        per chunk)."""
+        base = dict(attention="chunked", chunk_size=16, inplace=True, offload="buffers", templates="streamed",
+                    head_logits="drop")
         return cls(**{**base, **overrides})
 
     def replace(self, **changes: Any) -> "MemoryPolicy":
@@ -131,4 +185,4 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
     return getattr(MemoryPolicy, name)(**overrides)
 
 
-__all__ = ["ATTENTION_IMPLS", "MemoryPolicy", "PRESETS", "preset"]
+__all__ = ["ATTENTION_IMPLS", "HEAD_LOGITS", "KERNELS", "MemoryPolicy", "PRESETS", "TEMPLATE_MODES", "preset"]

@@ -1,31 +1,56 @@
-"""Input, relative-position, recycling and extra-MSA embedders (Jumper et al. 2021, Suppl. Alg. 3-5, 32)."""
+"""Input, relative-position, recycling and extra-MSA embedders (Jumper et al. 2021, Suppl. Alg. 3-5, 32).
+
+The one-hot inputs (relative positions, extra-MSA tokens) are embedded by looking up the columns
+of the linear layer's weight instead of multiplying a one-hot tensor (the same numbers; the one-hot
+of the relative positions alone would be ``[*, N_res, N_res, 65]`` int64). The pair-sized parts
+run in row chunks (``chunk_size``, memory policy) and, for inference, write into an existing
+buffer: the pair representation is built in the storage of the recycled one.
+"""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..memory.axes import exempt
+from ..memory.axes import WHOLE, Shard, Split, declare, run_split
 from .primitives import LayerNorm, Linear
 
 
-def dgram_from_positions(x: Tensor, num_bins: int, min_bin: float, max_bin: float) -> Tensor:
+def dgram_from_positions(x: Tensor, num_bins: int, min_bin: float, max_bin: float,
+                         y: Optional[Tensor] = None) -> Tensor:
     """One-hot distogram of pairwise distances (Suppl. Alg. 32 line 1; template features 1.7.1).
 
     Args:
-        x: positions ``[*, N, 3]`` in Å.
+        x: positions ``[*, N, 3]`` in Å; y: the second residues ``[*, M, 3]`` (default: x).
         num_bins, min_bin, max_bin: ``num_bins`` lower edges evenly spaced from ``min_bin`` to
             ``max_bin`` (Å); the last bin is open-ended.
 
     Returns:
-        ``[*, N, N, num_bins]`` (dtype of x).
+        ``[*, N, M, num_bins]`` (dtype of x).
     """
+    y = x if y is None else y
     lower = torch.linspace(min_bin, max_bin, num_bins, device=x.device, dtype=x.dtype) ** 2
     upper = torch.cat([lower[1:], lower.new_tensor([1e8])])
-    d2 = ((x[..., :, None, :] - x[..., None, :, :]) ** 2).sum(-1, keepdim=True)  # [*, N, N, 1]
+    d2 = ((x[..., :, None, :] - y[..., None, :, :]) ** 2).sum(-1, keepdim=True)  # [*, N, M, 1]
     return ((d2 > lower) & (d2 < upper)).to(x.dtype)
+
+
+def _compute_dtype(linear: Linear, device_type: str) -> torch.dtype:
+    """The dtype ``linear`` computes in here: autocast's, or its weight's."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return linear.weight.dtype
+
+
+def one_hot_linear(linear: Linear, index: Tensor) -> Tensor:
+    """``linear(one_hot(index, linear.in_features))`` by looking up weight columns: ``[*, c_out]``.
+    Under autocast the weight and bias are rounded first, as the autocast matmul rounds them."""
+    dtype = _compute_dtype(linear, index.device.type)
+    return F.embedding(index.long(), linear.weight.t().to(dtype)) + linear.bias.to(dtype)
 
 
 class InputEmbedder(nn.Module):
@@ -33,11 +58,16 @@ class InputEmbedder(nn.Module):
 
     Forward: target_feat ``[*, N_res, tf_dim]``, residue_index ``[*, N_res]``,
     msa_feat ``[*, N_seq, N_res, msa_dim]``. Returns m ``[*, N_seq, N_res, c_m]`` and
-    z ``[*, N_res, N_res, c_z]``.
+    z ``[*, N_res, N_res, c_z]``. :meth:`msa` and :meth:`add_pair_` are the two halves for
+    inference: m written into a given buffer, z added into an existing pair buffer, in chunks.
     """
 
-    memory_spec = exempt("writes m and z once per iteration; not chunked (its largest transient is the "
-                         "[*, N_res, N_res, 2k+1] relative-position one-hot)")
+    memory_spec = declare(splits={
+        # rows i of the relative-position term read the residue indices of i and all of them
+        "pair": Split("pair_row", (Shard(-2), Shard(-1), WHOLE, WHOLE), output=-3),
+        "msa": Split("msa_row", (Shard(-3), WHOLE), output=-3),
+    })
+    chunk_size: Optional[int] = None
 
     def __init__(self, tf_dim: int, msa_dim: int, c_m: int, c_z: int, relpos_k: int):
         super().__init__()
@@ -48,29 +78,48 @@ class InputEmbedder(nn.Module):
         self.right_single = Linear(tf_dim, c_z)
         self.pair_activations = Linear(2 * relpos_k + 1, c_z)  # AF2 name: pair_activiations
 
-    def relpos(self, residue_index: Tensor, dtype: torch.dtype) -> Tensor:
-        """Alg. 4: one-hot of clip(r_i - r_j, -k, k) + k, projected to c_z."""
-        d = residue_index[..., :, None] - residue_index[..., None, :]  # [*, N_res, N_res]
-        d = torch.clamp(d, -self.relpos_k, self.relpos_k) + self.relpos_k
-        return self.pair_activations(F.one_hot(d.long(), 2 * self.relpos_k + 1).to(dtype))
+    def relpos(self, residue_index: Tensor, rows: Optional[Tensor] = None) -> Tensor:
+        """Alg. 4: one_hot(clip(r_i - r_j, -k, k) + k) projected to c_z, ``[*, N_i, N_res, c_z]``
+        (rows i: ``rows`` residue indices, default all)."""
+        rows = residue_index if rows is None else rows
+        d = rows[..., :, None] - residue_index[..., None, :]  # [*, N_i, N_res]
+        return one_hot_linear(self.pair_activations, torch.clamp(d, -self.relpos_k, self.relpos_k) + self.relpos_k)
 
     def forward(self, target_feat: Tensor, residue_index: Tensor, msa_feat: Tensor) -> tuple[Tensor, Tensor]:
         tf_m = self.preprocess_1d(target_feat)  # [*, N_res, c_m]
         m = self.preprocess_msa(msa_feat) + tf_m[..., None, :, :]  # [*, N_seq, N_res, c_m]
         z = self.left_single(target_feat)[..., :, None, :] + self.right_single(target_feat)[..., None, :, :]
-        z = z + self.relpos(residue_index, z.dtype)  # [*, N_res, N_res, c_z]
+        z = z + self.relpos(residue_index)  # [*, N_res, N_res, c_z]
         return m, z
+
+    def msa(self, target_feat: Tensor, msa_feat: Tensor, out: Tensor) -> Tensor:
+        """m written into ``out`` ``[*, N_seq, N_res, c_m]`` in chunks of MSA rows (inference)."""
+        tf_m = self.preprocess_1d(target_feat)[..., None, :, :]
+        return run_split(self, "msa", lambda f, t: self.preprocess_msa(f) + t, msa_feat, tf_m, out=out)
+
+    def add_pair_(self, z: Tensor, target_feat: Tensor, residue_index: Tensor) -> Tensor:
+        """``z += `` the pair embedding (left_i + right_j + relpos_ij), row chunk by row chunk (inference)."""
+        right = self.right_single(target_feat)[..., None, :, :]  # [*, 1, N_res, c_z]
+
+        def rows(tf_i: Tensor, ri_i: Tensor, ri: Tensor, right_: Tensor) -> Tensor:
+            return (self.left_single(tf_i)[..., :, None, :] + right_) + self.relpos(ri, rows=ri_i)
+
+        return run_split(self, "pair", rows, target_feat, residue_index, residue_index, right, out=z, accumulate=True)
 
 
 class RecyclingEmbedder(nn.Module):
     """Embeds the previous iteration's m[0], z and pseudo-beta positions (Suppl. Alg. 32).
 
     Forward: m0_prev ``[*, N_res, c_m]``, z_prev ``[*, N_res, N_res, c_z]``, x_prev (pseudo-beta
-    positions) ``[*, N_res, 3]`` in Å. Returns the updates for m[0] and z.
+    positions) ``[*, N_res, 3]`` in Å. Returns the updates for m[0] and z. :meth:`pair_update` is
+    the pair part in row chunks (inference: written into a given buffer, which may be z_prev).
     """
 
-    memory_spec = exempt("once per iteration; not chunked (its largest transient is the [*, N_res, N_res, 15] "
-                         "distogram)")
+    memory_spec = declare(splits={
+        # rows i read z_prev rows i, the positions of i and all positions
+        "pair": Split("pair_row", (Shard(-3), Shard(-2), WHOLE), output=-3),
+    })
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, num_bins: int, min_bin: float, max_bin: float):
         super().__init__()
@@ -80,21 +129,28 @@ class RecyclingEmbedder(nn.Module):
         self.prev_pair_norm = LayerNorm(c_z)
 
     def forward(self, m0_prev: Tensor, z_prev: Tensor, x_prev: Tensor) -> tuple[Tensor, Tensor]:
-        dgram = dgram_from_positions(x_prev, self.num_bins, self.min_bin, self.max_bin)
-        z_update = self.prev_pos_linear(dgram) + self.prev_pair_norm(z_prev)
-        return self.prev_msa_first_row_norm(m0_prev), z_update
+        return self.prev_msa_first_row_norm(m0_prev), self.pair_update(z_prev, x_prev)
+
+    def pair_update(self, z_prev: Tensor, x_prev: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """The update of z ``[*, N_res, N_res, c_z]``; with ``out``, written into it chunk by chunk
+        (``out`` may be ``z_prev``: each chunk reads its own rows)."""
+        def rows(z_rows: Tensor, x_rows: Tensor, x: Tensor) -> Tensor:
+            dgram = dgram_from_positions(x_rows, self.num_bins, self.min_bin, self.max_bin, y=x)
+            return self.prev_pos_linear(dgram) + self.prev_pair_norm(z_rows)
+
+        return run_split(self, "pair", rows, z_prev, x_prev, x_prev, out=out)
 
 
 class ExtraMsaEmbedder(nn.Module):
     """Embeds the extra MSA (Suppl. Alg. 2 line 14): [one_hot(extra_msa, 23), has_deletion,
-    deletion_value] (25 channels) -> c_e.
+    deletion_value] (25 channels) -> c_e, by weight lookup (no one-hot tensor), in row chunks.
 
     Forward: extra_msa ``[*, N_extra, N_res]`` (int, 0-21), extra_has_deletion and
     extra_deletion_value ``[*, N_extra, N_res]``. Returns ``[*, N_extra, N_res, c_e]``.
     """
 
-    memory_spec = exempt("writes the extra-MSA representation once; not chunked (its transient is the "
-                         "[*, N_extra, N_res, 25] input features)")
+    memory_spec = declare(splits={"rows": Split("msa_row", (Shard(-2), Shard(-2), Shard(-2)), output=-3)})
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_e: int, num_classes: int = 23):
         super().__init__()
@@ -102,8 +158,15 @@ class ExtraMsaEmbedder(nn.Module):
         self.extra_msa_activations = Linear(num_classes + 2, c_e)
 
     def forward(self, extra_msa: Tensor, extra_has_deletion: Tensor, extra_deletion_value: Tensor) -> Tensor:
-        dtype = extra_has_deletion.dtype
-        feat = torch.cat(
-            [F.one_hot(extra_msa.long(), self.num_classes).to(dtype),
-             extra_has_deletion[..., None], extra_deletion_value[..., None]], dim=-1)  # [*, N_extra, N_res, 25]
-        return self.extra_msa_activations(feat)
+        return run_split(self, "rows", self._rows, extra_msa, extra_has_deletion, extra_deletion_value)
+
+    def _rows(self, extra_msa: Tensor, has_deletion: Tensor, deletion_value: Tensor) -> Tensor:
+        lin = self.extra_msa_activations
+        dtype = _compute_dtype(lin, extra_msa.device.type)
+        acc = torch.promote_types(dtype, torch.float32)
+        w = lin.weight.to(dtype).to(acc)  # rounded as the autocast matmul rounds them, summed in >= fp32
+        n = self.num_classes
+        out = F.embedding(extra_msa.long(), w[:, :n].t())  # [*, S, N_res, c_e]
+        out.add_(has_deletion.to(dtype).to(acc)[..., None] * w[:, n])
+        out.add_(deletion_value.to(dtype).to(acc)[..., None] * w[:, n + 1])
+        return out.add_(lin.bias.to(dtype).to(acc)).to(dtype)

@@ -38,6 +38,14 @@ class MSARowAttentionWithPairBias(nn.Module):
         self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
+        return self._run(m, z, msa_mask, None)
+
+    def add_to_(self, target: Tensor, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
+        """``target += self(m, z, msa_mask)`` in place, row chunk by row chunk (inference; ``target``
+        may be m). Returns ``target``."""
+        return self._run(m, z, msa_mask, target)
+
+    def _run(self, m: Tensor, z: Tensor, msa_mask: Tensor, target: Optional[Tensor]) -> Tensor:
         pair_bias = run_split(self, "pair_bias", lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)),
                               z)  # [*, N_res, N_res, H]
         pair_bias = pair_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res], shared by all rows
@@ -47,7 +55,7 @@ class MSARowAttentionWithPairBias(nn.Module):
             key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, S, 1, 1, N_res]
             return self.attention(mc, mc, [key_bias, pair_bias])
 
-        return run_split(self, "rows", rows, m, msa_mask)
+        return run_split(self, "rows", rows, m, msa_mask, out=target, accumulate=target is not None)
 
 
 class MSAColumnAttention(nn.Module):
@@ -72,6 +80,11 @@ class MSAColumnAttention(nn.Module):
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         return run_split(self, "columns", self._columns, m, msa_mask)
+
+    def add_to_(self, target: Tensor, m: Tensor, msa_mask: Tensor) -> Tensor:
+        """``target += self(m, msa_mask)`` in place, column chunk by column chunk (inference; ``target``
+        may be m). Returns ``target``."""
+        return run_split(self, "columns", self._columns, m, msa_mask, out=target, accumulate=True)
 
     def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_seq, c_m]

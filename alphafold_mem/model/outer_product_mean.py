@@ -21,13 +21,17 @@ class OuterProductMean(nn.Module):
     with eps 1e-3 (AF2 divides after the output projection, bias included).
 
     ``chunk_size`` (memory policy) chunks the projections over MSA rows and the outer product
-    ``[*, N_res, N_res, C, C]`` over its first residue axis i.
+    ``[*, N_res, N_res, C, C]`` over its first residue axis i. ``add_to_`` (inference) adds the
+    update into z chunk by chunk and keeps only b whole: each chunk projects its own columns of a.
     """
 
     memory_spec = declare(splits={
         "project": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
         # rows i of the outer product read a[:, i] and the whole of b (and the masks alike)
         "outer": Split("pair_row", (Shard(-2), WHOLE, Shard(-1), WHOLE), output=-3),
+        # in place: b alone; then rows i read the MSA columns m[:, i] (for a) and the whole of b
+        "project_right": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
+        "outer_from_msa": Split("pair_row", (Shard(-2), WHOLE, Shard(-1), WHOLE), output=-3),
     })
     chunk_size: Optional[int] = None
 
@@ -42,6 +46,19 @@ class OuterProductMean(nn.Module):
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         a, b = run_split(self, "project", self._project, m, msa_mask)  # 2 x [*, N_seq, N_res, C]
         return run_split(self, "outer", self._outer, a, b, msa_mask, msa_mask)  # [*, N_res, N_res, c_z]
+
+    def add_to_(self, target: Tensor, m: Tensor, msa_mask: Tensor) -> Tensor:
+        """``target += self(m, msa_mask)`` in place, row chunk by row chunk (inference). Returns ``target``."""
+        b = run_split(self, "project_right", self._right, m, msa_mask)  # [*, N_seq, N_res, C]
+
+        def rows(mc: Tensor, b_: Tensor, mask_i: Tensor, mask: Tensor) -> Tensor:
+            a = self.left_projection(self.layer_norm_input(mc)) * mask_i[..., None]  # [*, N_seq, I, C]
+            return self._outer(a, b_, mask_i, mask)
+
+        return run_split(self, "outer_from_msa", rows, m, b, msa_mask, msa_mask, out=target, accumulate=True)
+
+    def _right(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        return self.right_projection(self.layer_norm_input(m)) * msa_mask[..., None]
 
     def _project(self, m: Tensor, msa_mask: Tensor) -> tuple[Tensor, Tensor]:
         m = self.layer_norm_input(m)

@@ -75,7 +75,7 @@ class LayerNorm(nn.LayerNorm):
     set from outside by the memory policy.
     """
 
-    memory_spec = declare(seams=["layer_norm"])
+    memory_spec = declare(seams=["kernel"])
     kernel_impl: str = "reference"
 
     def __init__(self, c: int, eps: float = 1e-5):
@@ -92,6 +92,18 @@ def residual(x: Tensor, update: Tensor, inplace: bool = False) -> Tensor:
     if inplace and not torch.is_grad_enabled():
         return x.add_(update)
     return x + update
+
+
+def residual_update(x: Tensor, module: nn.Module, dropout: Optional[nn.Module], *args: Tensor,
+                    inplace: bool = False) -> Tensor:
+    """``x + dropout(module(*args))`` (a residual update of Alg. 6 / 16 / 18). With ``inplace``, no
+    gradient recorded and dropout inactive (eval), the module adds its update into ``x`` chunk by
+    chunk (``module.add_to_(x, *args)``): no update-sized buffer exists. Same values either way
+    (up to the summation order of the triangle multiplication's in-place path)."""
+    if inplace and not torch.is_grad_enabled() and (dropout is None or not dropout.training or dropout.p == 0.0):
+        return module.add_to_(x, *args)
+    update = module(*args)
+    return residual(x, update if dropout is None else dropout(update), inplace)
 
 
 def mask_bias(mask: Tensor, inf: float = 1e9) -> Tensor:
@@ -111,8 +123,8 @@ class Attention(nn.Module):
         (mask and pair biases). Returns ``[*, Q, c_q]``.
 
     Memory attributes (set by the memory policy): ``attention_impl`` is ``"reference"`` or
-    ``"triton"`` (dispatched by :func:`kernels.attention`) or ``"chunked"`` (low-memory attention
-    with ``attention_chunks = (q_chunk, kv_chunk)``).
+    ``"triton"`` (dispatched by :func:`kernels.attention`; ``"triton"`` under ``kernels="triton"``)
+    or ``"chunked"`` (low-memory attention with ``attention_chunks = (q_chunk, kv_chunk)``).
     """
 
     memory_spec = declare(seams=["attention"])
@@ -223,6 +235,11 @@ class Transition(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         return run_split(self, "rows", self._rows, x, mask)
+
+    def add_to_(self, target: Tensor, x: Tensor, mask: Tensor) -> Tensor:
+        """``target += self(x, mask)`` in place, row chunk by row chunk (inference; ``target`` may be
+        x). Returns ``target``."""
+        return run_split(self, "rows", self._rows, x, mask, out=target, accumulate=True)
 
     def _rows(self, x: Tensor, mask: Tensor) -> Tensor:
         x = self.layer_norm(x)

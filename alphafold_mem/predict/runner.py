@@ -8,8 +8,9 @@ One run:
    neither: single-sequence mode, said so);
 2. validates every input before any model work: a bad record or MSA is reported in one line naming
    file, record and position, and the other targets still run;
-3. skips targets whose outputs are complete (``<id>_scores.json`` is written last) unless
-   ``overwrite``;
+3. skips targets whose outputs are complete and were produced from the same sequence, MSA,
+   weights and result-changing options (:mod:`.provenance`); a finished target that differs fails
+   with a line naming what changed, unless ``overwrite``;
 4. loads the weights once (any format :mod:`alphafold_mem.weights` detects), then for each target
    builds features, runs the model (a failure such as running out of memory fails that target only)
    and writes ``<id>.pdb`` (pLDDT in the B-factor column), ``<id>.cif`` (ModelCIF, pLDDT as local QA
@@ -34,10 +35,14 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from ..memory.policy import MemoryPolicy
 from ..precision import PRECISIONS
+from . import preflight
 from .outputs import output_paths, write_json, write_target_outputs
-from .targets import PredictError, Target, collect_targets
+from .provenance import partition_finished, shareable_scores
+from .targets import PredictError, Target, collect_targets, measure_searched
 from .timings import Stages
+from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
 
@@ -115,29 +120,6 @@ def _resolve_device(device: str) -> torch.device:
     return dev
 
 
-def _memory_policy(memory_policy, precision: str, chunk_size, low_memory: bool):
-    from ..memory import MemoryPolicy
-
-    if memory_policy is not None:
-        if precision != "fp32" or chunk_size is not None or low_memory:
-            raise PredictError("give either memory_policy or precision/chunk_size/low_memory, not both")
-        if not isinstance(memory_policy, MemoryPolicy):
-            raise PredictError(f"memory_policy must be a MemoryPolicy, got {type(memory_policy).__name__}")
-        return memory_policy
-    if isinstance(chunk_size, str) and chunk_size != "auto":
-        try:
-            chunk_size = int(chunk_size)
-        except ValueError:
-            raise PredictError(f"--chunk-size {chunk_size!r}: expected a positive integer or 'auto'") from None
-    try:
-        if low_memory:
-            extra = {} if chunk_size is None else {"chunk_size": chunk_size}
-            return MemoryPolicy.low_memory_inference(precision=precision, **extra)
-        return MemoryPolicy.reference(precision=precision, chunk_size=chunk_size)
-    except ValueError as exc:
-        raise PredictError(f"memory options: {exc}") from None
-
-
 def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
     """One empty template (``template_mask`` 0) for template-enabled models run without templates,
     as AF2 pads missing templates: its pair update is multiplied by 0 and its MSA row is masked."""
@@ -161,8 +143,9 @@ def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
 def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = False, weights=None,
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
-            low_memory: bool = False, memory_policy=None, track_memory: bool = True,
-            log: Optional[Callable[[str], None]] = None, debug: bool = False, pipeline=None) -> PredictionRun:
+            low_memory: bool = False, memory_policy="auto", max_memory: Optional[int] = None,
+            track_memory: bool = True, log: Optional[Callable[[str], None]] = None, debug: bool = False,
+            pipeline=None, min_msa_depth: int = 0, record_paths: bool = False) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -181,13 +164,18 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         precision: ``"fp32"``, ``"bf16"`` (the model's one autocast, fp32 islands and fp32
             representations) or ``"bf16-full"`` (bf16 representations too; see :mod:`alphafold_mem.precision`).
         seed: seed of MSA cluster sampling/masking and of torch.
-        overwrite: re-run targets whose outputs are complete (default: skip them).
+        overwrite: re-run finished targets (default: skip them if their provenance matches, else fail them).
         chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest
             chunk whose predicted peak fits the free device memory); results equal unchunked ones.
         low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
             unless ``chunk_size`` is given, in-place updates, offload of idle representations on GPU).
-        memory_policy: a :class:`alphafold_mem.MemoryPolicy` to use as is (then ``precision``,
-            ``chunk_size`` and ``low_memory`` must be left at their defaults).
+        memory_policy: ``"auto"`` (default: before each target the pre-flight picks the fastest
+            policy predicted to fit, :mod:`alphafold_mem.predict.preflight`), a preset name
+            (``"reference"``, ``"low_memory_inference"``) or a :class:`alphafold_mem.MemoryPolicy`
+            (then ``chunk_size`` and ``low_memory`` must be left at their defaults). A given
+            ``chunk_size`` or ``low_memory`` also fixes the policy. Either way a target whose predicted
+            peak does not fit fails at once, before any model work, and the others still run.
+        max_memory: the memory budget in bytes (default: the device's free memory plus the weights).
         track_memory: on CPU, measure the forward's activation peak with
             :func:`alphafold_mem.memory.track_peak` (a dispatch mode that slows the CPU forward; CUDA
             measurements are free and always on).
@@ -195,6 +183,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         debug: include tracebacks in the log for failures.
         pipeline: :class:`alphafold_mem.predict.stages.PipelineOptions`: sequence search before the
             features (cached under ``out_dir/<id>/``), templates from hits, Amber relaxation after the outputs.
+        min_msa_depth: fail targets whose MSA has fewer distinct rows (query included).
+        record_paths: write local paths (inputs, MSAs, weights) into the outputs (default: file names).
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -211,13 +201,16 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         raise PredictError("--single-sequence cannot be combined with --msa/--msa-dir")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
-    policy = _memory_policy(memory_policy, precision, chunk_size, low_memory)
+    request = preflight.policy_request(memory_policy, precision, chunk_size, low_memory)
+    policy = MemoryPolicy(precision=precision) if request == "auto" else request
     dev = _resolve_device(device)
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
 
     # 1-2. Inputs, validated before any model work.
-    targets, rejected = collect_targets(inputs, msa, msa_dir, log)
+    searching = pipeline is not None and pipeline.searching  # then depth and Neff after the search
+    targets, rejected = collect_targets(inputs, msa, msa_dir, log, single_sequence=single_sequence,
+                                        min_msa_depth=0 if searching else min_msa_depth)
     results = [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
                for x in rejected]
     if single_sequence:
@@ -232,6 +225,10 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             targets.remove(t)
             results.append(TargetResult(name=t.name, length=len(t.sequence), status="failed", message=message,
                                         order=t.order))
+        if searching:
+            targets, shallow = measure_searched(targets, min_msa_depth, log)
+            results += [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message,
+                                     order=x.order) for x in shallow]
     no_msa = [t.name for t in targets if not t.msa_files]
     if no_msa and not single_sequence:
         shown = ", ".join(no_msa[:5]) + (f" and {len(no_msa) - 5} more" if len(no_msa) > 5 else "")
@@ -246,16 +243,14 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     from ..planner import apply_memory_policy
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
-    todo, skipped = [], []
-    for t in targets:
-        # A PAE model also writes _pae files, but _scores.json (written last) marks completion.
-        marker = os.path.join(out_dir, f"{t.name}_scores.json")
-        if os.path.exists(marker) and not overwrite:
-            skipped.append(t)
-        else:
-            todo.append(t)
+    options = {"preset": preset, "num_recycles": num_recycles, "precision": policy.precision, "seed": seed}
+    todo, skipped, conflicts = partition_finished(targets, out_dir, weights_path, options, overwrite=overwrite,
+                                                  record_paths=record_paths, log=log, pipeline=pipeline)
+    results += [TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order)
+                for x in conflicts]
+    targets = todo + skipped
     for t in skipped:
-        log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
+        log(f"skip: {t.name}: finished outputs of the same inputs and options in {out_dir} (--overwrite reruns)")
 
     stages = Stages(dev, track_cpu=track_memory)
     loaded = None
@@ -274,9 +269,11 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         model = model.to(dev).eval()
         apply_memory_policy(model, policy)
         cfg = model.config
+        budget = preflight.device_budget(dev, cfg, max_memory)
         log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
-            f"memory policy {policy.name}, {cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
+            f"memory policy {'auto' if request == 'auto' else policy.name}, budget {budget / 1e9:.1f} GB, "
+            f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
 
     # 4. Targets.
     by_name = {t.name: TargetResult(name=t.name, length=len(t.sequence), msa_depth=t.msa_depth, order=t.order)
@@ -290,6 +287,14 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
+            # before any model work: a target predicted not to fit fails here, the others still run
+            fit = preflight.check(cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request,
+                                  precision, dev, budget)
+            if not fit.fits:
+                raise preflight.DoesNotFit(fit.message)
+            if fit.policy != policy:
+                policy = fit.policy
+                apply_memory_policy(model, policy)
             _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
             r.status = "failed"
@@ -307,7 +312,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     ordered = sorted(results + [by_name[t.name] for t in targets], key=lambda r: r.order)
     run = PredictionRun(ordered, out_dir, weights=weights_path)
     timings = {
-        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name, "weights": weights_path,
+        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name,
+        "weights": weights_path if record_paths else os.path.basename(weights_path),
         "memory_measure": stages.describe(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "stages": stages.records,
@@ -328,6 +334,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
     from ..data.alignment_layout import msa_row_cap
+    from ..data.features.values import check_feature_values
 
     precision = policy.precision
     cfg = model.config
@@ -346,18 +353,10 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         return batch
 
     batch = stages.run(f"{t.name}/features", features)
+    check_feature_values(batch, record=t.name, file=t.source)  # finite, masks 0/1, tokens in range
     r.msa_depth = t.msa_depth
     batch = {k: v.to(dev) for k, v in batch.items()}
-    chunk_note = policy.chunk_size
-    if policy.chunk_size == "auto":
-        # Resolve here rather than in the model's pre-hook: the choice is reported, and the estimator's
-        # fake-tensor run stays outside the CPU peak tracker.
-        from ..planner import apply_memory_policy, batch_sizes, resolve_auto_chunk
-
-        chosen = stages.run(f"{t.name}/auto_chunk", lambda: resolve_auto_chunk(
-            cfg, policy, *batch_sizes(batch), training=False, device=dev))
-        apply_memory_policy(model, policy.replace(chunk_size=chosen))
-        chunk_note = f"auto -> {chosen}"
+    chunk_note = policy.chunk_size  # concrete: the pre-flight resolved chunk_size="auto"
 
     def forward():
         torch.manual_seed(seed)
@@ -369,8 +368,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
             "max_predicted_aligned_error", "ptm")
     arrays = {k: out[k].detach().float().cpu().numpy() for k in keep if k in out}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
-    # UNK ('X') has no atoms in the atom37 tables; its Cα is the final backbone frame's origin.
-    arrays["backbone_origin"] = out["sm_frames"][-1][..., :3, 3].detach().float().cpu().numpy()
+    fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
     del out, batch
     if "ptm" in arrays:
         arrays["ptm"] = float(arrays["ptm"])
@@ -385,7 +383,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
                 if t.msa_files else "single-sequence")
     method = (f"weights {os.path.basename(weights_path)} ({loaded.format}, preset {cfg.preset}); {msa_note}; "
               f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy.name}"
-              + (f" (chunk size {chunk_note})" if policy.chunk_size == "auto" else ""))
+              + (f" (chunk size {chunk_note})" if chunk_note is not None else ""))
     scores = {
         "id": t.name, "description": t.description, "source": t.source, "sequence": t.sequence,
         "length": len(t.sequence),
@@ -400,6 +398,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     if pipeline is not None:
         scores["templates"] = pipeline.template_record(found.get("templates"), pipeline.hits_file(t),
                                                        cfg.template.enabled)
+    scores = shareable_scores(scores, t, r.outputs)
     if "predicted_aligned_error" in arrays:
         pae = arrays["predicted_aligned_error"]
         scores["ptm"] = round(r.ptm, 4)
@@ -425,6 +424,8 @@ def _previous_mean_plddt(path: str) -> Optional[float]:
 def _failure_message(t: Target, exc: BaseException) -> str:
     from ..data import InputError
 
+    if isinstance(exc, preflight.DoesNotFit):
+        return f"{t.source}: record '{t.name}': does not fit: {exc}"
     cpu_oom = isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or cpu_oom:
         return (f"{t.source}: record '{t.name}': out of memory at {len(t.sequence)} residues "

@@ -1,6 +1,7 @@
 """LightningModule wrapping the plain :class:`alphafold_mem.AlphaFold` module.
 
-Manual optimisation, so that one step is explicit: forward, fp32 loss, a non-finite check (agreed
+Manual optimisation, so that one step is explicit: an input check (finite features, masks 0/1,
+tokens in range; a bad batch is skipped like a non-finite step), forward, fp32 loss, a non-finite check (agreed
 across ranks), backward, a gradient check, clipping at global norm 0.1, Adam, the AF2 schedule, the
 EMA update (Jumper et al. 2021, Suppl. 1.11). A step with a non-finite loss term or gradient is
 skipped (no update, the data position still advances) and logged with the term, step and sample
@@ -23,6 +24,7 @@ import torch
 
 from ..config import ModelConfig
 from ..data import Batch
+from ..data.features.values import feature_value_problem
 from ..losses import AlphaFoldLoss
 from ..memory.policy import MemoryPolicy
 from ..planner import apply_memory_policy
@@ -119,6 +121,9 @@ class AlphaFoldLightning(L.LightningModule):
         n = feats["aatype"].shape[0]
         feats["use_clamped_fape"] = self._use_clamped_fape(n, k).to(self.device)
         opt, sched = self.optimizers(), self.lr_schedulers()
+        bad_input = feature_value_problem(feats, sample_ids=batch.sample_ids, batched=True)  # before the model
+        if not self._all_ranks_ok(bad_input is None):
+            return self._skip([f"or out-of-range input ({bad_input or 'on another rank'})"], batch, None)
 
         out = self.model(feats)
         loss, terms = self.loss_fn(out, feats)

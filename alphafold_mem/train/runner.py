@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
@@ -16,6 +17,7 @@ from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkp
 from .config import TrainConfig
 from .data_module import AF2DataModule
 from .lightning_module import AlphaFoldLightning
+from .resume import ApplyTrainConfig, RunSettingsCallback, resume_overrides
 
 __all__ = ["build_trainer", "train", "PRECISIONS"]
 
@@ -73,21 +75,30 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
           strategy: str = "auto", accelerator: str = "auto", resume: Optional[str] = None,
           ckpt_every_steps: int = 200, num_workers: int = 0, loggers: Sequence[str] = ("csv",),
           callbacks: Sequence[Callback] = (), progress_bar: bool = True,
-          memory_policy: Optional[MemoryPolicy] = None) -> AlphaFoldLightning:
+          memory_policy: Optional[MemoryPolicy] = None, run_settings: Optional[dict] = None,
+          log: Optional[Callable[[str], None]] = None) -> AlphaFoldLightning:
     """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
-    (see :class:`AlphaFoldLightning`); ``None``: the reference computation.
+    (see :class:`AlphaFoldLightning`); ``None``: the reference computation. ``run_settings`` (data
+    directory, steps, precision, ...; :mod:`.resume`) are stored in every checkpoint. On resume every
+    setting that differs from the checkpoint's is logged as an ``override:`` line (``log``, default
+    stderr). At start-up the dropped training data are reported (:mod:`.data_report`).
 
     Raises:
         ValueError: ``resume`` was saved for a different architecture (one sentence naming the
-            differing fields).
+            differing fields), or with another seed or batch size (:data:`.resume.FIXED_ON_RESUME`).
     """
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     if resume is not None:
         saved, _ = read_checkpoint_config(resume)
         check_config_compatible(saved, model_config)
+        resume_overrides(resume, model_config, train_config, run_settings, log)
+        callbacks = [*callbacks, ApplyTrainConfig()]  # overrides take effect after Lightning's restore
+    if run_settings is not None:
+        callbacks = [*callbacks, RunSettingsCallback(run_settings)]
     L.seed_everything(train_config.seed, workers=True, verbose=False)
     module = AlphaFoldLightning(model_config, train_config, memory_policy)
     dm = AF2DataModule(data_dir, model_config, train_config, cache_dir=Path(out_dir) / "chain_index",
-                       max_steps=max_steps, num_workers=num_workers)
+                       max_steps=max_steps, num_workers=num_workers, report_dir=out_dir, log=log)
     trainer = build_trainer(out_dir, max_steps, precision, devices, strategy, accelerator,
                             train_config.val_every_steps, ckpt_every_steps, loggers, callbacks, progress_bar)
     trainer.fit(module, datamodule=dm, ckpt_path=resume)

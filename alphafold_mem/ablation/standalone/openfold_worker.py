@@ -8,7 +8,7 @@ compiled import on the CPU path, ``attn_core_inplace_cuda`` (an in-place softmax
 pure-PyTorch stand-in :data:`STAND_IN`, written by the driver to ``--stand-in-dir``.
 
 Settings (``--setting``): ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours
-``MemoryPolicy.reference()``), ``chunk4`` (chunk size 4 on both sides; OpenFold's chunk-size tuning
+``MemoryPolicy(inplace=True)``: OpenFold's no-grad forward updates in place), ``chunk4`` (chunk size 4 on both sides, in place; OpenFold's chunk-size tuning
 off), ``low_memory`` (OpenFold ``globals.use_lma=True``; ours ``MemoryPolicy.low_memory_inference()``);
 in training both sides checkpoint every block (OpenFold ``globals.blocks_per_ckpt=1``; ours
 ``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)`` for ``unchunked``). Inference is
@@ -103,8 +103,8 @@ def worker_ours(args, torch) -> dict:
         policy = {"unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1,
                                                       checkpoint_template=1),
                   "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training()}[args.setting]
-    else:
-        policy = {"unchunked": MemoryPolicy.reference(), "chunk4": MemoryPolicy(chunk_size=4),
+    else:  # OpenFold's no-grad forward updates in place; so do these
+        policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
                   "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
     torch.manual_seed(0)
     model = apply_memory_policy(AlphaFold(cfg), policy)

@@ -26,7 +26,7 @@ from ...config import model_config
 from ...geometry import all_atom
 from ...geometry import residue_constants as rc
 from ..errors import InputError
-from ..fasta import FastaRecord
+from ..fasta import FastaRecord, empty_chains
 from ..msa import Msa, parse_msa
 from ..structure import ProteinChain
 from .crop import crop_indices
@@ -127,7 +127,9 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
     if not sequence:
         raise InputError("empty sequence", record=name)
     if ":" in sequence:
-        raise InputError("':' chain separator is not supported by the monomer pipeline", record=name)
+        empty = empty_chains(sequence)
+        detail = f" (and chain {empty[0][0]} of {empty[0][1]} is empty)" if empty else ""
+        raise InputError(f"':' chain separator is not supported by the monomer pipeline{detail}", record=name)
     data = config.data
     with_gt = mode in ("train", "eval")
     if with_gt:
