@@ -19,19 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from lightning.pytorch.callbacks import Callback  # noqa: E402
 
 from alphafold_mem import model_config  # noqa: E402
+from alphafold_mem.ablation.training import StepRecorder  # noqa: E402
 from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.train import AF2DataModule, AlphaFoldLightning, TrainConfig, build_trainer  # noqa: E402
-
-
-class _Losses(Callback):
-    def __init__(self):
-        self.values = []
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.values.append(float(outputs["loss"]) if outputs else float("nan"))
 
 
 def run(data: str, out: Path, steps: int, precision: str) -> list[float]:
@@ -40,12 +32,12 @@ def run(data: str, out: Path, steps: int, precision: str) -> list[float]:
     tc = TrainConfig(warmup_steps=10, held_out=("1a8o",), val_every_steps=0)
     module = AlphaFoldLightning(cfg, tc)
     dm = AF2DataModule(data, cfg, tc, cache_dir=out / "idx", max_steps=steps)
-    rec = _Losses()
+    rec = StepRecorder()
     trainer = build_trainer(out / precision, steps, precision=precision, devices=1, accelerator="cpu",
                             val_every_steps=None, ckpt_every_steps=10 ** 6, loggers=(), callbacks=[rec],
                             progress_bar=False)
     trainer.fit(module, datamodule=dm)
-    return rec.values
+    return rec.losses
 
 
 def main(argv=None) -> int:

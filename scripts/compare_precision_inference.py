@@ -19,40 +19,32 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from Bio import SeqIO  # noqa: E402
 
 from alphafold_mem import predict  # noqa: E402
-from alphafold_mem.data.errors import InputWarning  # noqa: E402
-from alphafold_mem.data.pdb import parse_pdb  # noqa: E402
+from alphafold_mem.ablation.scores import Prediction, deviation  # noqa: E402
 from alphafold_mem.geometry import residue_constants as rc  # noqa: E402
-from alphafold_mem.metrics import ca_rmsd, rmsd  # noqa: E402
+from alphafold_mem.metrics import rmsd  # noqa: E402
 
-
-def _read(pdb_path: Path):
-    with warnings.catch_warnings():  # predictions carry no SEQRES: the observed residues are the sequence
-        warnings.simplefilter("ignore", InputWarning)
-        return parse_pdb(pdb_path)
+CA = rc.atom_order["CA"]
 
 
 def compare(fp32_pdb: Path, bf16_pdb: Path) -> dict[str, float]:
     """Cα-RMSD (superposed and raw, Å) and mean/max |ΔpLDDT| between two predictions of one target
-    (pLDDT is the B-factor column of the predicted PDB)."""
-    a, b = _read(fp32_pdb), _read(bf16_pdb)
-    if len(a) != len(b):
-        raise ValueError(f"{fp32_pdb} and {bf16_pdb} have different residue counts ({len(a)} vs {len(b)})")
-    x, y, mask = (torch.tensor(t, dtype=torch.float64) for t in (a.atom37_positions, b.atom37_positions, a.atom37_mask))
-    ca = rc.atom_order["CA"]
-    dp = np.abs(a.b_factors[:, ca] - b.b_factors[:, ca])
-    return dict(n_res=len(a), rmsd=ca_rmsd(y, x, mask).item(),
-                rmsd_raw=rmsd(y[:, ca], x[:, ca], mask[:, ca], superpose_first=False).item(),
-                dplddt_mean=float(dp.mean()), dplddt_max=float(dp.max()))
+    (pLDDT is the B-factor column of the predicted PDB; the deviation is
+    :func:`alphafold_mem.ablation.scores.deviation`, as in ``alphafold-mem ablate``)."""
+    a, b = Prediction.from_pdb(fp32_pdb), Prediction.from_pdb(bf16_pdb)
+    if len(a.plddt) != len(b.plddt):
+        raise ValueError(f"{fp32_pdb} and {bf16_pdb} have different residue counts ({len(a.plddt)} vs {len(b.plddt)})")
+    dev = deviation(b, a)
+    x, y, mask = (torch.tensor(t, dtype=torch.float64)[:, CA] for t in (a.positions, b.positions, a.mask))
+    return dict(n_res=len(a.plddt), rmsd=dev["ca_rmsd_to_reference"], rmsd_raw=rmsd(y, x, mask, superpose_first=False).item(),
+                dplddt_mean=dev["plddt_mean_abs_diff"], dplddt_max=dev["plddt_max_abs_diff"])
 
 
 def run_all(inputs: str, msa_dir: str, out: Path, **kwargs) -> list:

@@ -49,6 +49,7 @@ SLOW_TESTS = (
     "test_model_triton.py::test_tiny_model_triton_matches_reference",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
+    "test_ablation.py::test_tiny_grid",
     "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[outgoing_bf16_batch2]",
     "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[incoming_bf16]",
     "test_gpu_check.py::test_dry_run_end_to_end",

@@ -227,6 +227,15 @@ def test_layers_point_one_way():
                 assert not bad, f"{m} imports {bad}"
 
 
+def test_only_the_cli_imports_the_ablation_package():
+    """``alphafold_mem.ablation`` runs everything below it (train, predict, planner); nothing but the
+    command line may depend on it."""
+    graph = import_graph()
+    bad = {m: sorted(d for d in deps if d.startswith("alphafold_mem.ablation")) for m, deps in graph.items()
+           if not m.startswith(("alphafold_mem.ablation", "alphafold_mem.cli"))}
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
 def test_the_cycle_check_can_fail():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _resolve("alphafold_mem.model.triangle", False, 2, "memory") == "alphafold_mem.memory"

@@ -1,9 +1,9 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
-(:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
-sets ``func``, which receives the parsed arguments and returns the exit status. ``train`` and
-``predict`` first set glibc's allocator to return freed memory (``--malloc release``, their default:
-:func:`alphafold_mem.memory.host.apply_malloc_remedy`; ``--malloc default`` or
-``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
+(:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`, :mod:`.ablate`); each
+module's ``register`` adds its options and sets ``func``, which receives the parsed arguments and
+returns the exit status. ``train`` and ``predict`` first set glibc's allocator to return freed memory
+(``--malloc release``, their default: :func:`alphafold_mem.memory.host.apply_malloc_remedy`;
+``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import argparse
 import sys
 
 from ..version import __version__
-from . import memory_plan, predict, relax, search, train
+from . import ablate, memory_plan, predict, relax, search, train
 from .malloc import apply_malloc_option
 
-SUBCOMMANDS = (predict, search, relax, train, memory_plan)
+SUBCOMMANDS = (predict, search, relax, train, memory_plan, ablate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command line as given (ablate records it)
     if args.command is None:
         parser.print_help()
         return 0

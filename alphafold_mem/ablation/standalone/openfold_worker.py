@@ -1,0 +1,140 @@
+"""One forward of OpenFold's model or ours in a fresh process: wall time and peak-RSS growth (and, for
+ours, the storage counter in a second run). Started by :mod:`alphafold_mem.ablation.openfold` (and
+``scripts/compare_openfold.py``) as ``PYTHON openfold_worker.py --side openfold|ours ...``; prints one
+JSON line.
+
+OpenFold is imported from the checkout ``--openfold-src`` names (nothing of it is copied). Its one
+compiled import on the CPU path, ``attn_core_inplace_cuda`` (an in-place softmax), gets the
+pure-PyTorch stand-in :data:`STAND_IN`, written by the driver to ``--stand-in-dir``.
+
+Settings (``--setting``): ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours
+``MemoryPolicy(inplace=True)``: OpenFold's no-grad forward updates in place), ``chunk4`` (chunk size 4 on both sides, in place; OpenFold's chunk-size tuning
+off), ``low_memory`` (OpenFold ``globals.use_lma=True``; ours ``MemoryPolicy.low_memory_inference()``);
+in training both sides checkpoint every block (OpenFold ``globals.blocks_per_ckpt=1``; ours
+``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)`` for ``unchunked``). Inference is
+``eval()`` + ``no_grad``; training is ``train()``, forward + backward of a proxy loss. One warm-up call
+at a small size comes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+try:
+    from .rss import measure_rss
+except ImportError:  # run by file path, possibly by OpenFold's Python: rss.py sits next to this file
+    from rss import measure_rss
+
+STAND_IN = '''"""Pure-PyTorch stand-in for OpenFold's compiled in-place softmax (written by alphafold_mem.ablation)."""
+import torch
+
+
+def forward_(x, rows, cols):
+    x.copy_(torch.softmax(x, -1))
+
+
+def backward_(out, grad, rows, cols):
+    grad.copy_(out * (grad - (out * grad).sum(-1, keepdim=True)))
+'''
+
+SETTINGS = ("unchunked", "chunk4", "low_memory")
+
+
+def _proxy_loss(out: dict):
+    return sum(out[k].float().pow(2).mean() for k in ("final_atom_positions", "distogram_logits") if k in out)
+
+
+def _batch(path: str, torch):
+    import numpy as np
+
+    data = np.load(path)
+    return {k: torch.from_numpy(data[k]) for k in data.files}
+
+
+def _run_model(model, batch, training: bool, torch, call):
+    model.train(training)
+    with torch.set_grad_enabled(training):
+        out = call(model, batch)
+        if training:
+            _proxy_loss(out).backward()
+
+
+def _timed(model, args, torch, call) -> dict:
+    training = args.mode == "training"
+    _run_model(model, _batch(args.warmup_features, torch), training, torch, call)
+    model.zero_grad(set_to_none=True)
+    batch = _batch(args.features, torch)
+    seconds, grown = measure_rss(lambda: _run_model(model, batch, training, torch, call))
+    model.zero_grad(set_to_none=True)
+    return {"seconds": seconds, "rss_bytes": grown}
+
+
+def worker_openfold(args, torch) -> dict:
+    sys.path.insert(0, args.stand_in_dir)
+    sys.path.insert(0, os.path.abspath(args.openfold_src))
+    from openfold.config import model_config
+    from openfold.model.model import AlphaFold
+
+    c = model_config(args.preset, train=args.mode == "training")
+    c.globals.chunk_size = 4 if args.setting == "chunk4" else None
+    c.globals.use_lma = args.setting == "low_memory"
+    c.globals.blocks_per_ckpt = 1 if args.mode == "training" else None
+    for stack in (c.model.evoformer_stack, c.model.extra_msa.extra_msa_stack, c.model.template.template_pair_stack):
+        stack.tune_chunk_size = False
+    c.model.evoformer_stack.no_blocks = args.evo_blocks
+    c.model.extra_msa.extra_msa_stack.no_blocks = args.extra_blocks
+    torch.manual_seed(0)
+    return _timed(AlphaFold(c), args, torch, lambda m, b: m(b))
+
+
+def worker_ours(args, torch) -> dict:
+    from alphafold_mem.config import model_config
+    from alphafold_mem.memory import MemoryPolicy, track_peak
+    from alphafold_mem.planner import apply_memory_policy
+    from alphafold_mem.model import AlphaFold
+
+    cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
+                                       "extra_msa.num_blocks": args.extra_blocks})
+    training = args.mode == "training"
+    if training:
+        policy = {"unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1,
+                                                      checkpoint_template=1),
+                  "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training()}[args.setting]
+    else:  # OpenFold's no-grad forward updates in place; so do these
+        policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
+                  "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
+    torch.manual_seed(0)
+    model = apply_memory_policy(AlphaFold(cfg), policy)
+    call = lambda m, b: m(b, recycle_dim=-1)  # noqa: E731
+    result = _timed(model, args, torch, call)
+    with track_peak() as mem:
+        _run_model(model, _batch(args.features, torch), training, torch, call)
+    return {**result, "counter_bytes": mem.peak}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--side", choices=["ours", "openfold"], required=True)
+    ap.add_argument("--setting", choices=SETTINGS, required=True)
+    ap.add_argument("--mode", choices=["inference", "training"], default="inference")
+    ap.add_argument("--features", required=True, help="npz of the inputs (OpenFold layout, trailing recycling dim)")
+    ap.add_argument("--warmup-features", required=True)
+    ap.add_argument("--preset", default="model_1_ptm")
+    ap.add_argument("--evo-blocks", type=int, default=48)
+    ap.add_argument("--extra-blocks", type=int, default=4)
+    ap.add_argument("--stand-in-dir", default="")
+    ap.add_argument("--openfold-src", default="")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    print(json.dumps((worker_openfold if args.side == "openfold" else worker_ours)(args, torch)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
