@@ -27,7 +27,7 @@ OpenFold's configuration (model_1_ptm, 48 + 4 blocks, 2 templates, 1 thread)::
 Columns: ``counter`` is the activation peak by the storage counter (bytes of tensor storages created
 during the run, parameters and inputs excluded: :class:`alphafold_mem.memory.tracking.StorageTracker`);
 beside it an independent measure by a different mechanism: on CPU the growth of the peak resident
-set (VmHWM) of one step in a fresh subprocess (``scripts/_measure.py``), once per ``--allocator``
+set (VmHWM) of one step in a fresh subprocess (``alphafold_mem/ablation/standalone/rss.py``), once per ``--allocator``
 setting; on CUDA ``torch.cuda.max_memory_allocated``. ``pred`` is
 :func:`alphafold_mem.planner.estimate_breakdown`'s activation prediction for the device (FakeTensorMode,
 nothing allocated), ``pred err`` its largest relative difference to the measures; ``peak / reps``
@@ -182,7 +182,7 @@ def _worker(args) -> int:
     """One fresh process: warm up at a small size, then the peak RSS growth of one step (JSON line)."""
     import json
 
-    import _measure
+    from alphafold_mem.ablation.standalone.rss import measure_rss
 
     training = args.worker_mode == "training"
     policy = dict(_policies(args.worker_mode, [args.worker], args.precision))[args.worker]
@@ -192,7 +192,7 @@ def _worker(args) -> int:
     small.update(ground_truth_batch(cfg, 16, 4))
     _step(model, {k: v.to(dev) for k, v in small.items()}, training)
     model.zero_grad(set_to_none=True)
-    seconds, rss = _measure.rss_growth(lambda: _step(model, batch, training))
+    seconds, rss = measure_rss(lambda: _step(model, batch, training))
     print(json.dumps({"seconds": seconds, "rss": rss}))
     return 0
 
@@ -203,7 +203,7 @@ def _rss_in_fresh_process(args, mode: str, name: str, allocator: str) -> float:
     import os
     import subprocess
 
-    import _measure
+    from alphafold_mem.ablation.standalone.rss import ALLOCATORS
 
     argv = [sys.executable, os.path.abspath(__file__), "--worker", name, "--worker-mode", mode]
     for key in ("preset", "n_res", "n_seq", "n_extra", "evo_blocks", "extra_blocks", "templates", "recycles",
@@ -211,7 +211,7 @@ def _rss_in_fresh_process(args, mode: str, name: str, allocator: str) -> float:
         value = getattr(args, key)
         if value is not None:
             argv += ["--" + key.replace("_", "-"), str(value)]
-    env = {**os.environ, **_measure.ALLOCATORS[allocator], "OMP_NUM_THREADS": str(args.threads or 1)}
+    env = {**os.environ, **ALLOCATORS[allocator], "OMP_NUM_THREADS": str(args.threads or 1)}
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"worker {name} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-3:]}")

@@ -1,5 +1,8 @@
 """Side by side with OpenFold: time and memory of the same forward (or training step), same inputs,
-same measure, each run in a fresh process.
+same measure, each run in a fresh process. A command line over :mod:`alphafold_mem.ablation.openfold`,
+the driver of ``alphafold-mem ablate``'s OpenFold section; each cell runs the one worker
+``alphafold_mem/ablation/standalone/openfold_worker.py`` (with ``standalone/rss.py``, loadable by file
+path by OpenFold's Python).
 
 OpenFold is imported from a checkout the user names (``--openfold-src``; nothing of it is copied
 here). It is not pip-installable and its CUDA extension cannot be built on a CPU machine; its one
@@ -36,155 +39,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-
-import _measure  # noqa: E402  (scripts/_measure.py: RSS growth, allocator settings)
-
-SETTINGS = ("unchunked", "chunk4", "low_memory")
-ALLOCATORS = _measure.ALLOCATORS
-STAND_IN = '''"""Pure-PyTorch stand-in for OpenFold's compiled in-place softmax (written by compare_openfold.py)."""
-import torch
-
-
-def forward_(x, rows, cols):
-    x.copy_(torch.softmax(x, -1))
-
-
-def backward_(attn, grad_output, v, rows, cols, head_dim):
-    """In place: the softmax probabilities ``attn`` become the gradient of the logits, given the
-    gradient of ``attn @ v`` (what OpenFold's kernel computes in its training path without LMA)."""
-    d_attn = torch.matmul(grad_output, v.transpose(-1, -2))
-    attn.copy_(attn * (d_attn - (attn * d_attn).sum(-1, keepdim=True)))
-'''
-
-
-# ------------------------------------------------------------------------------------------------
-# workers (run in a fresh process each)
-
-def _timed(fn) -> dict:
-    """Wall seconds, CPU seconds (user + system of this process: steadier than wall time when
-    other jobs share the cores) and RSS growth in MB of ``fn()``
-    (:func:`alphafold_mem.memory.host.rss_growth`)."""
-    with _measure.host_module().rss_growth() as rss:
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"seconds": seconds, "cpu_s": cpu, "rss_mb": rss.bytes / 1e6}
-
-
-def _proxy_loss(out: dict):
-    return sum(out[k].float().pow(2).mean() for k in ("final_atom_positions", "distogram_logits") if k in out)
-
-
-def _batch(path: str, torch):
-    import numpy as np
-
-    data = np.load(path)
-    return {k: torch.from_numpy(data[k]) for k in data.files}
-
-
-def _run_model(model, batch, training: bool, torch, call):
-    model.train(training)
-    with torch.set_grad_enabled(training):
-        out = call(model, batch)
-        if training:
-            _proxy_loss(out).backward()
-
-
-def worker_openfold(args, torch) -> dict:
-    sys.path.insert(0, args.stand_in_dir)
-    sys.path.insert(0, os.path.abspath(args.openfold_src))
-    from openfold.config import model_config
-    from openfold.model.model import AlphaFold
-
-    c = model_config(args.preset, train=args.mode == "training")
-    c.globals.chunk_size = 4 if args.setting == "chunk4" else None
-    c.globals.use_lma = args.setting == "low_memory"
-    c.globals.blocks_per_ckpt = 1 if args.mode == "training" else None
-    for stack in (c.model.evoformer_stack, c.model.extra_msa.extra_msa_stack, c.model.template.template_pair_stack):
-        stack.tune_chunk_size = False
-    c.model.evoformer_stack.no_blocks = args.evo_blocks
-    c.model.extra_msa.extra_msa_stack.no_blocks = args.extra_blocks
-    torch.manual_seed(0)
-    model = AlphaFold(c)
-    batch = _batch(args.features, torch)
-    small = _batch(args.warmup_features, torch)
-    _run_model(model, small, args.mode == "training", torch, lambda m, b: m(b))
-    model.zero_grad(set_to_none=True)
-    return _timed(lambda: _run_model(model, batch, args.mode == "training", torch, lambda m, b: m(b)))
-
-
-def worker_ours(args, torch) -> dict:
-    from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
-    from alphafold_mem.memory import track_peak
-
-    cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
-                                       "extra_msa.num_blocks": args.extra_blocks})
-    training = args.mode == "training"
-    if training:
-        policy = {"unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1,
-                                                      checkpoint_template=1),
-                  "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training()}[args.setting]
-    else:  # OpenFold's no-grad forward updates in place; so do these
-        policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
-                  "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
-    torch.manual_seed(0)
-    model = apply_memory_policy(AlphaFold(cfg), policy)
-    batch = _batch(args.features, torch)
-    small = _batch(args.warmup_features, torch)
-    call = lambda m, b: m(b, recycle_dim=-1)  # noqa: E731
-    _run_model(model, small, training, torch, call)
-    model.zero_grad(set_to_none=True)
-    result = _timed(lambda: _run_model(model, batch, training, torch, call))
-    model.zero_grad(set_to_none=True)
-    with track_peak() as mem:
-        _run_model(model, batch, training, torch, call)
-    return {**result, "counter_mb": mem.peak / 1e6}
-
-
-# ------------------------------------------------------------------------------------------------
-# the driver
-
-def write_features(path: str, n_res: int, n_seq: int, n_extra: int, n_templ: int) -> None:
-    """Random features of the given sizes in OpenFold's layout (trailing recycling dim of 1)."""
-    import numpy as np
-    import torch
-
-    from alphafold_mem import model_config
-    from alphafold_mem.geometry import all_atom
-    from alphafold_mem.testing import random_features
-
-    batch = random_features(model_config("model_1_ptm"), n_res, n_seq, n_extra, n_templ=n_templ, seed=0)
-    batch.update({k: v.to(torch.float32) if v.is_floating_point() else v
-                  for k, v in all_atom.make_atom14_masks(batch["aatype"]).items()})
-    np.savez(path, **{k: v.unsqueeze(-1).numpy() for k, v in batch.items()})
-
-
-def run_one(args, side: str, n_res: int, setting: str, allocator: str, tmp: str) -> dict:
-    features = os.path.join(tmp, f"features_{n_res}.npz")
-    if not os.path.exists(features):
-        write_features(features, n_res, args.n_seq, args.n_extra, args.templates)
-    python = args.openfold_python if side == "openfold" else sys.executable
-    cmd = [python, os.path.abspath(__file__), "--worker", side, "--n-res", str(n_res), "--setting", setting,
-           "--features", features, "--warmup-features", os.path.join(tmp, "warmup.npz"), "--preset", args.preset,
-           "--evo-blocks", str(args.evo_blocks), "--extra-blocks", str(args.extra_blocks), "--mode", args.mode,
-           "--stand-in-dir", tmp, "--openfold-src", args.openfold_src or ""]
-    env = {**os.environ, **ALLOCATORS[allocator], "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "scripts")])}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"error": " | ".join(tail)}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from alphafold_mem.ablation.openfold import (  # noqa: E402
+    ALLOCATORS, SETTINGS, OpenFoldSetup, median_cell, openfold_workspace, run_cell)
+
+
+def _in_mb(result: dict) -> dict:
+    """A worker's result with bytes turned into MB (10^6 bytes): ``seconds``, ``cpu_s``, ``rss_mb``
+    and, for our side, ``counter_mb``."""
+    names = {"rss_bytes": "rss_mb", "counter_bytes": "counter_mb"}
+    return {names.get(k, k): (v / 1e6 if k in names else v) for k, v in result.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,21 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="fresh processes per cell (median reported)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this JSON file")
-    ap.add_argument("--worker", choices=["ours", "openfold"], help=argparse.SUPPRESS)
-    ap.add_argument("--setting", help=argparse.SUPPRESS)
-    ap.add_argument("--features", help=argparse.SUPPRESS)
-    ap.add_argument("--warmup-features", help=argparse.SUPPRESS)
-    ap.add_argument("--stand-in-dir", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
-    if args.worker:
-        import torch
-
-        torch.set_num_threads(1)
-        result = (worker_openfold if args.worker == "openfold" else worker_ours)(args, torch)
-        print(json.dumps(result))
-        return 0
-
+    setup = OpenFoldSetup(openfold_src=args.openfold_src, openfold_python=args.openfold_python, preset=args.preset,
+                          n_seq=args.n_seq, n_extra=args.n_extra, templates=args.templates,
+                          evo_blocks=args.evo_blocks, extra_blocks=args.extra_blocks, mode=args.mode, threads=1,
+                          timeout=args.timeout)
     sides = ["ours"] + (["openfold"] if args.openfold_src else [])
     if not args.openfold_src:
         print("# no --openfold-src: our side only", file=sys.stderr)
@@ -229,20 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
           "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        pathlib.Path(tmp, "attn_core_inplace_cuda.py").write_text(STAND_IN)
-        write_features(os.path.join(tmp, "warmup.npz"), 16, 4, 8, args.templates)
+    with openfold_workspace(setup) as tmp:
         for n_res in args.n_res:
             for allocator in args.allocator:
                 for setting in args.settings:
                     cell = {"n_res": n_res, "allocator": allocator, "setting": setting}
                     for side in sides:
-                        runs = [run_one(args, side, n_res, setting, allocator, tmp) for _ in range(args.repeats)]
-                        errors = [r["error"] for r in runs if "error" in r]
-                        if errors:
-                            cell[side] = {"error": errors[0]}
-                            continue
-                        cell[side] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+                        runs = [run_cell(setup, side, n_res, setting, allocator, tmp) for _ in range(args.repeats)]
+                        cell[side] = _in_mb(median_cell(runs))
                     rows.append(cell)
                     print(_row(cell), flush=True)
     if args.json:

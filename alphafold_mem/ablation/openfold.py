@@ -1,6 +1,7 @@
-"""Side by side with OpenFold: time and peak-RSS growth of the same forward, same inputs, same measure,
-each run in a fresh process (:mod:`.standalone.openfold_worker`); also what ``scripts/compare_openfold.py``
-prints.
+"""Side by side with OpenFold: time, CPU time and peak-RSS growth of the same forward (or training
+step), same inputs, same measure, each run in a fresh process (:mod:`.standalone.openfold_worker`); the
+driver of the ablation's OpenFold section and of ``scripts/compare_openfold.py`` (a CLI over
+:func:`openfold_workspace`, :func:`run_cell` and :func:`median_cell`).
 
 OpenFold is imported from a checkout the user names (``openfold_src``; nothing of it is copied). It
 is not pip-installable and its CUDA extension cannot be built on a CPU machine; its one compiled
@@ -28,12 +29,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from .standalone.openfold_worker import SETTINGS, STAND_IN
-from .standalone.rss import MMAP_ENV
+from .standalone.rss import ALLOCATORS
 
-__all__ = ["ALLOCATORS", "OpenFoldSetup", "SETTINGS", "openfold_workspace", "run_cell", "run_openfold",
-           "write_features"]
+__all__ = ["ALLOCATORS", "OpenFoldSetup", "SETTINGS", "median_cell", "openfold_workspace", "run_cell",
+           "run_openfold", "write_features"]
 
-ALLOCATORS = {"default": {}, "mmap": MMAP_ENV}
 WORKER = Path(__file__).resolve().parent / "standalone" / "openfold_worker.py"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ def openfold_workspace(setup: OpenFoldSetup) -> Iterator[str]:
 
 
 def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocator: str, tmp: str) -> dict:
-    """One fresh worker process: ``{"seconds", "rss_bytes"[, "counter_bytes"]}`` or ``{"error": ...}``."""
+    """One fresh worker process: ``{"seconds", "cpu_s", "rss_bytes"[, "counter_bytes"]}`` or ``{"error": ...}``."""
     features = os.path.join(tmp, f"features_{n_res}.npz")
     if not os.path.exists(features):
         write_features(features, n_res, setup.n_seq, setup.n_extra, setup.templates)
@@ -120,8 +120,8 @@ def median_cell(runs: Sequence[dict]) -> dict:
 def run_openfold(setup: OpenFoldSetup, store, n_res: Sequence[int], settings: Sequence[str] = SETTINGS,
                  tick: Callable[[str], None] = lambda label: None, config: Optional[dict] = None) -> None:
     """The ablation's OpenFold section: both sides, every setting and size, allocator ``mmap``; rows
-    ``openfold:<setting>`` / ``ours:<setting>`` on chain ``n_res=<N>`` (seconds, RSS growth; ours
-    also the storage counter)."""
+    ``openfold:<setting>`` / ``ours:<setting>`` on chain ``n_res=<N>`` (seconds, CPU seconds, RSS
+    growth; ours also the storage counter)."""
     from .results import row
 
     cfg = {**(config or {}), **setup.describe(), "allocator": "mmap (MALLOC_MMAP_THRESHOLD_=65536)",
@@ -141,6 +141,8 @@ def run_openfold(setup: OpenFoldSetup, store, n_res: Sequence[int], settings: Se
                         continue
                     rows = [row("openfold", name, key, "seconds", res["seconds"], **common),
                             row("openfold", name, key, "rss_growth_bytes", res["rss_bytes"], **common)]
+                    if "cpu_s" in res:
+                        rows.append(row("openfold", name, key, "cpu_seconds", res["cpu_s"], **common))
                     if "counter_bytes" in res:
                         rows.append(row("openfold", name, key, "peak_counter_bytes", res["counter_bytes"], **common))
                     store.add(rows)

@@ -75,6 +75,7 @@ MEASURES = {
     "predicted_total_bytes": ("bytes", "planner prediction: parameters + inputs + activations at full depth"),
     # openfold (per side x setting x N_res)
     "rss_growth_bytes": ("bytes", "peak-RSS growth of one forward in a fresh process (both sides alike)"),
+    "cpu_seconds": ("s", "CPU time (user + system) of that process during the forward"),
 }
 
 

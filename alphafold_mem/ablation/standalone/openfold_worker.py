@@ -1,5 +1,5 @@
-"""One forward of OpenFold's model or ours in a fresh process: wall time and peak-RSS growth (and, for
-ours, the storage counter in a second run). Started by :mod:`alphafold_mem.ablation.openfold` (and
+"""One forward (or training step) of OpenFold's model or ours in a fresh process: wall time, CPU time
+and peak-RSS growth (and, for ours, the storage counter in a second run). Started by :mod:`alphafold_mem.ablation.openfold` (and
 ``scripts/compare_openfold.py``) as ``PYTHON openfold_worker.py --side openfold|ours ...``; prints one
 JSON line.
 
@@ -24,9 +24,9 @@ import os
 import sys
 
 try:
-    from .rss import measure_rss
+    from .rss import measure
 except ImportError:  # run by file path, possibly by OpenFold's Python: rss.py sits next to this file
-    from rss import measure_rss
+    from rss import measure
 
 STAND_IN = '''"""Pure-PyTorch stand-in for OpenFold's compiled in-place softmax (written by alphafold_mem.ablation)."""
 import torch
@@ -36,8 +36,11 @@ def forward_(x, rows, cols):
     x.copy_(torch.softmax(x, -1))
 
 
-def backward_(out, grad, rows, cols):
-    grad.copy_(out * (grad - (out * grad).sum(-1, keepdim=True)))
+def backward_(attn, grad_output, v, rows, cols, head_dim):
+    """In place: the softmax probabilities ``attn`` become the gradient of the logits, given the
+    gradient of ``attn @ v`` (what OpenFold's kernel computes in its training path without LMA)."""
+    d_attn = torch.matmul(grad_output, v.transpose(-1, -2))
+    attn.copy_(attn * (d_attn - (attn * d_attn).sum(-1, keepdim=True)))
 '''
 
 SETTINGS = ("unchunked", "chunk4", "low_memory")
@@ -67,9 +70,9 @@ def _timed(model, args, torch, call) -> dict:
     _run_model(model, _batch(args.warmup_features, torch), training, torch, call)
     model.zero_grad(set_to_none=True)
     batch = _batch(args.features, torch)
-    seconds, grown = measure_rss(lambda: _run_model(model, batch, training, torch, call))
+    result = measure(lambda: _run_model(model, batch, training, torch, call))  # seconds, cpu_s, rss_bytes
     model.zero_grad(set_to_none=True)
-    return {"seconds": seconds, "rss_bytes": grown}
+    return result
 
 
 def worker_openfold(args, torch) -> dict:

@@ -1,44 +1,63 @@
-"""Peak resident-set growth of a call (Linux), with the standard library only, so that a worker run
-by another Python (OpenFold's environment, :mod:`.openfold_worker`) can use it by file path.
+"""The one peak-RSS measure of a call and the glibc allocator settings it runs under, loadable by file
+path from any Python with torch (OpenFold's environment, :mod:`.openfold_worker`; the benchmark
+scripts), so it never imports :mod:`alphafold_mem` as a package.
 
-``/proc/self/clear_refs`` with ``5`` resets the kernel's high-water mark ``VmHWM`` to the current
-resident set; after the call, ``VmHWM`` minus the resident set before is the growth. It counts every
-page the process touched (tensors, allocator caching, Python objects), unlike the storage counter
-of :func:`alphafold_mem.memory.track_peak`. Run it in a fresh process (nothing cached from earlier
-calls) with ``MALLOC_MMAP_THRESHOLD_`` set low (:data:`MMAP_ENV`), so that glibc returns a freed
-large block at once instead of keeping it in the heap, where a later call would reuse it unseen.
+The measure itself is :func:`alphafold_mem.memory.host.rss_growth` (``/proc/self/clear_refs`` resets
+the kernel's high-water mark ``VmHWM`` to the current resident set; after the call, ``VmHWM`` minus
+the resident set before is the growth), loaded here by file path (:func:`host_module`: host.py needs
+only the standard library and torch). It counts every page the process touched (tensors, allocator
+caching, BLAS workspaces, Python objects), unlike the storage counter of
+:func:`alphafold_mem.memory.track_peak`. Run it in a fresh process (nothing cached from earlier
+calls); with ``MALLOC_MMAP_THRESHOLD_`` set low (:data:`MMAP_ENV`, allocator ``mmap``) glibc returns a
+freed large block at once instead of keeping it in the heap, where a later call would reuse it unseen.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
-__all__ = ["MMAP_ENV", "measure_rss", "status_kb"]
+__all__ = ["ALLOCATORS", "MMAP_ENV", "host_module", "measure", "measure_rss"]
 
 #: Environment for a measuring process: glibc serves blocks >= 64 KiB by mmap and unmaps them on free.
 MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+#: glibc settings: ``default`` leaves its dynamic mmap threshold (freed large blocks may stay in the
+#: heap); ``mmap`` returns blocks above 64 KiB to the system at once.
+ALLOCATORS = {"default": {}, "mmap": MMAP_ENV}
+
+_HOST = Path(__file__).resolve().parents[2] / "memory" / "host.py"
+_HOST_NAME = "_alphafold_mem_host"
 
 
-def status_kb(field: str) -> int:
-    """A ``/proc/self/status`` field in KiB (``VmRSS``, ``VmHWM``).
+def host_module():
+    """``alphafold_mem/memory/host.py`` loaded by file path (once per process)."""
+    if _HOST_NAME not in sys.modules:
+        spec = importlib.util.spec_from_file_location(_HOST_NAME, _HOST)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_HOST_NAME] = module  # its dataclass looks its module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[_HOST_NAME]
+            raise
+    return sys.modules[_HOST_NAME]
 
-    Raises:
-        RuntimeError: the field is missing (not Linux).
-    """
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status (peak RSS needs Linux)")
+
+def measure(fn: Callable[[], object]) -> dict:
+    """``{"seconds", "cpu_s", "rss_bytes"}`` of ``fn()``: wall seconds, CPU seconds (user + system of
+    this process: steadier than wall time when other jobs share the cores) and the growth of the
+    resident set's peak in bytes (:func:`alphafold_mem.memory.host.rss_growth`)."""
+    with host_module().rss_growth() as rss:
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"seconds": seconds, "cpu_s": cpu, "rss_bytes": rss.bytes}
 
 
 def measure_rss(fn: Callable[[], object]) -> tuple[float, int]:
-    """``(seconds, peak RSS growth in bytes)`` of ``fn()``."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # reset VmHWM to the current RSS
-    before = status_kb("VmRSS")
-    t0 = time.perf_counter()
-    fn()
-    seconds = time.perf_counter() - t0
-    return seconds, (status_kb("VmHWM") - before) * 1024
+    """``(seconds, peak RSS growth in bytes)`` of ``fn()`` (:func:`measure`)."""
+    result = measure(fn)
+    return result["seconds"], result["rss_bytes"]
