@@ -76,14 +76,13 @@ class TrainingRun:
 def _tracked_step(module: AlphaFoldLightning, dm: AF2DataModule, precision: str, device: str) -> int:
     """Storage-counter peak of one training step (forward, AF2 loss, backward) on the first batch."""
     batch = next(iter(dm.train_dataloader())).to(torch.device(device))
-    feats = dict(batch.features)
-    feats["use_clamped_fape"] = torch.ones(feats["aatype"].shape[0], device=device)
     model = module.model.train()
     model.zero_grad(set_to_none=True)
     autocast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
     with track_peak(device if device == "cuda" else None) as mem:
-        with autocast:
-            out = model(feats)
+        with autocast:  # the step's forward as training runs it (sampled recycling over the trailing dim)
+            out, feats = module._run(dict(batch.features), 0)
+            feats["use_clamped_fape"] = torch.ones(feats["aatype"].shape[0], device=device)
             loss, _ = module.loss_fn(out, feats)
         loss.backward()
     model.zero_grad(set_to_none=True)
