@@ -45,7 +45,8 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
 
     Args:
         fn: ``fn(*slices) -> Tensor`` or a tuple of tensors; it must be independent along the axis.
-        args: the arguments of ``fn`` (tensors, or anything else, passed through unchanged).
+        args: the arguments of ``fn`` (tensors, or anything else, passed through unchanged). The
+            same tensor given twice with the same dim is sliced once: ``fn`` sees one object.
         dims: for each arg, the (negative) dim that carries the chunked axis, or ``None`` to pass the
             arg whole. A tensor whose size along its dim is 1 (a broadcast) is passed whole.
         chunk_size: slice length; ``None``, or a length >= the axis length, calls ``fn(*args)`` once:
@@ -78,7 +79,9 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
         return fn(*args)
     for start in range(0, n, chunk_size):
         size = min(chunk_size, n - start)
-        sliced = [a.narrow(d, start, size) if d is not None and isinstance(a, Tensor) and a.shape[d] != 1 else a
+        views: dict[tuple[int, int], Tensor] = {}  # an arg passed twice (queries and keys) is sliced once
+        sliced = [views.setdefault((id(a), d), a.narrow(d, start, size))
+                  if d is not None and isinstance(a, Tensor) and a.shape[d] != 1 else a
                   for a, d in zip(args, dims)]
         res = fn(*sliced)
         single = isinstance(res, Tensor)

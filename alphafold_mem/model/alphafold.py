@@ -30,6 +30,11 @@ from .template import TemplateEmbedding
 #: matrices, OpenFold's quaternion + translation.)
 OPENFOLD_OUTPUT_NAMES = {"ptm": "ptm_score", "pae_logits": "tm_logits"}
 
+#: Outputs shaped like a representation, by the dim of their rows (their columns follow): device
+#: sharding leaves them distributed unless asked to gather them.
+REPRESENTATION_OUTPUTS = {"pair": -3, "msa": -3, "distogram_logits": -3, "masked_msa_logits": -3, "pae_logits": -3,
+                          "predicted_aligned_error": -2}
+
 _REQUIRED = ("aatype", "residue_index", "seq_mask", "target_feat", "msa_feat", "msa_mask",
              "extra_msa", "extra_msa_mask", "extra_has_deletion", "extra_deletion_value")
 _TEMPLATE_KEYS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask",
@@ -49,7 +54,7 @@ class AlphaFold(nn.Module):
     ``"bf16"`` or ``"bf16-full"``, see :mod:`alphafold_mem.precision`) and ``offload`` (bool).
     """
 
-    memory_spec = declare(seams=["precision", "offload"])
+    memory_spec = declare(seams=["precision", "offload"], outputs=REPRESENTATION_OUTPUTS)
     precision: str = "fp32"
     offload: bool = False
 
@@ -165,9 +170,9 @@ class AlphaFold(nn.Module):
         # (0/1 are exact), so that a masked update does not promote a bf16 stream back to fp32
         m, z = m.to(rep_dtype), z.to(rep_dtype)
         pair_mask, msa_mask = pair_mask.to(rep_dtype), msa_mask.to(rep_dtype)
-        if not prev:
+        if not prev:  # zeros; m[0] and z as broadcastable [*, 1, c] / [*, 1, 1, c] (the same values, no N_res^2 buffer)
             b, n = aatype.shape
-            prev = [m.new_zeros(b, n, self.config.c_m), z.new_zeros(b, n, n, self.config.c_z),
+            prev = [m.new_zeros(b, 1, self.config.c_m), z.new_zeros(b, 1, 1, self.config.c_z),
                     z.new_zeros(b, n, 37, 3)]
         m0_prev, z_prev, x_prev = (t.to(z.device) for t in prev)
         prev.clear()
@@ -232,4 +237,4 @@ def _unbatch(key: str, value: Tensor) -> Tensor:
     return value.squeeze(0)
 
 
-__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES"]
+__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES", "REPRESENTATION_OUTPUTS"]

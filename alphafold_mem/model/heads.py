@@ -6,6 +6,8 @@ turn them into the confidence numbers (pLDDT 0-100, PAE in Å, pTM 0-1), in fp32
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -13,7 +15,7 @@ from torch import Tensor
 
 from ..config import HeadsConfig
 from ..precision import fp32_island
-from ..memory.axes import exempt
+from ..memory.axes import Shard, Slice, Split, declare, exempt, run_split
 from .primitives import LayerNorm, Linear
 
 
@@ -38,24 +40,36 @@ class PredictedLDDTHead(nn.Module):
 
 
 class DistogramHead(nn.Module):
-    """Distogram head (Suppl. 1.9.8): symmetric logits ``[*, N_res, N_res, num_bins]`` from z."""
+    """Distogram head (Suppl. 1.9.8): symmetric logits ``[*, N_res, N_res, num_bins]`` from z.
 
-    memory_spec = exempt("its [*, N_res, N_res, num_bins] logits are an output, kept whole; not chunked")
+    Steps: the half logits (pointwise in z), then rows i of ``half + half^T`` read the rows
+    ``half[i, :]`` and the columns ``half[:, i]``.
+    """
+
+    memory_spec = declare(splits={
+        "half": Split("pair_row", (Shard(-3),), output=-3,
+                      also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))),
+        "symmetric": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
+    })
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, num_bins: int):
         super().__init__()
         self.half_logits = Linear(c_z, num_bins, init="final")
 
     def forward(self, z: Tensor) -> Tensor:
-        half = self.half_logits(z)
-        return half + half.transpose(-2, -3)
+        half = run_split(self, "half", self.half_logits, z)
+        return run_split(self, "symmetric", lambda rows, cols: rows + cols.transpose(-2, -3), half, half)
 
 
 class AuxiliaryHeads(nn.Module):
     """All auxiliary heads: pLDDT, distogram, masked MSA (1.9.9), experimentally resolved (1.9.10)
     and, when enabled, predicted aligned error (1.9.7)."""
 
-    memory_spec = exempt("runs its heads once; the PAE logits [*, N_res, N_res, num_bins] are an output, not chunked")
+    # the pTM's score of each alignment frame i reads the PAE logit rows i (and the whole residue
+    # weights): per residue, every device holds it whole
+    memory_spec = declare(splits={"ptm": Split("pair_row", (Shard(-3),), output=Slice(-1))})
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, c_s: int, cfg: HeadsConfig):
         super().__init__()
@@ -80,7 +94,8 @@ class AuxiliaryHeads(nn.Module):
             pae, max_pae = compute_predicted_aligned_error(logits, self.cfg.pae_max_bin)
             out["predicted_aligned_error"] = pae
             out["max_predicted_aligned_error"] = max_pae
-            out["ptm"] = compute_ptm(logits, self.cfg.pae_max_bin, seq_mask)
+            per_frame = run_split(self, "ptm", lambda lg: ptm_per_frame(lg, self.cfg.pae_max_bin, seq_mask), logits)
+            out["ptm"] = best_frame(per_frame, seq_mask)
         return out
 
 
@@ -115,15 +130,26 @@ def compute_ptm(logits: Tensor, max_bin: float, residue_weights: Tensor, eps: fl
     Returns:
         ``[*]`` pTM in [0, 1]: the best alignment frame's expected TM-score.
     """
+    return best_frame(ptm_per_frame(logits, max_bin, residue_weights, eps), residue_weights)
+
+
+def ptm_per_frame(logits: Tensor, max_bin: float, residue_weights: Tensor, eps: float = 1e-8) -> Tensor:
+    """Expected TM-score of the alignment on each frame i (Eq. 40 before the max) from the PAE logit
+    rows ``[*, I, N_res, B]`` of those frames and the weights ``[*, N_res]`` of all residues (the
+    seq_mask). Returns ``[*, I]``."""
     w = fp32_island(residue_weights)
     centers = _pae_bin_centers(logits.shape[-1], max_bin, fp32_island(logits))
     n = torch.clamp(w.sum(-1), min=19.0)  # [*]
     d0 = 1.24 * (n - 15.0) ** (1.0 / 3) - 1.8
     tm_per_bin = 1.0 / (1.0 + centers ** 2 / d0[..., None] ** 2)  # [*, B]
     probs = torch.softmax(fp32_island(logits), dim=-1)
-    term = (probs * tm_per_bin[..., None, None, :]).sum(-1)  # [*, N_res, N_res]
+    term = (probs * tm_per_bin[..., None, None, :]).sum(-1)  # [*, I, N_res]
     normed = w / (eps + w.sum(-1, keepdim=True))
-    per_alignment = (term * normed[..., None, :]).sum(-1)  # [*, N_res]
-    weighted = per_alignment * w
+    return (term * normed[..., None, :]).sum(-1)  # [*, I]
+
+
+def best_frame(per_frame: Tensor, residue_weights: Tensor) -> Tensor:
+    """pTM: the score of the best-weighted alignment frame, ``[*, N_res]`` -> ``[*]``."""
+    weighted = per_frame * fp32_island(residue_weights)
     best = weighted.argmax(-1, keepdim=True)
-    return per_alignment.gather(-1, best).squeeze(-1)
+    return per_frame.gather(-1, best).squeeze(-1)

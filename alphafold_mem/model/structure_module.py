@@ -9,6 +9,7 @@ inside (:func:`alphafold_mem.precision.fp32_region`) and the inputs are cast to 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -19,7 +20,7 @@ from ..config import StructureModuleConfig
 from ..geometry import all_atom
 from ..geometry.rigid import Rigid
 from ..precision import fp32_island, fp32_region
-from ..memory.axes import exempt
+from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
 from .primitives import LayerNorm, Linear
 
 
@@ -31,8 +32,11 @@ class InvariantPointAttention(nn.Module):
     motion applied to all frames.
     """
 
-    memory_spec = exempt("its pair bias and logits [*, H, N_res, N_res] are not chunked (N_res x N_res x H "
-                         "is smaller than the pair representation for H < c_z)")
+    # Output rows (queries) i read s, the frames and the mask at i, the pair rows z[i, :] and every
+    # residue's s, frames and mask (the keys). The result is per residue: every device holds it whole.
+    memory_spec = declare(splits={"queries": Split(
+        "pair_row", (Slice(-2), Slice(-3), Slice(-2), Slice(-1), Shard(-3), WHOLE, WHOLE, WHOLE, WHOLE), output=Slice(-2))})
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int,
                  num_v_points: int, inf: float = 1e5, eps: float = 1e-8):
@@ -57,29 +61,37 @@ class InvariantPointAttention(nn.Module):
         return frames[..., None, None].apply(p)
 
     def forward(self, s: Tensor, z: Tensor, frames: Rigid, mask: Tensor) -> Tensor:
+        rots, trans = frames.rots, frames.trans
+        return run_split(self, "queries", self._queries, s, rots, trans, mask, z, s, rots, trans, mask)
+
+    def _queries(self, s_q: Tensor, rots_q: Tensor, trans_q: Tensor, mask_q: Tensor, z: Tensor, s: Tensor,
+                 rots: Tensor, trans: Tensor, mask: Tensor) -> Tensor:
+        """Output rows I: queries s_q ``[*, I, c_s]``, their frames and mask, z rows ``[*, I, N_res, c_z]``;
+        keys s ``[*, N_res, c_s]``, frames, mask."""
         h, c = self.h, self.c
-        q = self.q_scalar(s).unflatten(-1, (h, c))  # [*, N_res, H, C]
+        frames_q, frames = Rigid(rots_q, trans_q), Rigid(rots, trans)
+        q = self.q_scalar(s_q).unflatten(-1, (h, c))  # [*, I, H, C]
         k, v = self.kv_scalar(s).unflatten(-1, (h, 2 * c)).split(c, dim=-1)  # 2 x [*, N_res, H, C]
-        q_pts = self._points(self.q_point_local, s, frames, self.pq)  # [*, N_res, H, Pq, 3]
+        q_pts = self._points(self.q_point_local, s_q, frames_q, self.pq)  # [*, I, H, Pq, 3]
         kv_pts = self._points(self.kv_point_local, s, frames, self.pq + self.pv)
         k_pts, v_pts = kv_pts.split([self.pq, self.pv], dim=-2)  # [*, N_res, H, Pq|Pv, 3]
 
         scalar_w = math.sqrt(1.0 / (3 * c))
         point_w = math.sqrt(1.0 / (3 * self.pq * 9.0 / 2))
-        logits = torch.einsum("...ihc,...jhc->...hij", q * scalar_w, k)  # [*, H, N_res, N_res]
+        logits = torch.einsum("...ihc,...jhc->...hij", q * scalar_w, k)  # [*, H, I, N_res]
         d2 = ((q_pts[..., :, None, :, :, :] - k_pts[..., None, :, :, :, :]) ** 2).sum(-1)  # [*, I, J, H, Pq]
         gamma = F.softplus(self.trainable_point_weights) * point_w  # [H]
         logits = logits - 0.5 * (d2 * gamma[:, None]).sum(-1).movedim(-1, -3)  # [*, H, I, J]
         logits = logits + math.sqrt(1.0 / 3) * self.attention_2d(z).movedim(-1, -3)
-        mask_2d = mask[..., :, None] * mask[..., None, :]
+        mask_2d = mask_q[..., :, None] * mask[..., None, :]
         logits = logits - self.inf * (1.0 - mask_2d[..., None, :, :])
-        a = torch.softmax(logits, dim=-1)  # [*, H, N_res, N_res]
+        a = torch.softmax(logits, dim=-1)  # [*, H, I, N_res]
 
-        o = torch.einsum("...hij,...jhc->...ihc", a, v)  # [*, N_res, H, C]
-        o_pt = torch.einsum("...hij,...jhpx->...ihpx", a, v_pts)  # [*, N_res, H, Pv, 3] global
-        o_pt = frames[..., None, None].invert_apply(o_pt)  # local
-        o_norm = torch.sqrt(self.eps + (o_pt ** 2).sum(-1))  # [*, N_res, H, Pv]
-        o_pair = torch.einsum("...hij,...ijc->...ihc", a, z)  # [*, N_res, H, c_z]
+        o = torch.einsum("...hij,...jhc->...ihc", a, v)  # [*, I, H, C]
+        o_pt = torch.einsum("...hij,...jhpx->...ihpx", a, v_pts)  # [*, I, H, Pv, 3] global
+        o_pt = frames_q[..., None, None].invert_apply(o_pt)  # local
+        o_norm = torch.sqrt(self.eps + (o_pt ** 2).sum(-1))  # [*, I, H, Pv]
+        o_pair = torch.einsum("...hij,...ijc->...ihc", a, z)  # [*, I, H, c_z]
         feats = [o.flatten(-2), *[o_pt[..., i].flatten(-2) for i in range(3)], o_norm.flatten(-2), o_pair.flatten(-2)]
         return self.output_projection(torch.cat(feats, dim=-1))
 

@@ -1,0 +1,208 @@
+"""The collectives of device sharding, each an :class:`torch.autograd.Function` whose backward is
+the adjoint of its forward, so that gradients through sharded computations are exact:
+
+=========================  ====================================  ==================================
+function                   forward                               backward (adjoint)
+=========================  ====================================  ==================================
+:func:`all_to_all`         split dim a into P pieces, piece q    the reverse all-to-all (b -> a):
+                           to rank q; concatenate what arrives   rows -> columns <-> columns -> rows
+                           along dim b
+:func:`all_gather`         concatenate every rank's shard        reduce-scatter (sum) along the dim
+:func:`reduce_scatter`     sum over ranks, keep this rank's      all-gather
+                           piece
+:func:`broadcast`          rank ``src``'s tensor on every rank   reduce (sum) to ``src``
+=========================  ====================================  ==================================
+
+Every call runs on :class:`Group` (a process group with its timeout): it waits for the collective
+with that timeout, so a rank whose peers died raises instead of hanging. Every call adds the bytes
+this rank receives (logical volume: what arrives from other ranks, not what it already holds) to
+:data:`COUNTER`, by operation and phase (forward; recompute: a forward collective re-run by
+activation checkpointing during the backward pass; backward: an adjoint), which ``scripts/bench_dap.py`` reads
+per block.
+
+Sources: the all-to-all / gather pairs of FastFold's dynamic axial parallelism (Cheng et al. 2022,
+"FastFold: Reducing AlphaFold Training Time from 11 Days to 67 Hours"); Megatron-LM's conjugate
+collectives (Shoeybi et al. 2019).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections import defaultdict
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A process group of device sharding: ``pg`` (``None`` with ``size == 1``: no communication),
+    this process's ``rank`` in it, its ``size`` P, the ``global_ranks`` of its members and the
+    ``timeout`` of every collective."""
+
+    pg: Any
+    rank: int
+    size: int
+    global_ranks: tuple[int, ...]
+    timeout: datetime.timedelta = datetime.timedelta(seconds=300)
+
+    def wait(self, work: Any) -> None:
+        """Wait for an async collective, at most ``timeout`` (raises on timeout or a failed peer)."""
+        work.wait(self.timeout)
+
+
+class CommCounter:
+    """Bytes received by this rank, by ``(operation, phase)``; ``phase`` is ``"forward"``,
+    ``"recompute"`` or ``"backward"``."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[tuple[str, str], int] = defaultdict(int)
+        self.calls: dict[tuple[str, str], int] = defaultdict(int)
+
+    def reset(self) -> None:
+        self.bytes.clear()
+        self.calls.clear()
+
+    def add(self, op: str, phase: str, nbytes: int) -> None:
+        self.bytes[(op, phase)] += int(nbytes)
+        self.calls[(op, phase)] += 1
+
+    def total(self, phase: Optional[str] = None) -> int:
+        """Bytes received in ``phase`` (``None``: all phases)."""
+        return sum(b for (_, p), b in self.bytes.items() if phase is None or p == phase)
+
+
+#: The per-process counter every collective of this module adds to.
+COUNTER = CommCounter()
+
+
+def _phase(adjoint: bool = False) -> str:
+    """``"backward"`` for an adjoint; for a forward collective ``"recompute"`` when it runs inside the
+    backward pass (activation checkpointing), else ``"forward"``."""
+    if adjoint:
+        return "backward"
+    return "recompute" if torch._C._current_graph_task_id() != -1 else "forward"
+
+
+def _all_to_all(x: Tensor, split_dim: int, cat_dim: int, group: Group, adjoint: bool = False) -> Tensor:
+    p = group.size
+    if x.shape[split_dim] % p:
+        raise ValueError(f"all_to_all: dim {split_dim} of size {x.shape[split_dim]} does not split into {p}")
+    pieces = [c.contiguous() for c in x.chunk(p, dim=split_dim)]
+    received = [torch.empty_like(pieces[0]) for _ in range(p)]
+    group.wait(dist.all_to_all(received, pieces, group=group.pg, async_op=True))
+    del pieces
+    COUNTER.add("all_to_all", _phase(adjoint), (p - 1) * received[0].nbytes)
+    return torch.cat(received, dim=cat_dim)
+
+
+def _all_gather(x: Tensor, dim: int, group: Group, adjoint: bool = False) -> Tensor:
+    x = x.contiguous()
+    received = [torch.empty_like(x) for _ in range(group.size)]
+    group.wait(dist.all_gather(received, x, group=group.pg, async_op=True))
+    COUNTER.add("all_gather", _phase(adjoint), (group.size - 1) * x.nbytes)
+    return torch.cat(received, dim=dim)
+
+
+def _reduce_scatter(x: Tensor, dim: int, group: Group, adjoint: bool = False) -> Tensor:
+    p = group.size
+    if x.shape[dim] % p:
+        raise ValueError(f"reduce_scatter: dim {dim} of size {x.shape[dim]} does not split into {p}")
+    pieces = [c.contiguous() for c in x.chunk(p, dim=dim)]
+    out = torch.empty_like(pieces[0])
+    group.wait(dist.reduce_scatter(out, pieces, group=group.pg, async_op=True))
+    COUNTER.add("reduce_scatter", _phase(adjoint), (p - 1) * out.nbytes)
+    return out
+
+
+class _AllToAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, split_dim: int, cat_dim: int, group: Group) -> Tensor:
+        ctx.split_dim, ctx.cat_dim, ctx.group = split_dim, cat_dim, group
+        return _all_to_all(x, split_dim, cat_dim, group)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _all_to_all(grad, ctx.cat_dim, ctx.split_dim, ctx.group, adjoint=True), None, None, None
+
+
+class _AllGather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int, group: Group) -> Tensor:
+        ctx.dim, ctx.group = dim, group
+        return _all_gather(x, dim, group)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _reduce_scatter(grad, ctx.dim, ctx.group, adjoint=True), None, None
+
+
+class _ReduceScatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int, group: Group) -> Tensor:
+        ctx.dim, ctx.group = dim, group
+        return _reduce_scatter(x, dim, group)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _all_gather(grad, ctx.dim, ctx.group, adjoint=True), None, None
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, src: int, group: Group) -> Tensor:
+        ctx.src, ctx.group = src, group
+        if group.rank == src:
+            buf = x.contiguous()
+            group.wait(dist.broadcast(buf, group.global_ranks[src], group=group.pg, async_op=True))
+            return buf.view_as(buf) if buf is not x else x.view_as(x)
+        buf = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        group.wait(dist.broadcast(buf, group.global_ranks[src], group=group.pg, async_op=True))
+        COUNTER.add("broadcast", _phase(), buf.nbytes)
+        return buf
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        group, src = ctx.group, ctx.src
+        total = grad.contiguous().clone()
+        group.wait(dist.reduce(total, group.global_ranks[src], op=dist.ReduceOp.SUM, group=group.pg, async_op=True))
+        if group.rank == src:
+            COUNTER.add("reduce", _phase(True), (group.size - 1) * total.nbytes)
+            return total, None, None
+        return torch.zeros_like(grad), None, None
+
+
+def all_to_all(x: Tensor, split_dim: int, cat_dim: int, group: Group) -> Tensor:
+    """Split ``x`` along ``split_dim`` into P equal pieces, send piece q to rank q, and concatenate
+    the P pieces received (rank order) along ``cat_dim``. ``[.., A, B, ..]`` sharded along B becomes
+    sharded along A. Backward: the reverse all-to-all.
+
+    Raises:
+        ValueError: ``x.shape[split_dim]`` is not a multiple of P.
+    """
+    return x if group.size == 1 else _AllToAll.apply(x, split_dim, cat_dim, group)
+
+
+def all_gather(x: Tensor, dim: int, group: Group) -> Tensor:
+    """Every rank's ``x`` (same shape) concatenated along ``dim``, in rank order. Backward:
+    reduce-scatter (the sum over ranks of each rank's piece of the gradient)."""
+    return x if group.size == 1 else _AllGather.apply(x, dim, group)
+
+
+def reduce_scatter(x: Tensor, dim: int, group: Group) -> Tensor:
+    """The sum over ranks of ``x``, split along ``dim`` into P pieces; this rank keeps its piece.
+    Backward: all-gather."""
+    return x if group.size == 1 else _ReduceScatter.apply(x, dim, group)
+
+
+def broadcast(x: Tensor, src: int, group: Group) -> Tensor:
+    """Rank ``src``'s ``x`` on every rank (every rank passes a tensor of the same shape and dtype;
+    only ``src``'s values are read). Backward: the gradients of all ranks summed on ``src`` (zero on
+    the others)."""
+    return x if group.size == 1 else _Broadcast.apply(x, src, group)
+
+
+__all__ = ["COUNTER", "CommCounter", "Group", "all_gather", "all_to_all", "broadcast", "reduce_scatter"]
