@@ -60,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
                    help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
                         "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
+    p.add_argument("--dap", type=int, default=1, metavar="P",
+                   help="share each target among P processes (dynamic axial parallelism): spawns P local processes "
+                        "(CPU: gloo; CUDA: one GPU each), or joins torchrun's group when started by torchrun "
+                        "(default: 1)")
     p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(func=run)
@@ -78,7 +82,17 @@ def _chunk_size(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``predict`` from parsed arguments; returns the exit status."""
+    """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
+    :mod:`alphafold_mem.cli.dap_launch`)."""
+    if args.dap > 1:
+        from .dap_launch import run_with_dap
+
+        return run_with_dap(args, run_one)
+    return run_one(args)
+
+
+def run_one(args: argparse.Namespace) -> int:
+    """``predict`` in this process (one rank of a ``--dap`` run when one is set up)."""
     from ..predict import PredictError, predict
 
     def log(line: str) -> None:
@@ -89,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
-            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug)
+            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

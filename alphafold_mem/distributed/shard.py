@@ -22,25 +22,14 @@ import math
 from typing import Optional
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from . import comm
-from .comm import Group
+from .comm import Group, pad_to
 
 #: layouts of a representation operand
 ROWS, COLS, WHOLE, ONE = "rows", "cols", "whole", "one"
-
-
-def pad_to(x: Tensor, dim: int, size: int) -> Tensor:
-    """``x`` zero-padded at the end of ``dim`` to ``size`` (``x`` itself when it has that size)."""
-    have = x.shape[dim]
-    if have == size:
-        return x
-    if have > size:
-        raise ValueError(f"pad_to: dim {dim} has {have} > {size} entries")
-    shape = list(x.shape)
-    shape[dim] = size - have
-    return torch.cat([x, x.new_zeros(shape)], dim=dim)
 
 
 class Sharding:
@@ -117,16 +106,11 @@ class Sharding:
     # -- moving representations ------------------------------------------------------------------
     def to_rows(self, x: Tensor, rows: int, cols: int) -> Tensor:
         """Distributed by columns ``[.., R, L_N, ..]`` -> by rows ``[.., ceil(R/P), N, ..]`` (all-to-all)."""
-        n_rows = x.shape[rows]
-        x = pad_to(x, rows, self.size * self.local(n_rows))
-        y = comm.all_to_all(x, rows, cols, self.group)
-        return y.narrow(cols, 0, self.n_res)
+        return comm.all_to_all(x, rows, cols, self.group, cat_size=self.n_res)
 
     def to_cols(self, x: Tensor, rows: int, cols: int, n_rows: int) -> Tensor:
         """Distributed by rows ``[.., ceil(n_rows/P), N, ..]`` -> by columns ``[.., n_rows, L_N, ..]``."""
-        x = pad_to(x, cols, self.size * self.local_res)
-        y = comm.all_to_all(x, cols, rows, self.group)
-        return y.narrow(rows, 0, n_rows)
+        return comm.all_to_all(x, cols, rows, self.group, cat_size=n_rows)
 
     def gather(self, x: Tensor, dim: int, n: Optional[int] = None) -> Tensor:
         """The whole of ``x`` along its distributed dim ``dim`` (true length n, default N_res)."""
@@ -159,19 +143,19 @@ class Sharding:
 
     def sync_random_state(self) -> None:
         """Give every device of the group device rank 0's torch generator states (CPU, and CUDA when
-        in use), so that dropout masks drawn at the global shape agree."""
-        if self.size == 1:
+        in use), so that dropout masks drawn at the global shape agree. (Not counted in
+        :data:`~alphafold_mem.distributed.comm.COUNTER`: a few kB per forward.)"""
+        group = self.group
+        if group.size == 1 or group.simulated:
             return
-        states = [torch.get_rng_state()]
+        nccl = dist.get_backend(group.pg) == "nccl"
         cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-        if cuda:
-            states.append(torch.cuda.get_rng_state())
-        for i, state in enumerate(states):
-            synced = comm.broadcast(state.clone(), 0, self.group)
-            if i == 0:
-                torch.set_rng_state(synced)
-            else:
-                torch.cuda.set_rng_state(synced)
+        for get, set_ in ((torch.get_rng_state, torch.set_rng_state),) + (
+                ((torch.cuda.get_rng_state, torch.cuda.set_rng_state),) if cuda else ()):
+            state = get().clone()
+            buf = state.cuda() if nccl else state
+            group.wait(dist.broadcast(buf, group.global_ranks[0], group=group.pg, async_op=True))
+            set_(buf.cpu())
 
 
-__all__ = ["COLS", "ONE", "ROWS", "Sharding", "WHOLE", "pad_to"]
+__all__ = ["COLS", "ONE", "ROWS", "Sharding", "WHOLE"]

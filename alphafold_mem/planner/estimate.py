@@ -120,8 +120,9 @@ def parameter_bytes(config: ModelConfig, dtype: torch.dtype = torch.float32) -> 
 
 
 def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                     n_templ: int, training: bool, dtype: torch.dtype) -> tuple[int, int]:
-    """(inputs, activation peak) of one fake run of ``config`` exactly as given."""
+                     n_templ: int, training: bool, dtype: torch.dtype, dap: int = 1) -> tuple[int, int]:
+    """(inputs, activation peak) of one fake run of ``config`` exactly as given (``dap > 1``: of one
+    device of a simulated DAP group)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with torch.device("meta"):
@@ -129,6 +130,9 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = model.to_empty(device="cpu")
         bind_memory_policy(model, policy)
+        if dap > 1:
+            from .dap import bind_simulated
+            bind_simulated(model, dap, training)
         model.train(training)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
@@ -142,8 +146,10 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
 
 
 def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int = 0,
-             training: bool = False, dtype: torch.dtype = torch.float32, exact: bool = True) -> PeakEstimate:
-    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown.
+             training: bool = False, dtype: torch.dtype = torch.float32, exact: bool = True,
+             dap: int = 1) -> PeakEstimate:
+    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (``dap``: per device
+    of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
 
     Block counts: inference runs at most two blocks per stack (every block has the same profile).
     Training runs the full stacks unless ``exact=False``: then the stacks run with one block and,
@@ -159,7 +165,7 @@ def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_
     config = apply_overrides(config, {"num_recycles": 0})
     stacks = [p for p in _STACKS if p != _STACKS[2] or config.template.enabled]
     counts = {p: _get(config, p) for p in stacks}
-    args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype)
+    args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, dap)
     segments = (policy.checkpoint_evoformer, policy.checkpoint_extra_msa, policy.checkpoint_template)
     if not training:
         inputs, act = _activation_peak(apply_overrides(config, {p: min(n, 2) for p, n in counts.items()}), policy, *args)
@@ -177,7 +183,7 @@ def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_
 
 
 def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                  n_templ: int = 0, training: bool = False) -> int:
+                  n_templ: int = 0, training: bool = False, dap: int = 1) -> int:
     """Predicted peak bytes of one forward (``training=False``, no autograd) or one training step
     (forward + backward, ``training=True``) of ``AlphaFold(config)`` under ``policy``, without
     allocating the memory (FakeTensorMode; see the module docstring for what is counted).
@@ -187,11 +193,14 @@ def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: 
         policy: the memory policy; ``chunk_size="auto"`` is resolved first.
         n_res, n_seq, n_extra_seq, n_templ: N_res, N_seq (MSA clusters), N_extra, N_templ.
         training: forward + backward instead of an inference forward.
+        dap: the peak of one device when ``dap`` devices share the protein (dynamic axial
+            parallelism; communication buffers included). Every device holds the parameters and the
+            input features whole.
 
     Returns:
         Peak bytes: parameters + inputs + activations (activations include gradients in training).
     """
-    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training).total
+    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dap=dap).total
 
 
 def available_memory(device: torch.device | str | None = None) -> int:

@@ -36,6 +36,7 @@ import torch
 
 from ..precision import PRECISIONS
 from .outputs import output_paths, write_json, write_target_outputs
+from .parallel import Parallel
 from .targets import PredictError, Target, collect_targets
 from .timings import Stages
 
@@ -162,7 +163,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
             low_memory: bool = False, memory_policy=None, track_memory: bool = True,
-            log: Optional[Callable[[str], None]] = None, debug: bool = False) -> PredictionRun:
+            log: Optional[Callable[[str], None]] = None, debug: bool = False, dap: int = 1) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -193,6 +194,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             measurements are free and always on).
         log: receives one line per message (default: print to stderr).
         debug: include tracebacks in the log for failures.
+        dap: processes sharing each target (dynamic axial parallelism; this process is one of them,
+            see :mod:`alphafold_mem.predict.parallel`): rank 0 logs and writes, a failure ends the run.
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -210,7 +213,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
     policy = _memory_policy(memory_policy, precision, chunk_size, low_memory)
-    dev = _resolve_device(device)
+    par = Parallel(dap)
+    dev = par.device(_resolve_device(device))
+    log = par.quiet(log)
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
 
@@ -245,6 +250,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             skipped.append(t)
         else:
             todo.append(t)
+    if par.active:  # rank 0's output directory decides
+        names = par.agree([t.name for t in todo])
+        todo, skipped = [t for t in targets if t.name in names], [t for t in targets if t.name not in names]
     for t in skipped:
         log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
 
@@ -264,6 +272,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             model.config = dataclasses.replace(model.config, num_recycles=num_recycles)
         model = model.to(dev).eval()
         apply_memory_policy(model, policy)
+        par.bind(model)
         cfg = model.config
         log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
@@ -281,8 +290,10 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
-            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path)
+            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
+            if par.active:  # ... except under DAP: the other ranks would wait for this one
+                raise
             r.status = "failed"
             r.message = _failure_message(t, exc)
             log(f"error: {r.message}")
@@ -304,9 +315,11 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         "stages": stages.records,
         "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length}
                     for r in run.results},
+        **par.timings(stages.records),
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
-    write_json(run.timings_path, timings)
+    if par.writer:
+        write_json(run.timings_path, timings)
     log("")
     log(run.summary_table())
     if run.failed:
@@ -314,7 +327,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     return run
 
 
-def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path) -> None:
+def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
 
@@ -352,7 +365,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     out = stages.run(f"{t.name}/model", forward, forward=True)
     keep = ("final_atom_positions", "final_atom_mask", "plddt", "predicted_aligned_error",
             "max_predicted_aligned_error", "ptm")
-    arrays = {k: out[k].detach().float().cpu().numpy() for k in keep if k in out}
+    arrays = {k: v.detach().float().cpu().numpy() for k, v in par.gather(model, out, keep).items()}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
     # UNK ('X') has no atoms in the atom37 tables; its Cα is the final backbone frame's origin.
     arrays["backbone_origin"] = out["sm_frames"][-1][..., :3, 3].detach().float().cpu().numpy()
@@ -387,7 +400,8 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         scores["ptm"] = round(r.ptm, 4)
         scores["max_pae"] = round(float(pae.max()), 2)
         scores["max_predicted_aligned_error"] = round(arrays["max_predicted_aligned_error"], 2)
-    stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
+    if par.writer:
+        stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
     r.status = "ok"
 
 
