@@ -112,6 +112,8 @@ def _all_to_all(x: Tensor, split_dim: int, cat_dim: int, cat_size: Optional[int]
     piece = -(-x.shape[split_dim] // p)  # ceil
     total = p * x.shape[cat_dim]
     cat_size = total if cat_size is None else cat_size
+    if not total - p < cat_size <= total:  # the padding a piece of ceil(cat_size / P) entries needs
+        raise ValueError(f"all_to_all: cannot keep {cat_size} of {p} pieces of {x.shape[cat_dim]} entries")
     shape = list(x.shape)
     shape[split_dim], shape[cat_dim] = piece, cat_size
     out = x.new_empty(shape)

@@ -38,10 +38,12 @@ def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, d
       pair bias ``[L, N_res, H]`` of every other device (piecewise gather);
     * outer product mean: the right projection ``[n_rows, L, c]`` of every other device;
     * outgoing triangle multiplication: the right projection ``[L, N_res, c]`` of every other device;
-    * incoming: both projections to columns (all-to-alls of ``[L, L, c]`` pieces), then the left one
-      ``[N_res, L, c]`` of every other device;
-    * starting-node attention: the bias ``[L, N_res, H]`` of every other device; ending node: z and
-      the bias to rows (``[L, L, c_z]`` / ``[L, L, H]`` pieces), the result back, the bias pieces.
+    * incoming: the right projection to columns (an all-to-all of ``[L, L, c]`` pieces), and the
+      other devices' rows of every column block of the left one (``[L, P L, c]`` in all: the blocks
+      include the padding);
+    * starting-node attention: the bias ``[L, N_res, H]`` of every other device; ending node: z to
+      rows and the result back (``[L, L, c_z]`` pieces), and the bias (distributed by columns)
+      ``[N_res, L, H]`` of every other device.
     """
     cfg = config.evoformer if stack == "evoformer" else config.extra_msa
     c_m = config.c_m if stack == "evoformer" else config.c_e
@@ -53,9 +55,9 @@ def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, d
         "msa_row_attention": q * (2 * lr * el * c_m + el * n * hm),
         "outer_product_mean": q * n_rows * el * cfg.c_hidden_opm,
         "triangle_multiplication_outgoing": q * el * n * cfg.c_hidden_mul,
-        "triangle_multiplication_incoming": q * (2 * el * el * cfg.c_hidden_mul + n * el * cfg.c_hidden_mul),
+        "triangle_multiplication_incoming": q * (el * el * cfg.c_hidden_mul + p * el * el * cfg.c_hidden_mul),
         "triangle_attention_starting_node": q * el * n * hp,
-        "triangle_attention_ending_node": q * (2 * el * el * cz + el * el * hp + el * n * hp),
+        "triangle_attention_ending_node": q * (2 * el * el * cz + el * n * hp),
     }
 
 
