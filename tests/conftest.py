@@ -34,6 +34,16 @@ SLOW_TESTS = (
     "test_model_triton.py::test_tiny_model_triton_matches_reference",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
+    # device sharding: the four-process run, and the command-line runs (several interpreters each)
+    "test_dap.py::test_inference_equals_single_device[4-tiny-low_memory_inference]",
+    "test_dap.py::test_inference_equals_single_device[4-model_1-low_memory_inference]",
+    "test_dap.py::test_training_step_with_dropout_equals_single_device[4]",
+    "test_dap.py::test_collectives_are_adjoint[4]",
+    "test_dap.py::test_planner_predicts_the_per_device_peak[4]",
+    "test_dap.py::test_runs_are_bounded[4]",
+    "test_dap_cli.py::test_predict_dap2_writes_what_dap1_writes",
+    "test_dap_cli.py::test_predict_failure_on_rank_1_ends_both",
+    "test_dap_cli.py::test_train_dap2_reproduces_one_device",
 )
 
 

@@ -6,6 +6,10 @@ Examples::
     alphafold-mem memory-plan --preset model_1 --n-res 2048 --budget 80GB
     alphafold-mem memory-plan --preset model_1_ptm --n-res 3000 --budget 40GB --n-seq 512 --n-extra 1024
     alphafold-mem memory-plan --preset initial_training --training --budget 40GB
+    alphafold-mem memory-plan --preset model_1 --n-res 30000 --dap 8 --precision bf16-full
+
+With ``--dap P`` the peak is the one of each of P devices sharing the protein (dynamic axial
+parallelism; communication buffers included, parameters and inputs held whole by every device).
 
 Candidates are listed from the cheapest in time to the most expensive (a fixed cost order: larger
 chunks before smaller, fp32 before bf16, no checkpointing before checkpointing); the recommendation
@@ -30,8 +34,8 @@ def parse_bytes(text: str) -> int:
     return int(value * (1024 if binary else 1000) ** power)
 
 
-def candidates(training: bool, n_max: int) -> list[tuple[str, "object"]]:
-    """``(label, MemoryPolicy)`` pairs in increasing time cost."""
+def candidates(training: bool, n_max: int, precision: str | None = None) -> list[tuple[str, "object"]]:
+    """``(label, MemoryPolicy)`` pairs in increasing time cost (``precision``: only that precision)."""
     from ..memory import MemoryPolicy
 
     chunks = [c for c in (256, 64, 16, 4, 1) if c < n_max]
@@ -47,6 +51,8 @@ def candidates(training: bool, n_max: int) -> list[tuple[str, "object"]]:
                 ("low_memory_inference, unchunked", MemoryPolicy.low_memory_inference(chunk_size=None))]
         rows += [(f"low_memory_inference, chunk {c}", MemoryPolicy.low_memory_inference(chunk_size=c)) for c in chunks]
     rows += [(f"{label}, {p}", policy.replace(precision=p)) for p in ("bf16", "bf16-full") for label, policy in rows[1:]]
+    if precision is not None:
+        rows = [(label, policy) for label, policy in rows if policy.precision == precision]
     return rows
 
 
@@ -65,14 +71,19 @@ def run(args: argparse.Namespace) -> int:
     n_seq = args.n_seq or d.max_msa_clusters
     n_extra = args.n_extra or d.max_extra_msa
     n_templ = args.n_templ if args.n_templ is not None else (config.template.max_templates if config.template.enabled else 0)
+    if args.dap < 1 or (args.dap > 1 and n_res <= args.dap):
+        print(f"memory-plan: --dap {args.dap} needs 1 <= P < N_res", file=sys.stderr)
+        return 2
     kind = "training step" if args.training else "inference"
+    per = f", per device of {args.dap} (DAP)" if args.dap > 1 else ""
     print(f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
-          f"budget {budget / 1e9:.1f} GB")
+          f"budget {budget / 1e9:.1f} GB{per}")
     print(f"{'policy':44s} {'peak GB':>9s} {'fits':>5s}")
     best = None
-    for label, policy in candidates(args.training, max(n_res, n_seq, n_extra)):
+    for label, policy in candidates(args.training, max(n_res, n_seq, n_extra), args.precision):
         t0 = time.perf_counter()
-        est = estimate_breakdown(config, policy, n_res, n_seq, n_extra, n_templ, training=args.training)
+        est = estimate_breakdown(config, policy, n_res, n_seq, n_extra, n_templ, training=args.training,
+                                 dap=args.dap)
         fits = est.total <= budget
         print(f"{label:44s} {est.total / 1e9:9.2f} {'yes' if fits else 'no':>5s}"
               + (f"   ({time.perf_counter() - t0:.0f} s to estimate)" if args.verbose else ""), flush=True)
@@ -103,6 +114,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-templ", type=int, default=None, help="N_templ (default: preset's max templates)")
     p.add_argument("--budget", default="80GB", help="device memory, e.g. 80GB, 40GiB (default: 80GB)")
     p.add_argument("--training", action="store_true", help="a training step (forward + backward) instead of inference")
+    p.add_argument("--dap", type=int, default=1, metavar="P",
+                   help="the peak of each of P devices sharing the protein (dynamic axial parallelism; default: 1)")
+    p.add_argument("--precision", choices=("fp32", "bf16", "bf16-full"), default=None,
+                   help="only policies of this precision (default: fp32, then bf16, then bf16-full)")
     p.add_argument("--all", action="store_true", help="estimate every candidate, not just up to the first that fits")
     p.add_argument("--verbose", "-v", action="store_true", help="show how long each estimate took")
     p.set_defaults(func=run)

@@ -71,13 +71,18 @@ class AlphaFoldLightning(L.LightningModule):
             ``MemoryPolicy.training()``: checkpointing + low-memory attention); ``None``: the
             reference computation. Its precision must stay ``"fp32"``: mixed precision in training
             is the Trainer's ``precision="bf16-mixed"``.
+        dap: devices sharing each sample (dynamic axial parallelism). The processes form a
+            ``("dp", "dap")`` mesh in :meth:`configure_model`; every device of a DAP group computes
+            the loss from the gathered outputs, and averaging gradients over all processes (DDP)
+            gives each sample's gradient (:mod:`alphafold_mem.distributed.dap`). Samples and the
+            FAPE clamping draw are per dp rank, so a DAP group sees one crop.
 
     Raises:
         ValueError: a memory policy with a precision other than fp32.
     """
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig = TrainConfig(),
-                 memory_policy: Optional[MemoryPolicy] = None):
+                 memory_policy: Optional[MemoryPolicy] = None, dap: int = 1):
         super().__init__()
         if memory_policy is not None and memory_policy.precision != "fp32":
             raise ValueError(f"memory policy precision {memory_policy.precision!r}: in training, set mixed precision "
@@ -90,11 +95,21 @@ class AlphaFoldLightning(L.LightningModule):
             apply_memory_policy(self.model, memory_policy)
         self.loss_fn = AlphaFoldLoss(model_config.loss, model_config.heads)
         self.ema = EMA(self.model, train_config.ema_decay)
+        self.dap, self.dp_rank, self.dp_size = dap, 0, 1
         self.batches_seen = 0
         self.bad_steps = 0
         self.skipped_steps = 0
         self._pending_rng: Optional[dict] = None
         self._ema_ctx = None
+
+    def configure_model(self) -> None:
+        """Under DAP: build the ``("dp", "dap")`` mesh of the processes and shard the model over "dap"."""
+        if self.dap > 1 and getattr(self.model, "dap_sharding", None) is None:
+            from ..distributed import apply_parallel_policy, dp_coordinates, init_mesh
+
+            mesh = init_mesh(self.dap, self.device.type)
+            self.dp_rank, self.dp_size = dp_coordinates(mesh)
+            apply_parallel_policy(self.model, mesh, gather_outputs=True)
 
     # -- the step ---------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -108,7 +123,7 @@ class AlphaFoldLightning(L.LightningModule):
     def _use_clamped_fape(self, n: int, k: int) -> torch.Tensor:
         """Per-sample 0/1, 1 with probability ``loss.fape_clamp_probability`` (AF2 Suppl. 1.11.5: the
         backbone FAPE is clamped at 10 Å in 90 % of the samples); a function of (seed, k, rank)."""
-        g = np.random.default_rng([self.train_config.seed, 11, k, self.global_rank])
+        g = np.random.default_rng([self.train_config.seed, 11, k, self.global_rank if self.dap == 1 else self.dp_rank])
         p = self.model_config.loss.fape_clamp_probability
         return torch.from_numpy((g.random(n) < p).astype(np.float32))
 

@@ -73,9 +73,10 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
           strategy: str = "auto", accelerator: str = "auto", resume: Optional[str] = None,
           ckpt_every_steps: int = 200, num_workers: int = 0, loggers: Sequence[str] = ("csv",),
           callbacks: Sequence[Callback] = (), progress_bar: bool = True,
-          memory_policy: Optional[MemoryPolicy] = None) -> AlphaFoldLightning:
+          memory_policy: Optional[MemoryPolicy] = None, dap: int = 1) -> AlphaFoldLightning:
     """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
-    (see :class:`AlphaFoldLightning`); ``None``: the reference computation.
+    (see :class:`AlphaFoldLightning`); ``None``: the reference computation. ``dap``: devices sharing
+    each sample (dynamic axial parallelism; ``devices`` must be a multiple, and the strategy DDP).
 
     Raises:
         ValueError: ``resume`` was saved for a different architecture (one sentence naming the
@@ -85,7 +86,12 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
         saved, _ = read_checkpoint_config(resume)
         check_config_compatible(saved, model_config)
     L.seed_everything(train_config.seed, workers=True, verbose=False)
-    module = AlphaFoldLightning(model_config, train_config, memory_policy)
+    if dap > 1:
+        from ..distributed import mesh_shape
+
+        mesh_shape(devices if isinstance(devices, int) else dap, dap)  # raises a clear error
+        strategy = "ddp" if strategy == "auto" else strategy
+    module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)
     dm = AF2DataModule(data_dir, model_config, train_config, cache_dir=Path(out_dir) / "chain_index",
                        max_steps=max_steps, num_workers=num_workers)
     trainer = build_trainer(out_dir, max_steps, precision, devices, strategy, accelerator,
