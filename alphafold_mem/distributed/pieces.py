@@ -25,7 +25,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from ..memory.axes import Replicate, Shard, Slice, Split
-from ..memory.chunking import Result, chunked
+from ..memory.chunking import Result, chunked, estimating
 from . import comm
 from .comm import pad_to
 from .shard import COLS, ONE, ROWS, WHOLE, Sharding
@@ -63,27 +63,28 @@ def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list
     size_max = min(chunk or length, length)
     grad = torch.is_grad_enabled()
     out: Optional[list[Tensor]] = None
-    for r in range(sh.size):
+    blocks = [(r, s0) for r in range(sh.size) for s0 in range(0, length, size_max)]
+    if estimating():  # the memory estimator: a block of this device's share and one of another's
+        blocks = [(0, 0), (1, 0)]
+    for r, s0 in blocks:
         start_r, valid_r = sh.span(n, r)
-        for s0 in range(0, length, size_max):
-            size = min(size_max, length - s0)
-            valid = max(0, min(size, valid_r - s0))
-            if valid == 0:  # the same blocks are empty on every device
-                continue
-
-            held = [local[i] for i in whole]
-            run = functools.partial(_piece, sh, split, fn, local, layouts, whole, chunk, r, s0, size, valid, start_r)
-            res = checkpoint(run, *held, use_reentrant=False) if grad else run(*held)
-            results = _as_tuple(res)
-            if out is None:
-                out = []
-                for t in results:
-                    shape = list(t.shape)
-                    shape[also.out_dim] = n
-                    out.append(t.new_empty(shape))
-            for o, t in zip(out, results):
-                o.narrow(also.out_dim, start_r + s0, valid).copy_(t)
-            del res, results
+        size = min(size_max, length - s0)
+        valid = max(0, min(size, valid_r - s0))
+        if not valid:  # the same blocks are empty on every device
+            continue
+        held = [local[i] for i in whole]
+        run = functools.partial(_piece, sh, split, fn, local, layouts, whole, chunk, r, s0, size, valid, start_r)
+        res = checkpoint(run, *held, use_reentrant=False) if grad else run(*held)
+        results = _as_tuple(res)
+        if out is None:
+            out = []
+            for t in results:
+                shape = list(t.shape)
+                shape[also.out_dim] = n
+                out.append(t.new_empty(shape))
+        for o, t in zip(out, results):
+            o.narrow(also.out_dim, start_r + s0, valid).copy_(t)
+        del res, results
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -141,7 +142,8 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
     back = back if back in moved else None
     true_back = args[back].shape[rows_cols(split.inputs[back])[0]] if back is not None and layouts[back] == COLS else sh.n_res
     out: Optional[list[Tensor]] = None
-    for c0 in range(0, length, chunk):
+    starts = range(0, length, chunk)
+    for c0 in (starts[:2] if estimating() else starts):
         cs = min(chunk, length - c0)
         cache: dict[int, Tensor] = {}
         chunk_args = []

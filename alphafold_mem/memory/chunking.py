@@ -39,6 +39,14 @@ def first_chunk_only() -> Iterator[None]:
         _state.first_only = previous
 
 
+def estimating() -> bool:
+    """Whether the estimator's loop cut (:func:`first_chunk_only`) is active for the current code:
+    inside the context and without autograd (a training estimate runs every iteration). Other
+    regular loops (device sharding's blocks and chunks) read it to run only their first two
+    iterations, whose memory profile every later one repeats."""
+    return getattr(_state, "first_only", False) and not torch.is_grad_enabled()
+
+
 def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[int]], chunk_size: Optional[int],
             out_dim: int = -3, out: Optional[Result] = None) -> Result:
     """Apply ``fn`` to slices of ``args`` along one axis and assemble the results.
@@ -101,4 +109,4 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
     return out
 
 
-__all__ = ["Result", "chunked", "first_chunk_only"]
+__all__ = ["Result", "chunked", "estimating", "first_chunk_only"]
