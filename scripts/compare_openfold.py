@@ -247,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(cell)
                     print(_row(cell), flush=True)
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+        from alphafold_mem.io import atomic_write
+
+        with atomic_write(args.json) as tmp:
+            pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
     return 0
 
 

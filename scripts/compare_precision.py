@@ -22,6 +22,7 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import Callback  # noqa: E402
 
 from alphafold_mem import model_config  # noqa: E402
+from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.train import AF2DataModule, AlphaFoldLightning, TrainConfig, build_trainer  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
     bf16 = run(args.data, out, args.steps, "bf16-mixed")
     rel = [abs(a - b) / abs(a) for a, b in zip(fp32, bf16)]
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "curves.csv", "w", newline="") as f:
+    with atomic_write(out / "curves.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "loss_fp32", "loss_bf16"])
         w.writerows([i, a, b] for i, (a, b) in enumerate(zip(fp32, bf16)))

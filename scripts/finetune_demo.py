@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
+from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.train import DEFAULT_HELD_OUT, evaluate_lddt, export_weights, load_model  # noqa: E402
 from train_demo import eval_sets  # noqa: E402
 
@@ -48,7 +49,8 @@ def main(argv=None) -> int:
     results_path = Path(args.weights_dir) / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     results["finetune"] = {"checkpoint": args.ckpt, "loss.violation_weight": 1.0, "lddt_ca_after": after}
-    results_path.write_text(json.dumps(results, indent=1))
+    with atomic_write(results_path) as tmp:
+        Path(tmp).write_text(json.dumps(results, indent=1))
     print(json.dumps({k: {m: v[m] for m in ("lddt_ca", "ca_rmsd")} for k, v in after.items()}, indent=1))
     return 0
 

@@ -34,6 +34,7 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import Callback  # noqa: E402
 
 from alphafold_mem import model_config  # noqa: E402
+from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.data import ChainIndex, ProteinChainDataset  # noqa: E402
 from alphafold_mem.train import DEFAULT_HELD_OUT, TrainConfig, evaluate_lddt, export_weights, load_model, train  # noqa: E402
 from alphafold_mem.train.data_module import resolve_index, split_index  # noqa: E402
@@ -106,7 +107,8 @@ def plot_curve(csv_path: Path, png_path: Path) -> None:
     ax[1].set(xlabel="step", ylabel="lDDT-Cα", ylim=(0, 1), title="lDDT-Cα")
     ax[1].legend()
     fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    with atomic_write(png_path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
 
 
 def main(argv=None) -> int:
@@ -159,7 +161,8 @@ def main(argv=None) -> int:
                "data": str(args.data), "held_out_pdb_ids": list(tc.held_out), "train_config": tc.to_dict(),
                "lddt_ca_before": before, "lddt_ca_after": after,
                "weights": str(weights), "weights_bytes": weights.stat().st_size}
-    (wdir / "results.json").write_text(json.dumps(results, indent=1))
+    with atomic_write(wdir / "results.json") as tmp:
+        Path(tmp).write_text(json.dumps(results, indent=1))
     print(json.dumps({k: results[k] for k in ("steps", "train_minutes", "weights_bytes")}), flush=True)
     return 0
 

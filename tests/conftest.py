@@ -44,6 +44,7 @@ SLOW_TESTS = (
     "test_dap_cli.py::test_predict_dap2_writes_what_dap1_writes",
     "test_dap_cli.py::test_predict_failure_on_rank_1_ends_both",
     "test_dap_cli.py::test_train_dap2_reproduces_one_device",
+    "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
 )
 
 

@@ -1,5 +1,5 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
-(:mod:`.predict`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
+(:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
 sets ``func``, which receives the parsed arguments and returns the exit status."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import argparse
 import sys
 
 from ..version import __version__
-from . import memory_plan, predict, train
+from . import memory_plan, predict, relax, search, train
 
-SUBCOMMANDS = (predict, train, memory_plan)
+SUBCOMMANDS = (predict, search, relax, train, memory_plan)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,8 @@ Examples::
         --msa data/alignments/1lcd_A/jackhmmer_pool.a3m --out out/
     alphafold-mem predict data/fasta/per_entry/ --msa-dir data/alignments --out out/
     alphafold-mem predict query.a3m --weights params_model_1_ptm.npz --out out/
+    alphafold-mem predict X.fasta --db uniref90.fasta --template-db pdb_seqres.txt --mmcif-dir mmcif/ \
+        --relax --out out/
 
 Exit status: 0 when every target succeeded or was skipped, 1 when any input was rejected or any
 target failed, 2 for a problem with the run as a whole (options, weights, no input).
@@ -22,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
     from ..config import PRESETS
     from ..weights import DEFAULT_WEIGHTS
+    from .pipeline_args import add_pipeline_arguments
 
     p = sub.add_parser(
         "predict", help="predict structures from FASTA/a3m inputs",
@@ -66,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: 1)")
     p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_pipeline_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -87,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
     if args.dap > 1:
         from .dap_launch import run_with_dap
 
+        if getattr(args, "db", None) or getattr(args, "template_db", None):  # P ranks would search at once
+            print("error: --dap does not run the sequence search: run `alphafold-mem search` first, then "
+                  "predict --dap with --msa-dir", file=sys.stderr)
+            return 2
+
         return run_with_dap(args, run_one)
     return run_one(args)
 
@@ -98,12 +107,20 @@ def run_one(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    from .pipeline_args import pipeline_from_args
+
+    try:
+        pipeline = pipeline_from_args(args, log)
+    except ValueError as exc:
+        log(f"error: {exc}")
+        return 2
     try:
         result = predict(
             args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
-            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap)
+            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap,
+            pipeline=pipeline)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

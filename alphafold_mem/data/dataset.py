@@ -36,40 +36,17 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from ..io import atomic_write
+from .alignment_layout import alignment_files
 from .errors import InputError, warn_input
 from .features import Sample, make_features
 from .msa import Msa, parse_msa
 from .structure import ProteinChain
 from .structure_io import STRUCTURE_SUFFIXES, read_structure
 
-__all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset", "alignment_files"]
+__all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset"]
 
 INDEX_VERSION = 1
-_MSA_SUFFIXES = (".a3m", ".sto", ".a3m.gz", ".sto.gz")
-_MSA_CAPS = {"uniref90": 10_000, "mgnify": 501}
-
-
-def alignment_files(folder: str | os.PathLike) -> list[tuple[Path, int | None]]:
-    """The alignment files of a chain folder in AF2 merge order, with their row caps."""
-    folder = Path(folder)
-    files = [p for p in sorted(folder.iterdir()) if p.name.lower().endswith(_MSA_SUFFIXES)
-             and not p.name.lower().startswith("pairing.")]
-
-    def rank(p: Path) -> int:
-        n = p.name.lower()
-        if n.startswith("uniref90"):
-            return 0
-        if n.startswith("mgnify"):
-            return 2
-        if n.endswith((".a3m", ".a3m.gz")):
-            return 1
-        return 3
-
-    out = []
-    for p in sorted(files, key=lambda p: (rank(p), p.name)):
-        cap = next((c for k, c in _MSA_CAPS.items() if p.name.lower().startswith(k)), None)
-        out.append((p, cap))
-    return out
 
 
 def _folder_query(folder: Path) -> str | None:
@@ -102,10 +79,9 @@ class ChainIndex:
         return None if rel is None else (self.root / rel)
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
-                                    "skipped": self.skipped}, indent=1))
+        with atomic_write(path) as tmp:
+            Path(tmp).write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
+                                             "skipped": self.skipped}, indent=1))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ChainIndex":
@@ -205,8 +181,9 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
             cache = None
             if cache_dir is not None:
                 cache = Path(cache_dir) / f"{chain.name}.npz"
-                np.savez(cache, aatype=chain.aatype, atom37_positions=chain.atom37_positions,
-                         atom37_mask=chain.atom37_mask)
+                with atomic_write(cache) as tmp, open(tmp, "wb") as fh:
+                    np.savez(fh, aatype=chain.aatype, atom37_positions=chain.atom37_positions,
+                             atom37_mask=chain.atom37_mask)
             index.entries.append({
                 "name": chain.name, "pdb_id": chain.pdb_id, "chain_id": chain.chain_id,
                 "structure": _rel(path, root), "cache": None if cache is None else _rel(cache, root),

@@ -115,7 +115,7 @@ def read_pdb(path, *, model: int | None = None) -> Structure:
     chains: dict[str, ProteinChain] = {}
     for chain in models[index]:
         residues = [r for r in chain if r.id[0] != "W" and (
-            r.resname in rc.restype_3to1 or r.resname in protein_letters_3to1_extended)]
+            r.resname in rc.restype_3to1 or r.resname in protein_letters_3to1_extended or r.resname == "UNK")]
         if not residues:
             continue
         observed = "".join(one_letter(r.resname) for r in residues)

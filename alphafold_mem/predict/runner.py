@@ -163,7 +163,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
             low_memory: bool = False, memory_policy=None, track_memory: bool = True,
-            log: Optional[Callable[[str], None]] = None, debug: bool = False, dap: int = 1) -> PredictionRun:
+            log: Optional[Callable[[str], None]] = None, debug: bool = False, pipeline=None,
+            dap: int = 1) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -194,6 +195,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             measurements are free and always on).
         log: receives one line per message (default: print to stderr).
         debug: include tracebacks in the log for failures.
+        pipeline: :class:`alphafold_mem.predict.stages.PipelineOptions`: sequence search before the
+            features (cached under ``out_dir/<id>/``), templates from hits, Amber relaxation after the outputs.
         dap: processes sharing each target (dynamic axial parallelism; this process is one of them,
             see :mod:`alphafold_mem.predict.parallel`): rank 0 logs and writes, a failure ends the run.
 
@@ -228,6 +231,13 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             if t.from_alignment:
                 log(f"note: {t.name}: --single-sequence given; ignoring the alignment input {t.source}")
             t.msa_files, t.msa_depth = (), 1
+    if pipeline is not None:  # search stage (cached in out_dir): MSAs and template hits
+        pipeline.log = log
+        for t, message in pipeline.search(targets, out_dir, overwrite=overwrite):
+            log(f"error: {message}")
+            targets.remove(t)
+            results.append(TargetResult(name=t.name, length=len(t.sequence), status="failed", message=message,
+                                        order=t.order))
     no_msa = [t.name for t in targets if not t.msa_files]
     if no_msa and not single_sequence:
         shown = ", ".join(no_msa[:5]) + (f" and {len(no_msa) - 5} more" if len(no_msa) > 5 else "")
@@ -290,7 +300,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
-            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par)
+            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
             if par.active:  # ... except under DAP: the other ranks would wait for this one
                 raise
@@ -327,18 +337,24 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     return run
 
 
-def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par) -> None:
+def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par,
+                pipeline=None) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
+    from ..data.alignment_layout import msa_row_cap
 
     precision = policy.precision
     cfg = model.config
+    found = {}
 
     def features():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # already reported during validation
-            msas = [parse_msa(f, query=t.sequence) for f in t.msa_files]
-        batch = make_features(t.sequence, msa=msas or None, config=cfg, mode="predict", seed=seed)
+            msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
+        chosen = pipeline.templates(t) if pipeline is not None else None
+        found["templates"] = chosen
+        batch = make_features(t.sequence, msa=msas or None, config=cfg, mode="predict", seed=seed,
+                              templates=chosen.templates if chosen else ())
         if cfg.template.enabled and "template_aatype" not in batch:
             batch.update(_placeholder_templates(len(t.sequence)))
         return batch
@@ -395,6 +411,9 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         "num_recycles": cfg.num_recycles, "seed": seed, "precision": precision,
         "memory_policy": policy.name, "chunk_size": chunk_note,
     }
+    if pipeline is not None:
+        scores["templates"] = pipeline.template_record(found.get("templates"), pipeline.hits_file(t),
+                                                       cfg.template.enabled)
     if "predicted_aligned_error" in arrays:
         pae = arrays["predicted_aligned_error"]
         scores["ptm"] = round(r.ptm, 4)
@@ -402,6 +421,8 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         scores["max_predicted_aligned_error"] = round(arrays["max_predicted_aligned_error"], 2)
     if par.writer:
         stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
+        if pipeline is not None and pipeline.relax:  # after the outputs: the unrelaxed model is never replaced
+            stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, t.name))
     r.status = "ok"
 
 

@@ -167,8 +167,9 @@ def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
             if os.path.isfile(path):
                 found.append(path)
     folder = os.path.join(msa_dir, name)
-    if not found and os.path.isdir(folder):
-        found = sorted(os.path.join(folder, f) for f in os.listdir(folder) if _is_msa_file(f))
+    if not found and os.path.isdir(folder):  # AF2/OpenFold chain folder: AF2's merge order
+        from ..data.alignment_layout import alignment_files
+        found = [str(p) for p, _ in alignment_files(folder)]
     return found
 
 

@@ -1,0 +1,145 @@
+"""The stages ``predict`` runs around the model when asked: sequence search before the features
+(:mod:`alphafold_mem.search`), templates from hits, and Amber relaxation after the outputs
+(:mod:`.relax`). :class:`PipelineOptions` carries the options; the runner calls :meth:`~PipelineOptions.search`
+once for the run, :meth:`~PipelineOptions.templates` per target while building features and
+:meth:`~PipelineOptions.relax_target` per target after its outputs are written.
+
+Template hits come from the search (``<out>/<id>/pdb_hits.sto``) or, without a template database,
+from the target's alignment folder (``pdb70_hits.hhr``, ``hmm_output.sto``, ``pdb_hits.sto``: OpenFold /
+OpenProteinSet layout); they need ``mmcif_dirs`` to become templates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+__all__ = ["PipelineOptions", "TEMPLATE_HIT_FILES"]
+
+TEMPLATE_HIT_FILES = ("pdb70_hits.hhr", "hmm_output.sto", "pdb_hits.sto")
+
+
+@dataclass
+class PipelineOptions:
+    """Search, template and relaxation options of one ``predict`` run.
+
+    Attributes:
+        databases: FASTA databases for jackhmmer (``--db``); template_db: pdb_seqres file (``--template-db``).
+        mmcif_dirs: where template mmCIFs are (``--mmcif-dir``, repeatable).
+        max_template_date: ``YYYY-MM-DD``; obsolete: path of ``obsolete.dat``.
+        max_templates: templates per target (AF2: 4).
+        cpus, iterations, max_sequences, z: search settings (see :class:`~alphafold_mem.search.JackhmmerSettings`).
+        relax: run Amber relaxation; relax_device: ``cpu``/``cuda``.
+        progress: tqdm bars during searches.
+    """
+
+    databases: tuple = ()
+    template_db: Optional[str] = None
+    mmcif_dirs: tuple = ()
+    max_template_date: Optional[str] = None
+    obsolete: Optional[str] = None
+    max_templates: int = 4
+    cpus: int = 1
+    iterations: int = 1
+    max_sequences: int = 10_000
+    z: Optional[float] = None
+    relax: bool = False
+    relax_device: str = "cpu"
+    progress: bool = True
+    log: Callable[[str], None] = print
+    _hits: dict = field(default_factory=dict, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def searching(self) -> bool:
+        return bool(self.databases) or self.template_db is not None
+
+    def search(self, targets, out_dir: str, overwrite: bool = False) -> list:
+        """Search every target (``--db``/``--template-db``); targets without an MSA get the search's
+        A3Ms. Returns ``[(target, error message)]`` for targets whose search failed (they are left out)."""
+        from ..data.msa import parse_msa
+        from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
+
+        failed = []
+        for t in targets:
+            folder = os.path.dirname(t.msa_files[0]) if t.msa_files else None
+            for name in TEMPLATE_HIT_FILES:  # OpenFold layout: hits next to the MSAs
+                if folder and os.path.isfile(os.path.join(folder, name)):
+                    self._hits.setdefault(t.name, os.path.join(folder, name))
+        if not self.searching:
+            return failed
+        settings = JackhmmerSettings(iterations=self.iterations, max_sequences=self.max_sequences, z=self.z)
+        options = SearchOptions(tuple(self.databases), self.template_db, settings, self.cpus, self.progress)
+        for t in targets:
+            try:
+                outcome = search_target(t.name, t.sequence, out_dir, options, log=self.log, overwrite=overwrite)
+            except SearchError as exc:
+                failed.append((t, f"{t.source}: record '{t.name}': search failed: {exc}"))
+                continue
+            if outcome.msa_files and not t.msa_files:
+                t.msa_files = tuple(outcome.msa_files)
+                rows = [t.sequence] + [s for f in t.msa_files for s in parse_msa(f, query=t.sequence).sequences]
+                t.msa_depth = len(dict.fromkeys(rows))
+            if outcome.template_hits:
+                self._hits[t.name] = outcome.template_hits
+        return failed
+
+    def templates(self, t):
+        """:class:`~alphafold_mem.data.templates_from_hits.TemplateSelection` for target ``t`` (or None
+        without hits or mmCIF directories)."""
+        from ..data.template_hits import read_template_hits
+        from ..data.templates_from_hits import parse_obsolete, select_templates
+
+        hits_path = self._hits.get(t.name)
+        if hits_path is None:
+            return None
+        if not self.mmcif_dirs:
+            self.log(f"note: {t.name}: template hits in {hits_path} but no --mmcif-dir; running without templates")
+            return None
+        if self.obsolete and "obsolete" not in self._cache:
+            self._cache["obsolete"] = parse_obsolete(self.obsolete)
+        hits = read_template_hits(hits_path, len(t.sequence))
+        selection = select_templates(t.sequence, hits, self.mmcif_dirs, max_templates=self.max_templates,
+                                     max_template_date=self.max_template_date,
+                                     obsolete=self._cache.get("obsolete"), log=self.log,
+                                     structure_cache=self._cache.setdefault("structures", {}))
+        self.log(f"templates: {t.name}: {len(selection.used)} used ({', '.join(selection.used) or 'none'}), "
+                 f"{len(selection.dropped)} dropped, from {hits_path}")
+        return selection
+
+    @staticmethod
+    def template_record(selection, hits_path: Optional[str], model_uses_templates: bool) -> dict:
+        """The ``templates`` entry of the scores JSON."""
+        return {"hits_file": hits_path, "used": selection.used if selection else [],
+                "used_by_model": bool(model_uses_templates and selection and selection.used),
+                "hits": [c.as_dict() for c in selection.choices] if selection else []}
+
+    def hits_file(self, t) -> Optional[str]:
+        return self._hits.get(t.name)
+
+    def relax_target(self, outputs: dict, name: str) -> dict:
+        """Relax ``outputs["pdb"]`` into ``<id>_relaxed.pdb`` and add a ``relax`` entry to the scores
+        JSON (written again, atomically). A failure keeps the unrelaxed model and records the reason."""
+        from .outputs import write_json
+        from .relax import RelaxError, relax_structure
+
+        relaxed = os.path.join(os.path.dirname(outputs["pdb"]), f"{name}_relaxed.pdb")
+        try:
+            result = relax_structure(outputs["pdb"], relaxed, device=self.relax_device, threads=self.cpus,
+                                     remarks=[f"relaxed from {os.path.basename(outputs['pdb'])}"])
+            record = {"status": "ok", "relaxed_pdb": relaxed, **result.as_dict()}
+            record.pop("path", None)
+            outputs["relaxed_pdb"] = relaxed
+            self.log(f"relax: {name}: {result.seconds:.1f} s, energy {result.initial_energy:.0f} -> "
+                     f"{result.final_energy:.0f} kcal/mol, clashing atoms {result.violations_before['clashing_atoms']} "
+                     f"-> {result.violations_after['clashing_atoms']}, Cα-RMSD {result.ca_rmsd:.2f} Å -> {relaxed}")
+        except (RelaxError, ValueError, OSError) as exc:
+            record = {"status": "failed", "reason": " ".join(str(exc).split())[:300]}
+            self.log(f"warning: relax: {name}: failed, the unrelaxed model is kept: {record['reason']}")
+        with open(outputs["scores"]) as fh:
+            scores = json.load(fh)
+        scores["relax"] = record
+        write_json(outputs["scores"], scores, flat=True)
+        return record
