@@ -31,6 +31,15 @@ from .comm import pad_to
 from .shard import COLS, ONE, ROWS, WHOLE, Sharding
 
 
+def carrier(split: Split) -> Optional[int]:
+    """The operand whose layout the result takes: the first Shard input read along the same kind of
+    axis (rows or columns) as the result carries (``None`` for a per-residue result)."""
+    place = split.output
+    if isinstance(place, Slice):
+        return None
+    return next((i for i, p in enumerate(split.inputs) if isinstance(p, Shard) and p.columns == place.columns), None)
+
+
 def need(p: Shard) -> str:
     """The layout a Shard placement reads its operand in."""
     return COLS if p.columns else ROWS
@@ -121,8 +130,7 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
               chunk: int) -> Result:
     """Run ``split`` (its Shard operands that are in the other layout moved chunk by chunk) with no
     autograd; whole operands must be small (they are gathered whole). The result comes back in
-    the layout its carrier operand had (see :func:`alphafold_mem.distributed.runner.carrier`)."""
-    from .runner import carrier
+    the layout its carrier operand had (see :func:`carrier`)."""
 
     moved = [i for i, (a, p, lay) in enumerate(zip(args, split.inputs, layouts))
              if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]

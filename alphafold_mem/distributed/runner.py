@@ -33,7 +33,7 @@ from torch import Tensor
 
 from ..memory.axes import Replicate, Shard, Slice, Split
 from ..memory.chunking import Result, chunked
-from .pieces import by_pieces, need, pipelined, rows_cols
+from .pieces import by_pieces, carrier, need, pipelined, rows_cols
 from .shard import COLS, ONE, ROWS, WHOLE, Sharding
 
 #: chunk-by-chunk moving is used when every whole operand is at most this fraction of a moved one
@@ -42,15 +42,6 @@ SMALL_WHOLE = 0.25
 
 class StepError(RuntimeError):
     """A declaration device sharding cannot run (names the module and step)."""
-
-
-def carrier(split: Split) -> Optional[int]:
-    """The operand whose layout the result takes: the first Shard input read along the same kind of
-    axis (rows or columns) as the result carries (``None`` for a per-residue result)."""
-    place = split.output
-    if isinstance(place, Slice):
-        return None
-    return next((i for i, p in enumerate(split.inputs) if isinstance(p, Shard) and p.columns == place.columns), None)
 
 
 class DapRunner:

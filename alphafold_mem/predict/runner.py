@@ -197,8 +197,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         debug: include tracebacks in the log for failures.
         pipeline: :class:`alphafold_mem.predict.stages.PipelineOptions`: sequence search before the
             features (cached under ``out_dir/<id>/``), templates from hits, Amber relaxation after the outputs.
-        dap: processes sharing each target (dynamic axial parallelism; this process is one of them,
-            see :mod:`alphafold_mem.predict.parallel`): rank 0 logs and writes, a failure ends the run.
+        dap: processes sharing each target (DAP; this process is one, :mod:`.parallel`): rank 0 writes.
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
