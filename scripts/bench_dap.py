@@ -112,11 +112,9 @@ def worker(rank: int, world: int, args, mode: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="model_1")
-    ap.add_argument("--n-res", type=int, default=256)
-    ap.add_argument("--n-seq", type=int, default=128)
-    ap.add_argument("--n-extra", type=int, default=1024)
-    ap.add_argument("--evo-blocks", type=int, default=2)
-    ap.add_argument("--extra-blocks", type=int, default=1)
+    for flag, default in (("--n-res", 256), ("--n-seq", 128), ("--n-extra", 1024), ("--evo-blocks", 2),
+                          ("--extra-blocks", 1)):
+        ap.add_argument(flag, type=int, default=default)
     ap.add_argument("--dap", default="1,2,4", help="DAP sizes (processes), comma-separated")
     ap.add_argument("--modes", default="inference,training")
     ap.add_argument("--repeats", type=int, default=1, help="timed runs per row (the fastest is reported; 0: the time of the tracked run)")

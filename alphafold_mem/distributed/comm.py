@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -193,26 +193,25 @@ class _AllToAll(torch.autograd.Function):
         return _all_to_all(grad, ctx.cat_dim, ctx.split_dim, ctx.split_size, ctx.group, adjoint=True), None, None, None, None
 
 
-class _AllGather(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, dim: int, group: Group) -> Tensor:
-        ctx.dim, ctx.group = dim, group
-        return _all_gather(x, dim, group)
+def _adjoint_pair(op: Callable, adjoint: Callable) -> type:
+    """An autograd function ``op(x, dim, group)`` whose backward is ``adjoint`` (all-gather <->
+    reduce-scatter)."""
 
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return _reduce_scatter(grad, ctx.dim, ctx.group, adjoint=True), None, None
+    class _Collective(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x: Tensor, dim: int, group: Group) -> Tensor:
+            ctx.dim, ctx.group = dim, group
+            return op(x, dim, group)
+
+        @staticmethod
+        def backward(ctx, grad: Tensor):
+            return adjoint(grad, ctx.dim, ctx.group, adjoint=True), None, None
+
+    return _Collective
 
 
-class _ReduceScatter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, dim: int, group: Group) -> Tensor:
-        ctx.dim, ctx.group = dim, group
-        return _reduce_scatter(x, dim, group)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return _all_gather(grad, ctx.dim, ctx.group, adjoint=True), None, None
+_AllGather = _adjoint_pair(_all_gather, _reduce_scatter)
+_ReduceScatter = _adjoint_pair(_reduce_scatter, _all_gather)
 
 
 class _Broadcast(torch.autograd.Function):
