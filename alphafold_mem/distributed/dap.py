@@ -82,6 +82,11 @@ def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None]
             ``msa``, the distogram and PAE logits, PAE ...) so every device holds them whole (for a
             loss, or to compare with a single device). Default: they stay distributed.
 
+    Under DAP the updates of the blocks are computed through their declared steps and then added
+    (in place when the memory policy says so), not accumulated chunk by chunk into the
+    representation (``add_to_``), and the root model's in-place embedding is switched off (bind the
+    memory policy first: re-binding it switches it back on).
+
     Raises:
         UndeclaredModuleError: a module declares no ``memory_spec``.
     """
@@ -95,6 +100,8 @@ def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None]
         if spec.splits or "dropout" in spec.seams:
             module.dap = runner
     model.dap_sharding = runner.sharding if runner is not None else None
+    if runner is not None and "inplace" in spec_of(model).seams:
+        model.inplace = False  # the root's in-place embedding builds whole representations in one buffer
     outputs = dict(spec_of(model).outputs)
     if runner is not None and outputs:
         hooks = _Hooks(runner.sharding, outputs, gather_outputs)

@@ -24,8 +24,8 @@ from ..distributed.dap import apply_parallel_policy
 def bind_simulated(model: nn.Module, dap: int, training: bool) -> nn.Module:
     """Bind device sharding over a simulated group of ``dap`` devices (this process plays rank 0).
     Training gathers the representation-shaped outputs (every device computes the loss from them,
-    as the trainer does); inference leaves them distributed."""
-    return apply_parallel_policy(model, simulated_group(dap), gather_outputs=training)
+    as the trainer does); inference leaves them distributed. ``dap=1`` removes a binding."""
+    return apply_parallel_policy(model, simulated_group(dap) if dap > 1 else None, gather_outputs=training)
 
 
 def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int) -> dict[str, int]:

@@ -47,6 +47,13 @@ class Parallel:
                 raise PredictError(str(exc)) from None
             self.rank = dist.get_rank()
 
+    @classmethod
+    def start(cls, dap: int, dev: torch.device, log: Callable[[str], None]
+              ) -> tuple["Parallel", torch.device, Callable[[str], None]]:
+        """The run's :class:`Parallel`, its device (:meth:`device`) and its log (:meth:`quiet`)."""
+        par = cls(dap)
+        return par, par.device(dev), par.quiet(log)
+
     @property
     def active(self) -> bool:
         return self.mesh is not None
@@ -73,6 +80,13 @@ class Parallel:
         box = [value]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def agree_targets(self, targets: list, todo: list, skipped: list) -> tuple[list, list]:
+        """``(todo, skipped)`` as rank 0 decided them (its output directory decides what is finished)."""
+        if not self.active:
+            return todo, skipped
+        names = self.agree([t.name for t in todo])
+        return [t for t in targets if t.name in names], [t for t in targets if t.name not in names]
 
     def bind(self, model: nn.Module) -> None:
         """Shard the model's computation over the DAP group."""

@@ -215,9 +215,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
     policy = _memory_policy(memory_policy, precision, chunk_size, low_memory)
-    par = Parallel(dap)
-    dev = par.device(_resolve_device(device))
-    log = par.quiet(log)
+    par, dev, log = Parallel.start(dap, _resolve_device(device), log)
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
 
@@ -259,9 +257,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             skipped.append(t)
         else:
             todo.append(t)
-    if par.active:  # rank 0's output directory decides
-        names = par.agree([t.name for t in todo])
-        todo, skipped = [t for t in targets if t.name in names], [t for t in targets if t.name not in names]
+    todo, skipped = par.agree_targets(targets, todo, skipped)
     for t in skipped:
         log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
 
