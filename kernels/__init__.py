@@ -4,6 +4,9 @@ Entry points (stable):
 
 * ``kernels.attention(q, k, v, biases, impl="reference" | "triton")``
 * ``kernels.layer_norm(x, weight, bias, eps=1e-5, impl=...)``
+* ``kernels.triangle_multiplication(z, mask, weights, outgoing, eps=1e-5, impl=...)`` with
+  ``weights`` a :class:`TriangleMultiplicationWeights` (AF2's 16 parameters, or
+  ``TriangleMultiplicationWeights.from_module(module)``)
 
 Triton files are named ``fused_*.py`` so that importing them never shadows these entry points.
 ``import kernels`` works without a GPU and without Triton. Requesting ``impl="triton"`` where Triton
@@ -20,10 +23,12 @@ from torch import Tensor
 
 from . import _triton_support, reference
 from ._triton_support import KernelUnavailableError
+from .reference import TriangleMultiplicationWeights
 
 IMPLS = ("reference", "triton")
 
-__all__ = ["IMPLS", "KernelUnavailableError", "attention", "layer_norm"]
+__all__ = ["IMPLS", "KernelUnavailableError", "TriangleMultiplicationWeights", "attention", "layer_norm",
+           "triangle_multiplication"]
 
 
 def _check_impl(impl: str) -> None:
@@ -40,7 +45,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), im
     _check_impl(impl)
     if impl == "reference":
         return reference.attention(q, k, v, biases)
-    _triton_support.require_triton("attention")
+    _triton_support.require_triton("attention", q)
     from .fused_attention import fused_attention  # imports triton lazily
 
     return fused_attention(q, k, v, biases)
@@ -51,7 +56,25 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, impl:
     _check_impl(impl)
     if impl == "reference":
         return reference.layer_norm(x, weight, bias, eps)
-    _triton_support.require_triton("layer_norm")
+    _triton_support.require_triton("layer_norm", x)
     from .fused_layer_norm import fused_layer_norm
 
     return fused_layer_norm(x, weight, bias, eps)
+
+
+def triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool,
+                            eps: float = 1e-5, impl: str = "reference") -> Tensor:
+    """Triangle multiplicative update (AF2 Alg. 11 ``outgoing=True``, Alg. 12 ``outgoing=False``) with
+    shapes as in :func:`kernels.reference.triangle_multiplication`: z ``[*, N_res, N_res, c_z]``,
+    mask ``[*, N_res, N_res]``; returns the update ``[*, N_res, N_res, c_z]``.
+
+    ``impl="triton"`` runs :func:`kernels.fused_triangle.fused_triangle_multiplication` (no
+    ``[*, N_res, N_res, c_hidden]`` projection materialised or saved; limits in that module's docstring).
+    """
+    _check_impl(impl)
+    if impl == "reference":
+        return reference.triangle_multiplication(z, mask, weights, outgoing, eps)
+    _triton_support.require_triton("triangle_multiplication", z)
+    from .fused_triangle import fused_triangle_multiplication
+
+    return fused_triangle_multiplication(z, mask, weights, outgoing, eps)

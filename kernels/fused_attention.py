@@ -27,17 +27,23 @@ VJP (dO given; P recomputed from m and log l, never stored)::
 
 Kernels (``@triton.jit``, in :mod:`kernels.fused_attention_kernels`), each recomputing the score
 tile S with the same code: forward, one program per (query block, z, h). Backward: one per
-(query block, z, h) for D and dq, one per (key block, z, h) for dk and dv, and, per bias that
-requires grad, one per (query block, key block, h, run of rows) that sums dS over the rows sharing
-a bias row in registers before one fp32 atomic add per element. No atomics on dq/dk/dv.
+(query block, z, h) for D and dq; one per (key block, z, h) for dk, dv and the gradient of every
+bias with its own row per leading row z (the dS tile is already there: one fp32 atomic add per
+element and query block, summed first along the bias's broadcast axes); and, per bias that requires
+grad and is shared across leading rows (AF2's pair bias), one per (query block, key block, h, run
+of rows) that sums dS over Z_PER_PROGRAM rows sharing a bias row in registers before one fp32
+atomic add per element. No atomics on dq/dk/dv.
 
-Launches (counted in :func:`_forward` and :func:`_backward`): forward 1; one attention backward
-2 + (number of biases that require grad), i.e. 3 for AF2's gated attention with its pair bias, 2
-with the key mask alone, 4 when both biases require grad; 0 for empty tensors. Before the kernels
-shared their tile code it was the same, 2 + n; after, 2 + n. The bias gradient stays a pass of its
-own: in the dk/dv pass each program owns one row z, so the gradient of a bias shared by N_seq rows
-would cost N_seq fp32 atomic adds per element there (N_seq / Z_PER_PROGRAM in its own pass), or a
-per-row dS buffer of size [*, H, Q, K], the tensor this kernel exists not to store.
+Launches (counted in :func:`_forward` and :func:`_backward`; ``python -m
+kernels.benchmarks.count_ops`` counts them in the interpreter): forward 1; one attention backward
+2 + (number of biases that require grad and are shared across leading rows): 3 for AF2's gated
+attention with its pair bias, 2 with the key mask alone or with a per-row bias needing a gradient
+(3 before the fold), 0 for empty tensors. Why the shared bias keeps its pass: in the dk/dv pass each
+program owns one row z, so the gradient of a bias shared by N_seq rows would cost N_seq fp32 atomic
+adds per element there (N_seq / Z_PER_PROGRAM in its own pass); the pass instead recomputes S and
+dS once more. Counted in the interpreter (triangle attention, N 40, forward + backward): folding it
+too would save 18 % of the matmul FLOPs and 31 % of the loaded elements for 4x the atomic adds
+(16x with the GPU's Z_PER_PROGRAM); :data:`BIAS_GRAD_FOLD` ``"all"`` does it, for the GPU check to time.
 
 Limits:
   * q [*, H, Q, C], k [*, H, K, C], v [*, H, K, C_v] with identical leading dims ``*``;
@@ -63,12 +69,18 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ._triton_support import interpreter_enabled
+from ._triton_support import interpreter_enabled, is_fake
 from .fused_attention_kernels import attn_bwd_dbias_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_fwd_kernel
 
 __all__ = ["FusedAttentionFunction", "fused_attention"]
 
 _MAX_HEAD_DIM = 64
+#: Which bias gradients the dk/dv pass computes from the dS tiles it already holds: ``"per_row"``
+#: (the decision, see the module docstring: a bias with its own row per leading row z), ``"none"``
+#: (every bias gradient in its own pass, as before) or ``"all"`` (shared biases too: one fp32 atomic
+#: add per element per row z). Read when the forward runs. ``python -m kernels.benchmarks.count_ops``
+#: counts each; the GPU check times ``"all"`` beside the default (``bench_attention``'s ``triton-fold-all``).
+BIAS_GRAD_FOLD = "per_row"
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _TL_DTYPE = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
@@ -147,7 +159,7 @@ def _validate(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Optional[Tensor]
     devices = {q.device, k.device, v.device}
     if len(devices) != 1:
         raise ValueError(f"fused_attention: q, k, v on different devices {sorted(map(str, devices))}")
-    if q.device.type != "cuda" and not interpret:
+    if q.device.type != "cuda" and not interpret and not is_fake(q):
         raise ValueError(
             f"fused_attention: tensors are on {q.device}; Triton needs CUDA tensors, or TRITON_INTERPRET=1 "
             "set before importing triton to run in the CPU interpreter"
@@ -191,7 +203,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[
     q4, k4, v4 = _flat(q, z), _flat(k, z), _flat(v, z)
     o4 = torch.empty((z, H, N_Q, CV), dtype=q.dtype, device=q.device)
     stats = torch.empty((2, z, H, N_Q), dtype=torch.float32, device=q.device)
-    if o4.numel() == 0:
+    if o4.numel() == 0 or is_fake(q4):
         return o4, stats
     cfg = _block_config(interpret)
     bq, bk = cfg["fwd"]
@@ -204,8 +216,9 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[
 
 
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Tensor,
-              b0: Optional[_Bias], b1: Optional[_Bias], need_db: tuple, z: int):
-    """dq, dk, dv and the fp32 gradients of the biases in ``need_db``: 2 + sum(need_db) launches."""
+              b0: Optional[_Bias], b1: Optional[_Bias], need_db: tuple, z: int, fold_mode: str = "per_row"):
+    """dq, dk, dv and the fp32 gradients of the biases in ``need_db``: 2 launches, plus one per bias
+    that needs a gradient and is shared across leading rows (the others are folded into the dk/dv pass)."""
     interpret = interpreter_enabled()
     H, N_Q, C = q.shape[-3:]
     N_K, CV = k.shape[-2], v.shape[-1]
@@ -229,19 +242,29 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Te
     common = _launch_options(q, v, b0, b1, cfg, interpret)
     operands = (_bias_arg(b0, delta), _bias_arg(b1, delta), q4.stride(), k4.stride(), v4.stride(), o4.stride())
 
+    fake = is_fake(q4)
     bq, bk = cfg["dq"]
-    attn_bwd_dq_kernel[(triton.cdiv(N_Q, bq), z * H)](
-        q4, k4, v4, o4, do4, stats[0], stats[1], delta, dq4, *operands, dq4.stride(),
-        H, N_Q, N_K, C, CV, BLOCK_Q=bq, BLOCK_K=bk, **common,
-    )
+    if not fake:
+        attn_bwd_dq_kernel[(triton.cdiv(N_Q, bq), z * H)](
+            q4, k4, v4, o4, do4, stats[0], stats[1], delta, dq4, *operands, dq4.stride(),
+            H, N_Q, N_K, C, CV, BLOCK_Q=bq, BLOCK_K=bk, **common,
+        )
+    # a bias gradient is folded into the dk/dv pass unless the bias is shared across leading rows
+    fold = [db is not None and (fold_mode == "all" or (fold_mode == "per_row" and not b.shares_rows))
+            for b, db in zip((b0, b1), dbs)]
+    folded = [b.arg(db) if f else (delta, delta, 0, 0, 0) for b, db, f in zip((b0, b1), dbs, fold)]
+    bcast = {f"BCAST_{a}{i}": (b is not None and getattr(b, f"bcast_{a.lower()}")) for i, b in enumerate((b0, b1))
+             for a in ("Q", "K")}
     bq, bk = cfg["dkdv"]
-    attn_bwd_dkdv_kernel[(triton.cdiv(N_K, bk), z * H)](
-        q4, k4, v4, do4, stats[0], stats[1], delta, dk4, dv4, *operands, dk4.stride(), dv4.stride(),
-        H, N_Q, N_K, C, CV, BLOCK_Q=bq, BLOCK_K=bk, **common,
-    )
+    if not fake:
+        attn_bwd_dkdv_kernel[(triton.cdiv(N_K, bk), z * H)](
+            q4, k4, v4, do4, stats[0], stats[1], delta, dk4, dv4, operands[0], operands[1], *folded, *operands[2:],
+            dk4.stride(), dv4.stride(), H, N_Q, N_K, C, CV, FOLD_B0=fold[0], FOLD_B1=fold[1], **bcast,
+            BLOCK_Q=bq, BLOCK_K=bk, **common,
+        )
     bq, bk = cfg["dbias"]
-    for b, db in zip((b0, b1), dbs):
-        if db is None:
+    for b, db, f in zip((b0, b1), dbs, fold):
+        if db is None or f or fake:
             continue
         # rows of q that share one bias row are summed in registers, Z_PER_PROGRAM at a time
         z_per = cfg["z_per_program"] if b.shares_rows else 1
@@ -269,6 +292,7 @@ class FusedAttentionFunction(torch.autograd.Function):
         o4, stats = _forward(q, k, v, meta[0], meta[1], z)
         ctx.save_for_backward(q, k, v, o4, stats, *(b for b in bias_t if b is not None))
         ctx.has_bias = (b0 is not None, b1 is not None)
+        ctx.fold_mode = BIAS_GRAD_FOLD  # read at forward time
         ctx.bias_dtypes = tuple(None if b is None else b.dtype for b in (b0, b1))
         return o4.view(lead + tuple(o4.shape[-3:]))  # [*, H, Q, C_v]
 
@@ -280,7 +304,7 @@ class FusedAttentionFunction(torch.autograd.Function):
         it = iter(saved_b)
         meta = [_Bias(next(it), lead) if has else None for has in ctx.has_bias]
         need_db = (ctx.needs_input_grad[3], ctx.needs_input_grad[4])
-        dq4, dk4, dv4, dbs = _backward(do, q, k, v, o4, stats, meta[0], meta[1], need_db, z)
+        dq4, dk4, dv4, dbs = _backward(do, q, k, v, o4, stats, meta[0], meta[1], need_db, z, ctx.fold_mode)
         db_out = [None if db is None else db.to(dt) for db, dt in zip(dbs, ctx.bias_dtypes)]
         return dq4.view(q.shape), dk4.view(k.shape), dv4.view(v.shape), db_out[0], db_out[1]
 

@@ -4,8 +4,8 @@ Kernel arguments: q, k, v, O, dO are [Z, H, L, C] (Z = product of the leading di
 comes with the 4-tuple of its strides; a bias is the tuple ``(pointer, ZOFF, s_h, s_q, s_k)`` with
 ``ZOFF[z]`` the element offset of leading row z's bias row and stride 0 along each broadcast axis;
 the fp32 row statistics m, log l and D are [Z * H, Q] buffers. Every kernel computes the score
-tile with :func:`_scores`; the three backward kernels recompute P with :func:`_probs` and dS with
-:func:`_dscores`.
+tile with :func:`_scores`; the backward kernels recompute P with :func:`_probs` and dS with
+:func:`_dscores`, and add bias gradients with :func:`_bias_grad_add`.
 """
 
 from __future__ import annotations
@@ -174,11 +174,15 @@ def attn_bwd_dq_kernel(
 
 @triton.jit
 def attn_bwd_dkdv_kernel(
-    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, dKp, dVp, B0, B1, sq, sk, sv, so, sdk, sdv, H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
+    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, dKp, dVp, B0, B1, DB0, DB1, sq, sk, sv, so, sdk, sdv, H, N_Q, N_K, C, CV,
+    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, FOLD_B0: tl.constexpr, FOLD_B1: tl.constexpr,
+    BCAST_Q0: tl.constexpr, BCAST_K0: tl.constexpr, BCAST_Q1: tl.constexpr, BCAST_K1: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
 ):
-    """One program per (key block, z, h): dk and dv."""
+    """One program per (key block, z, h): dk and dv; with FOLD_Bt, also the gradient DB_t of bias t
+    (same tuple layout as the bias, fp32) from the dS tiles it already holds, one atomic add per tile
+    (the bias rows of different z are distinct unless the bias is shared, which the launcher does not fold)."""
     pid_zh, z, h, offs_k, offs_c, offs_cv = _program(H, BLOCK_K, BLOCK_C, BLOCK_CV)
     k = _load(Kp, sk, z, h, offs_k, offs_c, N_K, C)  # [BK, BC]
     v = _load(Vp, sv, z, h, offs_k, offs_cv, N_K, CV)  # [BK, BCV]
@@ -194,6 +198,10 @@ def attn_bwd_dkdv_kernel(
         dv += mm(tl.trans(p), do, DOT_DTYPE, EMULATE, IEEE)
         ds = _dscores(p, do, tl.trans(v), delta, DOT_DTYPE, EMULATE, IEEE)
         dk += mm(tl.trans(ds), q, DOT_DTYPE, EMULATE, IEEE)
+        if FOLD_B0:
+            _bias_grad_add(DB0, tl.load(DB0[1] + z) + h * DB0[2], offs_q, offs_k, N_Q, N_K, ds, BCAST_Q0, BCAST_K0)
+        if FOLD_B1:
+            _bias_grad_add(DB1, tl.load(DB1[1] + z) + h * DB1[2], offs_q, offs_k, N_Q, N_K, ds, BCAST_Q1, BCAST_K1)
     _store(dKp, sdk, z, h, offs_k, offs_c, N_K, C, dk, EMULATE)
     _store(dVp, sdv, z, h, offs_k, offs_cv, N_K, CV, dv, EMULATE)
 

@@ -30,9 +30,9 @@ import triton.language as tl
 from torch import Tensor
 
 from ._triton_helpers import round_to
-from ._triton_support import interpreter_enabled
+from ._triton_support import interpreter_enabled, is_fake, persistent_programs
 
-__all__ = ["FusedLayerNormFunction", "fused_layer_norm"]
+__all__ = ["FusedLayerNormFunction", "fused_layer_norm", "layer_norm_backward", "layer_norm_forward"]
 
 _MAX_C = 384
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -40,7 +40,8 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 @triton.jit
 def _ln_fwd_kernel(X, Y, W, B, MEAN, RSTD, M, C, eps,
-                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, EMULATE: tl.constexpr):
+                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, EMULATE: tl.constexpr, STORE_Y: tl.constexpr = True):
+    """Rows of X [M, C]: mean and rstd [M] (fp32) and, with STORE_Y, Y = LayerNorm(X) * W + B."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_C)
     mr = rows < M
@@ -51,10 +52,11 @@ def _ln_fwd_kernel(X, Y, W, B, MEAN, RSTD, M, C, eps,
     mean = tl.sum(x, 1) / C
     xc = tl.where(mask, x - mean[:, None], 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, 1) / C + eps)
-    w = tl.load(W + cols, mask=mc, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=mc, other=0.0).to(tl.float32)
-    y = xc * rstd[:, None] * w[None, :] + b[None, :]
-    tl.store(Y + offs, round_to(y, Y.dtype.element_ty, EMULATE), mask=mask)
+    if STORE_Y:
+        w = tl.load(W + cols, mask=mc, other=0.0).to(tl.float32)
+        b = tl.load(B + cols, mask=mc, other=0.0).to(tl.float32)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(Y + offs, round_to(y, Y.dtype.element_ty, EMULATE), mask=mask)
     tl.store(MEAN + rows, mean, mask=mr)
     tl.store(RSTD + rows, rstd, mask=mr)
 
@@ -62,6 +64,8 @@ def _ln_fwd_kernel(X, Y, W, B, MEAN, RSTD, M, C, eps,
 @triton.jit
 def _ln_bwd_kernel(X, DY, DX, W, MEAN, RSTD, DW_PART, DB_PART, M, C, N_PROGRAMS,
                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, EMULATE: tl.constexpr):
+    """DX [M, C] from X, DY and the saved mean/rstd; program p writes its fp32 partial dW, dB sums
+    (over the row blocks p, p + N_PROGRAMS, ...) to row p of DW_PART, DB_PART [N_PROGRAMS, BLOCK_C]."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_C)
     mc = cols < C
@@ -113,11 +117,47 @@ def _validate(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> None:
             raise ValueError(f"fused_layer_norm: {name} is on {t.device}, x on {x.device}")
     if not eps > 0:
         raise ValueError(f"fused_layer_norm: eps must be > 0, got {eps}")
-    if x.device.type != "cuda" and not interpreter_enabled():
+    if x.device.type != "cuda" and not interpreter_enabled() and not is_fake(x):
         raise ValueError(
             f"fused_layer_norm: x is on {x.device}; Triton needs CUDA tensors, or TRITON_INTERPRET=1 "
             "set before importing triton to run in the CPU interpreter"
         )
+
+
+def layer_norm_forward(x2: Tensor, weight: Tensor, bias: Tensor, eps: float, store_y: bool = True):
+    """One launch over the rows of ``x2`` [M, C]: ``(y or None, mean, rstd)``, statistics fp32 [M].
+
+    With ``store_y=False`` only the statistics are written (the fused triangle multiplication
+    normalises its tiles itself). Nothing is launched for fake tensors (memory planning)."""
+    m, c = x2.shape
+    y = torch.empty_like(x2) if store_y else None
+    mean = torch.empty(m, dtype=torch.float32, device=x2.device)
+    rstd = torch.empty(m, dtype=torch.float32, device=x2.device)
+    block_r, block_c = _block_config(c)
+    if m > 0 and not is_fake(x2):
+        _ln_fwd_kernel[(triton.cdiv(m, block_r),)](
+            x2, x2 if y is None else y, weight, bias, mean, rstd, m, c, eps, BLOCK_R=block_r, BLOCK_C=block_c,
+            EMULATE=interpreter_enabled(), STORE_Y=store_y, num_warps=4 if block_c <= 256 else 8,
+        )
+    return y, mean, rstd
+
+
+def layer_norm_backward(x2: Tensor, dy2: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor):
+    """One launch: ``(dx, dw, db)`` for rows ``x2`` [M, C] and their upstream gradient ``dy2`` [M, C]
+    (any float dtype; dx in x2's dtype, dw and db fp32 [C], summed from per-program partials)."""
+    m, c = x2.shape
+    dx = torch.empty_like(x2)
+    block_r, block_c = _block_config(c)
+    n_prog = persistent_programs(x2.device, triton.cdiv(m, block_r))
+    dw_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
+    db_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
+    if m > 0 and not is_fake(x2):
+        _ln_bwd_kernel[(n_prog,)](
+            x2, dy2, dx, weight, mean, rstd, dw_part, db_part, m, c, n_prog,
+            BLOCK_R=block_r, BLOCK_C=block_c, EMULATE=interpreter_enabled(),
+            num_warps=4 if block_c <= 256 else 8,
+        )
+    return dx, dw_part[:, :c].sum(0), db_part[:, :c].sum(0)
 
 
 class FusedLayerNormFunction(torch.autograd.Function):
@@ -125,18 +165,8 @@ class FusedLayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-        c = x.shape[-1]
-        x2 = x.reshape(-1, c).contiguous()  # [M, C]; a view when x is contiguous
-        m = x2.shape[0]
-        y = torch.empty_like(x2)
-        mean = torch.empty(m, dtype=torch.float32, device=x.device)
-        rstd = torch.empty(m, dtype=torch.float32, device=x.device)
-        block_r, block_c = _block_config(c)
-        if m > 0:
-            _ln_fwd_kernel[(triton.cdiv(m, block_r),)](
-                x2, y, weight, bias, mean, rstd, m, c, eps, BLOCK_R=block_r, BLOCK_C=block_c,
-                EMULATE=interpreter_enabled(), num_warps=4 if block_c <= 256 else 8,
-            )
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()  # [M, C]; a view when x is contiguous
+        y, mean, rstd = layer_norm_forward(x2, weight, bias, eps)
         ctx.save_for_backward(x2, weight, mean, rstd)
         ctx.bias_dtype = bias.dtype
         return y.view(x.shape)
@@ -144,26 +174,9 @@ class FusedLayerNormFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy: Tensor):
         x2, weight, mean, rstd = ctx.saved_tensors
-        m, c = x2.shape
-        dy2 = dy.reshape(-1, c).contiguous()  # [M, C]
-        dx = torch.empty_like(x2)
-        block_r, block_c = _block_config(c)
-        n_blocks = triton.cdiv(m, block_r)
-        if interpreter_enabled() or x2.device.type != "cuda":
-            n_prog = min(n_blocks, 4)
-        else:
-            n_prog = min(n_blocks, 4 * torch.cuda.get_device_properties(x2.device).multi_processor_count)
-        n_prog = max(n_prog, 1)
-        dw_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
-        db_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
-        if m > 0:
-            _ln_bwd_kernel[(n_prog,)](
-                x2, dy2, dx, weight, mean, rstd, dw_part, db_part, m, c, n_prog,
-                BLOCK_R=block_r, BLOCK_C=block_c, EMULATE=interpreter_enabled(),
-                num_warps=4 if block_c <= 256 else 8,
-            )
-        dw = dw_part[:, :c].sum(0).to(weight.dtype) if ctx.needs_input_grad[1] else None
-        db = db_part[:, :c].sum(0).to(ctx.bias_dtype) if ctx.needs_input_grad[2] else None
+        dx, dw, db = layer_norm_backward(x2, dy.reshape(x2.shape).contiguous(), weight, mean, rstd)
+        dw = dw.to(weight.dtype) if ctx.needs_input_grad[1] else None
+        db = db.to(ctx.bias_dtype) if ctx.needs_input_grad[2] else None
         return dx.view(dy.shape), dw, db, None
 
 

@@ -6,7 +6,7 @@ compare against. They run anywhere PyTorch runs (CPU included).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -57,3 +57,66 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
     sd = _stat_dtype(x)
     out = F.layer_norm(x.to(sd), x.shape[-1:], weight.to(sd), bias.to(sd), eps)
     return out.to(x.dtype)
+
+
+#: The submodules of a triangle multiplication, under AF2's names (Suppl. Alg. 11/12; OpenFold uses
+#: the same in its AF2 weight import), in the order of :class:`TriangleMultiplicationWeights`.
+TRIANGLE_MULTIPLICATION_MODULES = ("layer_norm_input", "left_projection", "right_projection", "left_gate",
+                                   "right_gate", "center_layer_norm", "output_projection", "gating_linear")
+
+
+class TriangleMultiplicationWeights(NamedTuple("_TriangleMultiplicationWeights", [
+        (f"{module}_{part}", Tensor) for module in TRIANGLE_MULTIPLICATION_MODULES for part in ("weight", "bias")])):
+    """The 16 parameters of one triangle multiplication (AF2 Suppl. Alg. 11/12): ``<module>_weight``
+    and ``<module>_bias`` for each name of :data:`TRIANGLE_MULTIPLICATION_MODULES`, in that order.
+    With ``c`` = c_hidden (128 in AF2) and ``c_z`` the pair channels, in ``torch.nn.Linear`` layout
+    ``[c_out, c_in]``: ``layer_norm_input`` [c_z], [c_z]; ``left_projection``, ``right_projection``,
+    ``left_gate``, ``right_gate`` [c, c_z], [c]; ``center_layer_norm`` [c], [c]; ``output_projection``
+    [c_z, c], [c_z]; ``gating_linear`` [c_z, c_z], [c_z]."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_module(cls, module) -> "TriangleMultiplicationWeights":
+        """The parameters of a module holding submodules named as in :data:`TRIANGLE_MULTIPLICATION_MODULES`,
+        each with ``weight`` and ``bias`` (e.g. ``alphafold_mem.model.triangle.TriangleMultiplication``)."""
+        return cls(*(getattr(getattr(module, name), part)
+                     for name in TRIANGLE_MULTIPLICATION_MODULES for part in ("weight", "bias")))
+
+
+def triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool,
+                            eps: float = 1e-5) -> Tensor:
+    """Triangular multiplicative update (Jumper et al. 2021, Suppl. Alg. 11 outgoing, Alg. 12 incoming)::
+
+        z' = LayerNorm(z)
+        a = mask * sigmoid(z' W_left_gate) * (z' W_left),   b = the same with the right weights
+        x_ij = sum_k a_ik b_jk   (outgoing)        x_ij = sum_k a_kj b_ki   (incoming)
+        out = sigmoid(z' W_gate) * (LayerNorm(x) W_out)
+
+    (every linear with its bias). LayerNorm statistics in fp32, as :func:`layer_norm`. The update is
+    returned; the caller adds it to z.
+
+    Args:
+        z: pair representation ``[*, N_res, N_res, c_z]``.
+        mask: pair mask ``[*, N_res, N_res]`` (1 = keep, 0 = padding; any float or bool dtype).
+        weights: the 16 parameters (:class:`TriangleMultiplicationWeights`).
+        outgoing: Alg. 11 (True) or Alg. 12 (False).
+        eps: LayerNorm epsilon (1e-5 as in AF2).
+
+    Returns:
+        ``[*, N_res, N_res, c_z]``.
+    """
+    w = weights
+    zn = layer_norm(z, w.layer_norm_input_weight, w.layer_norm_input_bias, eps)  # [*, N, N, c_z]
+    m = mask[..., None].to(zn.dtype) if mask.dtype == torch.bool else mask[..., None]
+    a = F.linear(zn, w.left_projection_weight, w.left_projection_bias) \
+        * torch.sigmoid(F.linear(zn, w.left_gate_weight, w.left_gate_bias)) * m  # [*, N, N, c]
+    b = F.linear(zn, w.right_projection_weight, w.right_projection_bias) \
+        * torch.sigmoid(F.linear(zn, w.right_gate_weight, w.right_gate_bias)) * m  # [*, N, N, c]
+    if outgoing:
+        x = torch.einsum("...ikc,...jkc->...ijc", a, b)
+    else:
+        x = torch.einsum("...kjc,...kic->...ijc", a, b)
+    x = layer_norm(x, w.center_layer_norm_weight, w.center_layer_norm_bias, eps)
+    x = F.linear(x, w.output_projection_weight, w.output_projection_bias)  # [*, N, N, c_z]
+    return x * torch.sigmoid(F.linear(zn, w.gating_linear_weight, w.gating_linear_bias))

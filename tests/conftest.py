@@ -6,6 +6,10 @@ import torch
 
 if not torch.cuda.is_available():  # CPU machines run the Triton kernels in Triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from kernels._interpreter import skip_repatching
+
+    skip_repatching()  # about 2x faster interpreted kernels, same results
 
 import pathlib  # noqa: E402
 
@@ -44,11 +48,23 @@ SLOW_TESTS = (
     "test_dap_cli.py::test_predict_dap2_writes_what_dap1_writes",
     "test_dap_cli.py::test_predict_failure_on_rank_1_ends_both",
     "test_dap_cli.py::test_train_dap2_reproduces_one_device",
+    "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[outgoing_bf16_batch2]",
+    "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[incoming_bf16]",
+    "test_gpu_check.py::test_dry_run_end_to_end",
     "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
 )
 
 
+#: ``@pytest.mark.cuda`` tests run where CUDA is visible, or, with this variable set to 1, in Triton's
+#: interpreter at tiny shapes (``scripts/gpu_check.py --dry``); otherwise they are skipped.
+GPU_CHECK_DRY = "ALPHAFOLD_MEM_GPU_CHECK_DRY"
+
+
 def pytest_collection_modifyitems(config, items):
+    runs_cuda = torch.cuda.is_available() or os.environ.get(GPU_CHECK_DRY) == "1"
+    skip_cuda = pytest.mark.skip(reason=f"needs a CUDA device (or {GPU_CHECK_DRY}=1 for the interpreter dry run)")
     for item in items:
         if any(item.nodeid.endswith(name) for name in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+        if "cuda" in item.keywords and not runs_cuda:
+            item.add_marker(skip_cuda)

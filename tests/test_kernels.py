@@ -4,9 +4,8 @@ Run (CPU, Triton interpreter; about a minute on 2 cores)::
 
     TRITON_INTERPRET=1 .venv/bin/python -m pytest tests/test_kernels.py -q
 
-Tolerance (three-way, as in flash-attention's tests/test_flash_attn.py): for every output and gradient,
-``err(kernel) <= 3 * err(torch reference, same dtype) + 1 ulp`` with errors measured as the max abs
-difference to an fp64 oracle, and additionally ``err(kernel) <= 1e-4`` in fp32. The attention
+Tolerance: three-way (:func:`tests.kernel_checks.assert_close3`: kernel error to an fp64 oracle at
+most 3x the same-dtype torch reference's, plus 1e-4 relative in fp32). The attention
 oracle is ``kernels.reference.attention`` on fp64 copies (whose softmax runs in fp32 by spec, so
 fully masked rows are uniform there too); the LayerNorm oracle is ``F.layer_norm`` in fp64.
 
@@ -22,48 +21,20 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
+import torch.nn.functional as F
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from tests.kernel_checks import DEVICE as _DEVICE, TRITON_PREIMPORTED as _TRITON_PREIMPORTED  # noqa: I001 (sets TRITON_INTERPRET)
+from tests.kernel_checks import assert_close3 as _assert_close3, leaf as _leaf, needs_triton
 
-import pytest  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-import kernels  # noqa: E402
-from kernels import KernelUnavailableError, _triton_support, reference  # noqa: E402
-
-_REASON = _triton_support.triton_unavailable_reason()
-# triton imported (by another module) before the interpreter was switched on cannot interpret here
-_TRITON_PREIMPORTED = _REASON is not None and "before TRITON_INTERPRET=1" in _REASON
-_DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
-
-needs_triton = pytest.mark.skipif(
-    _REASON is not None,
-    reason=f"Triton kernels cannot run here: {_REASON}"
-    + ("; rerun in a fresh process by test_triton_in_subprocess" if _TRITON_PREIMPORTED else ""),
-)
+import kernels
+from kernels import KernelUnavailableError, _triton_support, reference
 
 
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _leaf(t: torch.Tensor, dtype: torch.dtype, grad: bool = True) -> torch.Tensor:
-    return t.detach().to(dtype).clone().requires_grad_(grad)
-
-
-def _assert_close3(name: str, out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, dtype) -> tuple:
-    """Three-way tolerance; returns (kernel error, reference error) against the fp64 oracle."""
-    assert not torch.isnan(out).any(), f"{name}: kernel produced NaN"
-    err_k = (out.double() - oracle).abs().max().item()
-    err_r = (ref.double() - oracle).abs().max().item()
-    ulp = torch.finfo(dtype).eps * max(1.0, oracle.abs().max().item())
-    assert err_k <= 3 * err_r + ulp, f"{name} ({dtype}): kernel err {err_k:.3g} > 3 x reference err {err_r:.3g} + {ulp:.3g}"
-    if dtype == torch.float32:
-        assert err_k <= 1e-4, f"{name}: fp32 kernel err {err_k:.3g} > 1e-4"
-    return err_k, err_r
 
 
 def _attention_inputs(lead, H, Q, K, C, CV, dtype, fully_masked_row=False, seed=0):
@@ -264,14 +235,23 @@ def test_fused_attention_expanded_bias_view_gradient():
     torch.testing.assert_close(grads["triton"], grads["reference"], atol=1e-5, rtol=1e-5)
 
 
+BIAS_PATTERNS = {
+    # shared across leading rows: their gradients take the separate dbias pass
+    "shared": ((1, 3, 1, "Q", 1), (2, 1, "H", 1, "K")),  # over batch, heads and keys / over rows and queries
+    # one bias row per leading row: their gradients are folded into the dk/dv pass
+    "per_row": ((2, 3, 1, "Q", 1), (2, 3, "H", 1, "K")),  # over heads and keys / over queries
+}
+
+
 @needs_triton
-def test_fused_attention_bias_broadcast_patterns():
+@pytest.mark.parametrize("pattern", list(BIAS_PATTERNS))
+def test_fused_attention_bias_broadcast_patterns(pattern):
     """Biases broadcast along every axis pattern (leading, H, Q, K) get correctly summed gradients."""
     g = torch.Generator().manual_seed(3)
     lead, H, Q, K, C = (2, 3), 2, 21, 17, 16
     q, k, v = (torch.randn(*lead, H, n, C, generator=g) for n in (Q, K, K))
-    b0 = torch.randn(1, 3, 1, Q, 1, generator=g)  # over batch, heads and keys
-    b1 = torch.randn(2, 1, H, 1, K, generator=g)  # over rows and queries
+    sizes = {"H": H, "Q": Q, "K": K}
+    b0, b1 = (torch.randn(*[sizes.get(d, d) for d in shape], generator=g) for shape in BIAS_PATTERNS[pattern])
     d_out = torch.randn(*lead, H, Q, C, generator=g)
     dev = [t.to(_DEVICE) for t in (q, k, v)]
     got = _run_attention("triton", *dev, [b0.to(_DEVICE), b1.to(_DEVICE)], [True, True], d_out.to(_DEVICE), torch.float32)

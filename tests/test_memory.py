@@ -253,17 +253,28 @@ def test_policy_validation():
 
 
 def test_triton_policy_dispatches_to_kernels(monkeypatch):
-    """``attention="triton"`` routes attention and LayerNorm through :mod:`kernels` with impl="triton"
-    (recorded here; the kernels themselves are tested in test_kernels.py)."""
+    """``kernels="triton"`` routes LayerNorm, the attention core and the triangle multiplication through
+    :mod:`kernels` with impl="triton", whatever ``attention`` says (recorded here; the kernels themselves
+    are tested in test_kernels*.py); ``kernels="reference"`` routes nothing to Triton."""
     from kernels import reference
     seen = set()
     monkeypatch.setattr(kernels, "attention", lambda q, k, v, b, impl: seen.add(("att", impl)) or reference.attention(q, k, v, b))
     monkeypatch.setattr(kernels, "layer_norm", lambda x, w, b, eps, impl: seen.add(("ln", impl)) or reference.layer_norm(x, w, b, eps))
+    monkeypatch.setattr(kernels, "triangle_multiplication", lambda z, m, w, outgoing, eps, impl: seen.add(("tri", impl))
+                        or reference.triangle_multiplication(z, m, w, outgoing, eps))
     cfg = model_config("tiny")
-    model = apply_memory_policy(AlphaFold(cfg).eval(), MemoryPolicy(attention="triton"))
-    with torch.no_grad():
-        model(random_features(cfg, 5, 3, 3))
-    assert seen == {("att", "triton"), ("ln", "triton")}
+    for policy, expected in ((MemoryPolicy(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
+                             (MemoryPolicy.training(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
+                             (MemoryPolicy(), {("att", "reference"), ("ln", "reference")})):
+        seen.clear()
+        model = apply_memory_policy(AlphaFold(cfg).eval(), policy)
+        with torch.no_grad():
+            model(random_features(cfg, 5, 3, 3))
+        assert seen == expected, policy
+    with pytest.raises(ValueError, match="kernels='triton'"):
+        MemoryPolicy(attention="triton")
+    with pytest.raises(ValueError, match="unknown kernels"):
+        MemoryPolicy(kernels="cuda")
 
 
 @pytest.mark.parametrize("precision,rep_dtype", [("bf16", torch.float32), ("bf16-full", torch.bfloat16)])

@@ -1,5 +1,6 @@
-"""Triton kernels at model level: the tiny model with attention="triton" (Triton's interpreter on CPU) matches
-attention="reference": outputs within 1e-4, parameter gradients within 1e-3 relative."""
+"""Triton kernels at model level: the tiny model with kernels="triton" (LayerNorm, attention and triangle
+multiplication kernels; Triton's interpreter on CPU) matches the reference policy: outputs within 1e-4
+(Å for coordinates), parameter gradients within 1e-3 relative."""
 
 import pytest
 import torch
@@ -35,7 +36,7 @@ def test_tiny_model_triton_matches_reference():
         return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     ref_out, ref_grads = run(MemoryPolicy.reference())
-    tri_out, tri_grads = run(MemoryPolicy(attention="triton"))
+    tri_out, tri_grads = run(MemoryPolicy(kernels="triton"))
     apply_memory_policy(model, MemoryPolicy.reference())
     for k in ("final_atom_positions", "plddt", "pair", "msa"):
         assert (ref_out[k] - tri_out[k]).abs().max().item() <= 1e-4, k

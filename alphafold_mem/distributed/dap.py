@@ -84,8 +84,9 @@ def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None]
 
     Under DAP the updates of the blocks are computed through their declared steps and then added
     (in place when the memory policy says so), not accumulated chunk by chunk into the
-    representation (``add_to_``), and the root model's in-place embedding is switched off (bind the
-    memory policy first: re-binding it switches it back on).
+    representation (``add_to_``), and the root model's in-place embedding and the fused kernels of
+    modules with declared steps (the triangle multiplication) are switched off (bind the memory
+    policy first: re-binding it switches them back on).
 
     Raises:
         UndeclaredModuleError: a module declares no ``memory_spec``.
@@ -102,6 +103,10 @@ def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None]
     model.dap_sharding = runner.sharding if runner is not None else None
     if runner is not None and "inplace" in spec_of(model).seams:
         model.inplace = False  # the root's in-place embedding builds whole representations in one buffer
+    for module in model.modules():  # a fused kernel of a module with declared steps bypasses them
+        spec = spec_of(module)
+        if runner is not None and spec.splits and "kernel" in spec.seams:
+            module.kernel_impl = "reference"
     outputs = dict(spec_of(model).outputs)
     if runner is not None and outputs:
         hooks = _Hooks(runner.sharding, outputs, gather_outputs)

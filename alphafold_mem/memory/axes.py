@@ -49,7 +49,8 @@ AXES = MappingProxyType({
 #: The policy seams a module may expose (non-parameter attributes the binder sets).
 SEAMS = MappingProxyType({
     "attention": "attention_impl / attention_chunks: the attention core (reference, low-memory, Triton)",
-    "layer_norm": "kernel_impl: the LayerNorm implementation (reference or Triton)",
+    "kernel": "kernel_impl: a module with a fused kernel in kernels/ (LayerNorm, triangle multiplication) runs "
+              "it ('triton') or its PyTorch code ('reference')",
     "inplace": "inplace: residual updates in place when no gradient is recorded",
     "precision": "precision: the one autocast of the forward",
     "offload": "offload: idle representations wait in host memory",

@@ -4,7 +4,8 @@ each module's declaration (:mod:`alphafold_mem.memory.axes`), never a list of cl
 What the binder sets, per declaration:
 
 * a module with splittable steps: ``chunk_size``;
-* seam ``attention``: ``attention_impl`` and ``attention_chunks``; seam ``layer_norm``: ``kernel_impl``;
+* seam ``attention``: ``attention_impl`` (``"triton"`` under ``kernels="triton"``, else the policy's
+  ``attention``) and ``attention_chunks``; seam ``kernel``: ``kernel_impl`` (the policy's ``kernels``);
   seam ``inplace``: ``inplace``; seams ``precision`` / ``offload``: ``precision`` / ``offload``;
 * a stack: ``checkpoint_every`` from the policy's ``checkpoint_<stack>`` field, read by
   :func:`alphafold_mem.memory.checkpoint.run_blocks`; with ``checkpoint_granularity="update"`` every
@@ -39,8 +40,9 @@ def set_chunk_size(model: nn.Module, chunk_size: Optional[int]) -> None:
 def _seam_settings(policy: MemoryPolicy) -> dict[str, dict[str, Any]]:
     """Seam name -> the attributes it sets and their values under ``policy``."""
     return {
-        "attention": {"attention_impl": policy.attention, "attention_chunks": tuple(policy.attention_chunks)},
-        "layer_norm": {"kernel_impl": "triton" if policy.attention == "triton" else "reference"},
+        "attention": {"attention_impl": "triton" if policy.kernels == "triton" else policy.attention,
+                      "attention_chunks": tuple(policy.attention_chunks)},
+        "kernel": {"kernel_impl": policy.kernels},
         "inplace": {"inplace": policy.inplace},
         "precision": {"precision": policy.precision},
         "offload": {"offload": policy.offload},

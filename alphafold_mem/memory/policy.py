@@ -13,7 +13,8 @@ from typing import Any, Optional, Union
 
 from ..precision import PRECISIONS
 
-ATTENTION_IMPLS = ("reference", "chunked", "triton")
+ATTENTION_IMPLS = ("reference", "chunked")
+KERNELS = ("reference", "triton")
 
 ChunkSize = Union[None, int, str]
 
@@ -22,11 +23,24 @@ ChunkSize = Union[None, int, str]
 class MemoryPolicy:
     """Every memory choice of a run. The default is the reference: the plain computation.
 
+    How kernels are chosen: one field, ``kernels``, names the implementation of every op that has a
+    fused kernel in :mod:`kernels` -- LayerNorm, the attention core, the triangle multiplication
+    (Alg. 11/12) -- all together: ``"reference"`` (plain PyTorch, the default) or ``"triton"``.
+    ``attention`` chooses between the two PyTorch attention algorithms and is read only where the
+    attention core is not a kernel, i.e. with ``kernels="reference"``; with ``kernels="triton"`` the
+    attention core is the fused kernel, itself low-memory (online softmax, probabilities recomputed
+    in backward), so ``MemoryPolicy.training(kernels="triton")`` means checkpointing plus every
+    Triton kernel. Per-kernel comparisons are the kernel benchmarks' job (``kernels/benchmarks``).
+
     Attributes:
-        attention: attention core: ``"reference"`` (plain PyTorch, materialises the ``[*, H, Q, K]``
-            probabilities), ``"chunked"`` (low-memory attention, Rabe & Staats 2021: query/key chunks
-            with online softmax, probabilities recomputed in backward) or ``"triton"`` (the fused
-            kernels of :mod:`kernels`, attention and LayerNorm; raises where Triton cannot run).
+        kernels: ``"reference"`` or ``"triton"`` (the fused Triton kernels for LayerNorm, attention
+            and triangle multiplication; a forward raises :class:`kernels.KernelUnavailableError`
+            where Triton cannot run). With ``"triton"`` the triangle multiplication ignores
+            ``chunk_size`` (it never materialises a ``[*, N_res, N_res, c_hidden]`` projection).
+        attention: attention core when ``kernels="reference"``: ``"reference"`` (plain PyTorch,
+            materialises the ``[*, H, Q, K]`` probabilities) or ``"chunked"`` (low-memory attention,
+            Rabe & Staats 2021: query/key chunks with online softmax, probabilities recomputed in
+            backward).
         chunk_size: ``None`` (no chunking), an int (rows per chunk for every chunkable op: MSA row
             and column attention, extra-MSA attention, triangle attention and multiplication, outer
             product mean, transitions, template pointwise attention) or ``"auto"`` (the largest
@@ -51,6 +65,7 @@ class MemoryPolicy:
             the device at the time of the forward.
     """
 
+    kernels: str = "reference"
     attention: str = "reference"
     chunk_size: ChunkSize = None
     attention_chunks: tuple[int, int] = (1024, 4096)
@@ -64,6 +79,11 @@ class MemoryPolicy:
     max_memory: Optional[int] = None
 
     def __post_init__(self) -> None:
+        if self.kernels not in KERNELS:
+            raise ValueError(f"unknown kernels '{self.kernels}'; valid: {', '.join(KERNELS)}")
+        if self.attention == "triton":
+            raise ValueError("attention='triton' is now kernels='triton' (one field selects every Triton kernel: "
+                             "LayerNorm, attention and triangle multiplication)")
         if self.attention not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention '{self.attention}'; valid: {', '.join(ATTENTION_IMPLS)}")
         if self.checkpoint_granularity not in ("block", "update"):
@@ -131,4 +151,4 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
     return getattr(MemoryPolicy, name)(**overrides)
 
 
-__all__ = ["ATTENTION_IMPLS", "MemoryPolicy", "PRESETS", "preset"]
+__all__ = ["ATTENTION_IMPLS", "KERNELS", "MemoryPolicy", "PRESETS", "preset"]

@@ -75,7 +75,7 @@ class LayerNorm(nn.LayerNorm):
     set from outside by the memory policy.
     """
 
-    memory_spec = declare(seams=["layer_norm"])
+    memory_spec = declare(seams=["kernel"])
     kernel_impl: str = "reference"
 
     def __init__(self, c: int, eps: float = 1e-5):
@@ -111,8 +111,8 @@ class Attention(nn.Module):
         (mask and pair biases). Returns ``[*, Q, c_q]``.
 
     Memory attributes (set by the memory policy): ``attention_impl`` is ``"reference"`` or
-    ``"triton"`` (dispatched by :func:`kernels.attention`) or ``"chunked"`` (low-memory attention
-    with ``attention_chunks = (q_chunk, kv_chunk)``).
+    ``"triton"`` (dispatched by :func:`kernels.attention`; ``"triton"`` under ``kernels="triton"``)
+    or ``"chunked"`` (low-memory attention with ``attention_chunks = (q_chunk, kv_chunk)``).
     """
 
     memory_spec = declare(seams=["attention"])

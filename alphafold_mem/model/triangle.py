@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+import kernels
+
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from .primitives import Attention, LayerNorm, Linear, mask_bias
 
@@ -43,9 +45,11 @@ class TriangleMultiplication(nn.Module):
     left (a) / right (b) projection names, so AF2 parameters load without any swap.
 
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
+    ``kernel_impl`` (memory policy ``kernels``): ``"triton"`` runs the fused kernel
+    (:func:`kernels.triangle_multiplication`: no projection materialised, ``chunk_size`` unused).
     """
 
-    memory_spec = declare(splits={
+    memory_spec = declare(seams=["kernel"], splits={
         "project": Split("pair_row", (Shard(-3), Slice(-2)), output=-3, also=_POINTWISE_COLUMNS_MASKED),
         # outgoing: output rows i read a[i, :] and the whole of b; output columns j read b[j, :]
         # and the whole of a (and z at the output positions, for the gate)
@@ -57,6 +61,7 @@ class TriangleMultiplication(nn.Module):
             "pair_column", (Shard(-2, columns=True), WHOLE, Shard(-2, columns=True)), output=Shard(-2, columns=True))),
     })
     chunk_size: Optional[int] = None
+    kernel_impl: str = "reference"
 
     def __init__(self, c_z: int, c_hidden: int, outgoing: bool):
         super().__init__()
@@ -71,6 +76,10 @@ class TriangleMultiplication(nn.Module):
         self.gating_linear = Linear(c_z, c_z, init="gating")
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
+        if self.kernel_impl != "reference":
+            weights = kernels.TriangleMultiplicationWeights.from_module(self)
+            return kernels.triangle_multiplication(z, pair_mask, weights, self.outgoing, self.layer_norm_input.eps,
+                                                   impl=self.kernel_impl)
         norm, z = _normalise_once(self.layer_norm_input, z, self.chunk_size)
         a, b = run_split(self, "project", lambda zc, mc: self._project(norm(zc), mc), z, pair_mask)  # 2 x [*, I, J, C]
         output = lambda a_, b_, zc: self._output(a_, b_, norm(zc))  # noqa: E731

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from typing import Callable, Iterable, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -20,6 +20,9 @@ def setup_device(smoke: bool) -> torch.device:
     if not smoke:
         raise SystemExit("no CUDA device: run with --smoke (tiny shapes, Triton interpreter on CPU)")
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kernels._interpreter import skip_repatching
+
+    skip_repatching()
     return torch.device("cpu")
 
 
@@ -99,19 +102,49 @@ def measure(fwd: Callable[[], object], fwd_bwd: Callable[[], object], device: to
     return t_fwd, t_all - t_fwd, peak_mib(fwd_bwd, device)
 
 
-def print_table(rows: Iterable[Tuple[str, str, Callable[[], tuple]]], device: torch.device, impl_width: int) -> None:
-    """Print the header, then one line per (shape label, impl name, run) as each ``run()`` returns
-    :func:`measure`'s triple; a run that raises prints ``OOM`` or the error, and the table continues."""
+def measure_call(call: Callable[[], torch.Tensor], params: Sequence[torch.Tensor], d_out: torch.Tensor,
+                 device: torch.device, warmup: int, reps: int):
+    """:func:`measure` of ``call()`` (forward without autograd) and ``call().backward(d_out)`` with
+    the gradients of ``params`` cleared first."""
+
+    def fwd():
+        with torch.no_grad():
+            return call()
+
+    def fwd_bwd():
+        for t in params:
+            t.grad = None
+        call().backward(d_out)
+
+    return measure(fwd, fwd_bwd, device, warmup, reps)
+
+
+def run_table(rows: Iterable[Tuple[str, str, Callable[[], tuple]]], device: torch.device, impl_width: int,
+              echo: bool = True) -> List[dict]:
+    """Run each (shape label, impl name, run) -- ``run()`` returns :func:`measure`'s triple -- and,
+    with ``echo``, print the header and one line per row as it finishes. A run that raises gives
+    ``OOM`` or its error in that row and the table continues.
+
+    Returns:
+        one dict per row: shape, impl, fwd_ms, bwd_ms, peak_mib (None on CPU or on error), error.
+    """
     header = f"{'shape':24s} {'impl':{impl_width}s} {'fwd ms':>10s} {'bwd ms':>10s} {'peak MiB':>10s}"
-    print(header)
-    print("-" * len(header))
+    if echo:
+        print(header)
+        print("-" * len(header))
+    results = []
     for label, name, run in rows:
+        res = dict(shape=label, impl=name, fwd_ms=None, bwd_ms=None, peak_mib=None, error=None)
         try:
-            t_fwd, t_bwd, peak = run()
-            row = f"{fmt(t_fwd)} {fmt(t_bwd)} {fmt(peak)}"
+            res["fwd_ms"], res["bwd_ms"], res["peak_mib"] = run()
+            row = f"{fmt(res['fwd_ms'])} {fmt(res['bwd_ms'])} {fmt(res['peak_mib'])}"
         except Exception as exc:  # noqa: BLE001 - report and continue with the next row
             first_line = (str(exc).splitlines() or [""])[0][:60]
-            row = f"{'OOM':>10s}" if is_oom(exc) else f"error: {type(exc).__name__}: {first_line}"
+            res["error"] = "OOM" if is_oom(exc) else f"{type(exc).__name__}: {first_line}"
+            row = f"{'OOM':>10s}" if is_oom(exc) else f"error: {res['error']}"
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-        print(f"{label:24s} {name:{impl_width}s} {row}", flush=True)
+        results.append(res)
+        if echo:
+            print(f"{label:24s} {name:{impl_width}s} {row}", flush=True)
+    return results

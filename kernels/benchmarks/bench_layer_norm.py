@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from kernels.benchmarks._common import benchmark_parser, device_name, measure, print_table, run_settings
+from kernels.benchmarks._common import benchmark_parser, device_name, measure_call, run_settings, run_table
 
 AF2_SHAPES = [
     ("pair 256x256x128", (256, 256, 128)),
@@ -50,18 +50,14 @@ def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
     x = torch.randn(shape, device=device, dtype=dtype, generator=g).requires_grad_(True)
     w = torch.randn(shape[-1], device=device, generator=g).requires_grad_(True)
     b = torch.randn(shape[-1], device=device, generator=g).requires_grad_(True)
-    dy = torch.randn_like(x)
+    return measure_call(lambda: fn(x, w, b), (x, w, b), torch.randn_like(x), device, warmup, reps)
 
-    def fwd():
-        with torch.no_grad():
-            return fn(x, w, b)
 
-    def fwd_bwd():
-        for t in (x, w, b):
-            t.grad = None
-        fn(x, w, b).backward(dy)
-
-    return measure(fwd, fwd_bwd, device, warmup, reps)
+def table(shapes, dtype, device, warmup: int, reps: int, echo: bool = True) -> list:
+    """Run the benchmark rows (every shape x implementation); :func:`run_table`'s dicts."""
+    rows = ((label, name, partial(bench_one, fn, shape, dtype, device, warmup, reps))
+            for label, shape in shapes for name, fn in _impls().items())
+    return run_table(rows, device, impl_width=12, echo=echo)
 
 
 def main(argv=None) -> None:
@@ -69,12 +65,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     device, dtype, warmup, reps = run_settings(args)  # before triton is imported
-    shapes = SMOKE_SHAPES if args.smoke else AF2_SHAPES
-
     print(f"device: {device_name(device)}; dtype {args.dtype} (parameters fp32)")
-    rows = ((label, name, partial(bench_one, fn, shape, dtype, device, warmup, reps))
-            for label, shape in shapes for name, fn in _impls().items())
-    print_table(rows, device, impl_width=12)
+    table(SMOKE_SHAPES if args.smoke else AF2_SHAPES, dtype, device, warmup, reps)
 
 
 if __name__ == "__main__":
