@@ -238,3 +238,12 @@ def test_removing_device_sharding_restores_the_model():
     apply_parallel_policy(model, None)
     assert all(getattr(m, "dap", None) is None for m in model.modules()) and not model._dap_handles
     torch.testing.assert_close(_infer(model, b)["final_atom_positions"], ref, rtol=0, atol=0)
+
+
+def test_fused_kernels_that_bypass_declared_steps_are_off_under_sharding():
+    model, _ = _model("tiny", MemoryPolicy.reference().replace(kernels="triton"), False)
+    apply_parallel_policy(model, comm.simulated_group(2))
+    tri = [m for m in model.modules() if type(m).__name__ == "TriangleMultiplication"]
+    assert tri and all(m.kernel_impl == "reference" for m in tri)
+    # pointwise fused kernels (LayerNorm) run on the shares as they are
+    assert any(type(m).__name__ == "LayerNorm" and m.kernel_impl == "triton" for m in model.modules())
