@@ -18,11 +18,12 @@ storages created by torch ops, no allocator caching). ``--allocator mmap`` runs 
 ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` (glibc returns freed large blocks at
 once); ``default`` leaves glibc's dynamic threshold, which keeps freed blocks in the heap.
 
-Settings: ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours ``MemoryPolicy.reference()``),
-``chunk4`` (chunk size 4 on both sides; OpenFold's chunk-size tuning off), ``low_memory``
-(OpenFold ``globals.use_lma=True``; ours ``MemoryPolicy.low_memory_inference()``); in training
-both sides checkpoint every block (OpenFold ``globals.blocks_per_ckpt=1``; ours
-``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)`` for ``unchunked``).
+Settings: ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours ``MemoryPolicy(inplace=True)``:
+OpenFold's no-grad forward updates in place, ours then too), ``chunk4`` (chunk size 4 on both sides,
+in place; OpenFold's chunk-size tuning off), ``low_memory`` (OpenFold ``globals.use_lma=True``; ours
+``MemoryPolicy.low_memory_inference()``); in training both sides checkpoint every block (OpenFold
+``globals.blocks_per_ckpt=1``; ours ``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)``
+for ``unchunked``).
 
 Example (model_1_ptm, 48 + 4 blocks, N_seq 16, N_extra 64, 2 templates; several minutes per row)::
 
@@ -42,8 +43,10 @@ import sys
 import tempfile
 import time
 
+import _measure  # noqa: E402  (scripts/_measure.py: RSS growth, allocator settings)
+
 SETTINGS = ("unchunked", "chunk4", "low_memory")
-ALLOCATORS = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}}
+ALLOCATORS = _measure.ALLOCATORS
 STAND_IN = '''"""Pure-PyTorch stand-in for OpenFold's compiled in-place softmax (written by compare_openfold.py)."""
 import torch
 
@@ -59,25 +62,6 @@ def backward_(out, grad, rows, cols):
 
 # ------------------------------------------------------------------------------------------------
 # workers (run in a fresh process each)
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _measure(fn) -> tuple[float, float]:
-    """(seconds, RSS growth in MB) of ``fn()``."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # reset VmHWM to the current RSS
-    before = _status_kb("VmRSS")
-    t0 = time.perf_counter()
-    fn()
-    seconds = time.perf_counter() - t0
-    return seconds, (_status_kb("VmHWM") - before) * 1024 / 1e6
-
 
 def _proxy_loss(out: dict):
     return sum(out[k].float().pow(2).mean() for k in ("final_atom_positions", "distogram_logits") if k in out)
@@ -118,8 +102,8 @@ def worker_openfold(args, torch) -> dict:
     small = _batch(args.warmup_features, torch)
     _run_model(model, small, args.mode == "training", torch, lambda m, b: m(b))
     model.zero_grad(set_to_none=True)
-    seconds, rss = _measure(lambda: _run_model(model, batch, args.mode == "training", torch, lambda m, b: m(b)))
-    return {"seconds": seconds, "rss_mb": rss}
+    seconds, rss = _measure.rss_growth(lambda: _run_model(model, batch, args.mode == "training", torch, lambda m, b: m(b)))
+    return {"seconds": seconds, "rss_mb": rss / 1e6}
 
 
 def worker_ours(args, torch) -> dict:
@@ -133,8 +117,8 @@ def worker_ours(args, torch) -> dict:
         policy = {"unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1,
                                                       checkpoint_template=1),
                   "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training()}[args.setting]
-    else:
-        policy = {"unchunked": MemoryPolicy.reference(), "chunk4": MemoryPolicy(chunk_size=4),
+    else:  # OpenFold's no-grad forward updates in place; so do these
+        policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
                   "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
     torch.manual_seed(0)
     model = apply_memory_policy(AlphaFold(cfg), policy)
@@ -143,7 +127,8 @@ def worker_ours(args, torch) -> dict:
     call = lambda m, b: m(b, recycle_dim=-1)  # noqa: E731
     _run_model(model, small, training, torch, call)
     model.zero_grad(set_to_none=True)
-    seconds, rss = _measure(lambda: _run_model(model, batch, training, torch, call))
+    seconds, rss = _measure.rss_growth(lambda: _run_model(model, batch, training, torch, call))
+    rss /= 1e6
     model.zero_grad(set_to_none=True)
     with track_peak() as mem:
         _run_model(model, batch, training, torch, call)
@@ -177,7 +162,8 @@ def run_one(args, side: str, n_res: int, setting: str, allocator: str, tmp: str)
            "--features", features, "--warmup-features", os.path.join(tmp, "warmup.npz"), "--preset", args.preset,
            "--evo-blocks", str(args.evo_blocks), "--extra-blocks", str(args.extra_blocks), "--mode", args.mode,
            "--stand-in-dir", tmp, "--openfold-src", args.openfold_src or ""]
-    env = {**os.environ, **ALLOCATORS[allocator], "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **ALLOCATORS[allocator], "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "scripts")])}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]

@@ -13,6 +13,12 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import pathlib  # noqa: E402
 
+# One intra-op thread per test process: the suite runs in 2 processes (-n 2) on 2 shared cores, and
+# more threads than free cores make every small op wait on spinning threads (a tiny forward takes
+# ~10x longer with 2 threads on a loaded machine). Set OMP_NUM_THREADS to override.
+if "OMP_NUM_THREADS" not in os.environ:
+    torch.set_num_threads(1)
+
 import pytest  # noqa: E402
 
 TEST_DATA = pathlib.Path(__file__).parent / "data"

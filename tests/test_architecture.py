@@ -51,8 +51,8 @@ def test_declared_steps_cover_what_the_policy_chunks():
     kinds = {type(m).__name__ for _, m, _, _ in steps}
     assert kinds == {"MSARowAttentionWithPairBias", "MSAColumnAttention", "MSAColumnGlobalAttention", "Transition",
                      "OuterProductMean", "TriangleMultiplication", "TriangleAttention", "TemplatePointwiseAttention",
-                     "InputEmbedder", "RecyclingEmbedder", "ExtraMsaEmbedder", "TemplateEmbedding", "EvoformerStack",
-                     "InvariantPointAttention", "DistogramHead", "AuxiliaryHeads"}
+                     "TemplateEmbedding", "InputEmbedder", "RecyclingEmbedder", "ExtraMsaEmbedder", "EvoformerStack",
+                     "InvariantPointAttention", "DistogramHead", "PredictedAlignedErrorHead"}
     apply_memory_policy(model, MemoryPolicy(chunk_size=7))
     chunked_modules = {id(m) for m in model.modules() if getattr(m, "chunk_size", None) == 7}
     assert chunked_modules == {id(m) for _, m, _, _ in steps}

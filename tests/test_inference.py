@@ -178,6 +178,40 @@ def test_a_target_that_runs_out_of_memory_fails_alone(tmp_path, tiny_weights, mo
     assert not (tmp_path / "out" / "big_scores.json").exists()
 
 
+def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monkeypatch, capsys):
+    """--max-memory below a target's predicted need: that target fails before any model work, with
+    one line naming its length, the need and the budget; the batch continues; exit status 1."""
+    from alphafold_mem.predict import preflight
+
+    cfg = model_config("tiny")
+    needs = [preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), "auto", "fp32", torch.device("cpu"),
+                             1).need for n in (7, 60)]  # under the most frugal policy
+    budget = (needs[0] + needs[1]) // 2
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    forwards = []  # lengths of the real (not the estimator's fake) forwards
+    original = AlphaFold.forward
+
+    def forward(self, batch, recycle_dim=None):
+        if not isinstance(batch["aatype"], FakeTensor):
+            forwards.append(batch["aatype"].shape[-1])
+        return original(self, batch, recycle_dim)
+
+    monkeypatch.setattr(AlphaFold, "forward", forward)
+    fasta = tmp_path / "two.fasta"
+    fasta.write_text(">long\n" + "MKVLAGHHWK" * 6 + "\n>short\nMKVLAGH\n")
+    argv = ["predict", str(fasta), "--out", str(tmp_path / "out"), "--weights", str(tiny_weights),
+            "--single-sequence", "--num-recycles", "0", "--max-memory", str(budget)]
+    assert main(argv) == 1
+    log = capsys.readouterr().err
+    assert f"record 'long': does not fit: 60 residues need {needs[1] / 1e9:.2f} GB (predicted" in log
+    assert f"but the budget is {budget / 1e9:.2f} GB" in log
+    assert forwards == [7]  # the long target never reached the model
+    timings = json.loads((tmp_path / "out" / "timings.json").read_text())
+    assert not any(k.startswith("long/") for k in timings["stages"]) and "short/model" in timings["stages"]
+    assert timings["targets"]["long"]["status"] == "failed" and timings["targets"]["short"]["status"] == "ok"
+
+
 @needs_shipped
 def test_finished_outputs_are_skipped_unless_overwrite(tmp_path, tiny_weights, capsys):
     out = tmp_path / "out"
@@ -250,7 +284,8 @@ def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, option
     assert main(common + ["--out", str(tmp_path / "mem")] + options) == 0
     ref = json.loads((tmp_path / "ref" / "5AWL_1_scores.json").read_text())
     mem = json.loads((tmp_path / "mem" / "5AWL_1_scores.json").read_text())
-    assert ref["memory_policy"] == "reference" and mem["memory_policy"] != "reference"
+    # auto: the pre-flight's choice (with memory to spare, no chunking: the reference itself)
+    assert ref["memory_policy"] == "reference" and (mem["memory_policy"] != "reference" or "auto" in options)
     np.testing.assert_allclose(mem["plddt"], ref["plddt"], atol=0.02)
     xyz = [np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", tmp_path / d / "5AWL_1.pdb").get_atoms()])
            for d in ("ref", "mem")]

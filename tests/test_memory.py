@@ -197,6 +197,40 @@ def test_presets_match_reference(model_and_batch, reference_run, policy):
     assert errs[worst] <= GRAD_RTOL, (worst, errs[worst])
 
 
+@pytest.mark.parametrize("n_templ", [1, 4])
+def test_low_memory_inference_with_templates_and_offload(n_templ):
+    """The whole model: low-memory inference (updates in place chunk by chunk, streamed templates,
+    head logits reduced) == the reference with 1 and 4 templates (one masked among 4), also with
+    offload active (a simulated accelerator: parking and streamed buffers run on CPU), and with two
+    recycling iterations (z built in the recycled z's storage). Training with streamed templates:
+    the same gradients."""
+    from alphafold_mem.memory.offload import simulated_device
+    from alphafold_mem.memory.tracking import StorageTracker
+
+    cfg = model_config("tiny", num_recycles=1)
+    torch.manual_seed(1)
+    model = _perturbed(AlphaFold(cfg), seed=1).eval()
+    b = random_features(cfg, 17, 5, 7, n_templ=n_templ, seed=2)
+    b["seq_mask"][-2:] = 0
+    b["msa_mask"][3:, 9:] = 0
+    if n_templ > 1:
+        b["template_mask"][1] = 0
+    ref_out, ref_grads = _run(model, b, MemoryPolicy.reference())
+    for policy, simulate in [(MemoryPolicy.low_memory_inference(chunk_size=4, attention_chunks=(5, 4)), False),
+                             (MemoryPolicy.low_memory_inference(chunk_size=5, offload="idle"), True),
+                             (MemoryPolicy.low_memory_inference(chunk_size=3), True)]:
+        with simulated_device(StorageTracker()) if simulate else torch.no_grad():
+            out, _ = _run(model, b, policy, grad=False)
+        assert "distogram_logits" not in out and "pae_logits" not in out
+        assert (out["final_atom_positions"] - ref_out["final_atom_positions"]).abs().max() <= COORD_TOL, policy
+        assert (out["plddt"] - ref_out["plddt"]).abs().max() <= PLDDT_TOL
+        assert (out["predicted_aligned_error"] - ref_out["predicted_aligned_error"]).abs().max() <= 1e-3
+    _, grads = _run(model, b, MemoryPolicy(templates="streamed", chunk_size=5))
+    apply_memory_policy(model, MemoryPolicy.reference())
+    errs = _grad_rel_errors(grads, ref_grads)
+    assert max(errs.values()) <= GRAD_RTOL
+
+
 def test_checkpointing_changes_no_bit(model_and_batch):
     """With dropout on (train mode), so the recomputation must replay the RNG."""
     model, batch = model_and_batch
@@ -237,9 +271,10 @@ def test_apply_policy_is_rebindable_and_keeps_names():
     assert all("forward" not in vars(m) for m in model.modules())  # update checkpoints removed
     tri = model.evoformer.blocks[0].pair_updates.triangle_attention_starting_node
     assert tri.chunk_size == 16 and tri.attention.attention_impl == "chunked"
-    assert model.evoformer.blocks[0].inplace and model.offload
+    assert model.evoformer.blocks[0].inplace and model.offload == "buffers"
+    assert model.template_embedding.templates == "streamed" and model.aux_heads.head_logits == "drop"
     apply_memory_policy(model, MemoryPolicy.reference())
-    assert tri.chunk_size is None and tri.attention.attention_impl == "reference" and not model.offload
+    assert tri.chunk_size is None and tri.attention.attention_impl == "reference" and model.offload == "none"
 
 
 def test_policy_validation():

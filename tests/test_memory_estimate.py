@@ -1,12 +1,15 @@
 """Peak-memory measurement (track_peak), prediction (estimate_peak under FakeTensorMode),
 chunk_size="auto" and the memory-plan CLI."""
 
+import contextlib
+
 import pytest
 import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import track_peak
-from alphafold_mem.planner import estimate_breakdown, estimate_peak, resolve_auto_chunk
+from alphafold_mem.planner import (InsufficientMemoryWarning, PeakEstimate, choose, chunk_candidates,
+                                   estimate_breakdown, policy_candidates, resolve_auto_chunk)
 from alphafold_mem.planner.estimate import parameter_bytes, proxy_loss
 from alphafold_mem.testing import random_features
 
@@ -37,13 +40,15 @@ def tiny():
 @pytest.mark.parametrize("policy,training", [
     (MemoryPolicy.reference(), False),
     (MemoryPolicy.low_memory_inference(chunk_size=4), False),
+    (MemoryPolicy.low_memory_inference(chunk_size=4, precision="bf16-full"), False),
     (MemoryPolicy.training(), True),
-], ids=["reference-inference", "low-memory-inference", "training"])
+], ids=["reference-inference", "low-memory-inference", "low-memory-bf16-full", "training"])
 def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     cfg, model, batch = tiny
     apply_memory_policy(model, policy)
     model.zero_grad(set_to_none=True)
-    with torch.set_grad_enabled(training), track_peak() as mem:
+    grad = torch.enable_grad() if training else torch.inference_mode()
+    with grad, track_peak() as mem:
         out = model(batch)
         if training:
             proxy_loss(out).backward()
@@ -55,58 +60,183 @@ def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     assert est.total == est.parameters + est.inputs + est.activations
 
 
+@pytest.mark.parametrize("policy,device", [
+    (MemoryPolicy.reference(), "cpu"),
+    (MemoryPolicy.low_memory_inference(chunk_size=4), "cpu"),
+    (MemoryPolicy.low_memory_inference(chunk_size=4, offload="idle"), "cuda"),
+    (MemoryPolicy.low_memory_inference(chunk_size=8, precision="bf16-full"), "cuda"),
+], ids=["reference", "low-memory-cpu", "idle-offload-accelerator", "buffers-offload-bf16-full"])
+def test_fast_estimate_equals_full_trace(policy, device):
+    """The shortcuts (one or two blocks per stack, two iterations of every loop, two templates, the
+    structure module's last layer) change the prediction by < 2 % against tracing everything; 4
+    templates, 3 Evoformer blocks, several chunks per op."""
+    cfg = model_config("tiny", num_recycles=0, **{"evoformer.num_blocks": 3, "template.pair_stack.num_blocks": 2})
+    args = (cfg, policy, 29, 7, 19, 4)
+    fast = estimate_breakdown(*args, device=device)
+    full = estimate_breakdown(*args, device=device, full_trace=True)
+    assert abs(fast.activations - full.activations) <= 0.02 * full.activations, (fast, full)
+    assert full.host == fast.host
+
+
+def test_streamed_buffer_cut_puts_no_pair_sized_block_on_the_device():
+    """Under the loop cut the in-place triangle multiplication computes two of its buffer's host
+    blocks and counts the rest as host bytes, without a device allocation: its simulated device
+    peak equals the full loop's and stays below the bytes of z (the buffer, as large as z, is all in
+    host memory)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from alphafold_mem.memory.chunking import first_chunk_only
+    from alphafold_mem.memory.offload import simulated_device
+    from alphafold_mem.memory.tracking import StorageTracker
+    from alphafold_mem.model.triangle import TriangleMultiplication
+
+    peaks = {}
+    modules = [TriangleMultiplication(64, 64, outgoing=outgoing) for outgoing in (True, False)]
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for tm in modules:
+            outgoing = tm.outgoing
+            tm.chunk_size, tm.offload = 16, "buffers"
+            z, mask = torch.ones(160, 160, 64), torch.ones(160, 160)
+            for cut in (True, False):
+                tracker = StorageTracker()
+                with torch.inference_mode(), first_chunk_only() if cut else contextlib.nullcontext(), \
+                        simulated_device(tracker), tracker:
+                    tm.add_to_(z, z, mask)
+                peaks[outgoing, cut] = (tracker.peak, tracker.host_peak)
+    z_bytes = 160 * 160 * 64 * 4
+    for outgoing in (True, False):
+        assert peaks[outgoing, True] == peaks[outgoing, False], peaks
+        assert peaks[outgoing, True][0] < z_bytes and peaks[outgoing, True][1] == z_bytes, peaks
+
+
+def test_offload_lowers_the_accelerator_prediction_only():
+    # model_1 channels (pair-dominated at these sizes); a fake run costs the same at any channel size
+    cfg = model_config("model_1", num_recycles=0, **{"evoformer.num_blocks": 1, "extra_msa.num_blocks": 1,
+                                                     "structure_module.num_layers": 2})
+    sizes = (256, 16, 64, 2)
+    none, idle, buffers = (MemoryPolicy.low_memory_inference(chunk_size=4, offload=o) for o in ("none", "idle", "buffers"))
+    on_gpu = [estimate_breakdown(cfg, p, *sizes, device="cuda") for p in (none, idle, buffers)]
+    on_cpu = [estimate_breakdown(cfg, p, *sizes, device="cpu") for p in (none, idle, buffers)]
+    assert on_cpu[0].total == on_cpu[1].total == on_cpu[2].total and on_cpu[2].host == 0
+    assert on_gpu[0].total == on_cpu[0].total
+    assert on_gpu[2].total <= on_gpu[1].total < on_gpu[0].total and on_gpu[1].host > 0
+
+
 def test_parameter_bytes_of_model_1_without_allocating():
     # 93.2 M parameters for model_1_ptm (README); model_1 has no PAE head
     assert 92e6 < parameter_bytes(model_config("model_1")) / 4 < 93.3e6
 
 
+def _fake_estimates(monkeypatch, act_of):
+    """Replace the estimator by ``act_of(policy)`` activation bytes; returns the list of policies asked."""
+    import alphafold_mem.planner.chooser as choose_mod
+
+    asked = []
+
+    def fake(config, policy, *args, **kwargs):
+        asked.append(policy)
+        return PeakEstimate(0, 0, act_of(policy), policy.chunk_size)
+
+    monkeypatch.setattr(choose_mod, "estimate_breakdown", fake)
+    choose_mod._choose.cache_clear()
+    return asked
+
+
 def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
-    import alphafold_mem.planner.estimate as est_mod
-
-    def fake_estimate(config, policy, *args, **kwargs):  # activations grow with the chunk
-        act = 10 ** 6 if policy.chunk_size is None else 100 * policy.chunk_size
-        return est_mod.PeakEstimate(0, 0, act, policy.chunk_size)
-
-    monkeypatch.setattr(est_mod, "estimate_breakdown", fake_estimate)
+    asked = _fake_estimates(monkeypatch, lambda p: 10 ** 6 if p.chunk_size is None else 100 * p.chunk_size)
     cfg = model_config("tiny")
-    pick = lambda budget: resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=budget), 40, 6, 10)  # noqa: E731
-    assert pick(10 ** 7) is None and pick(3300) == 32 and pick(1000) == 8 and pick(150) == 1 and pick(50) == 1
-    assert est_mod.chunk_candidates(40, 6, 10) == [None, 32, 16, 8, 4, 2, 1]
+    pick = lambda budget, **kw: resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=budget, **kw),  # noqa: E731
+                                                   200, 6, 10)
+    assert chunk_candidates(200) == [None, 128, 64, 32, 16, 8, 4]
+    assert chunk_candidates(40, max_chunk_size=16) == [None, 16, 8, 4]
+    assert pick(10 ** 7) is None and pick(3300) == 32 and pick(1000) == 8 and pick(400) == 4
+    assert pick(3300, max_chunk_size=16) == 16
+    asked.clear()
+    assert pick(3199) == 16 and len(asked) <= 5  # unchunked, then a bisection of the six chunk sizes
+    with pytest.warns(InsufficientMemoryWarning, match=r"need 0\.00 GB.*budget 0\.00 GB.*chunk 4"):
+        assert pick(50) == 4  # nothing fits: said so, and the smallest-peak chunk (here the smallest)
 
 
-def test_auto_chunk_binds_per_input_size(tiny, monkeypatch):
-    import alphafold_mem.planner.estimate as est_mod
+def test_auto_chunk_nothing_fits_takes_the_smallest_peak_not_chunk_1(monkeypatch):
+    # a profile where small chunks cost more (per-chunk buffers): the smallest peak is chunk 32
+    _fake_estimates(monkeypatch, lambda p: 10 ** 6 if p.chunk_size is None else abs(p.chunk_size - 32) + 500)
+    with pytest.warns(InsufficientMemoryWarning):
+        assert resolve_auto_chunk(model_config("tiny"), MemoryPolicy(chunk_size="auto", max_memory=10), 200, 6, 10) == 32
+
+
+def test_auto_chunk_binds_per_input_size_and_mode(tiny, monkeypatch):
+    import alphafold_mem.planner.chooser as choose_mod
 
     cfg, model, batch = tiny
     seen = []
-    monkeypatch.setattr(est_mod, "resolve_auto_chunk", lambda config, policy, *sizes, **kw: seen.append(sizes) or 5)
+    monkeypatch.setattr(choose_mod, "resolve_auto_chunk",
+                        lambda config, policy, *sizes, training, **kw: seen.append((sizes, training)) or 5)
     with torch.no_grad():
         ref = model(batch)["final_atom_positions"]
         apply_memory_policy(model, MemoryPolicy(chunk_size="auto", max_memory=10 ** 9))
         out = model(batch)["final_atom_positions"]
-        model(batch)  # same sizes: resolved once
+        model(batch)  # same sizes and mode: resolved once
+    model(batch)  # a training forward of the same sizes: resolved again
     chunk = model.evoformer.blocks[0].pair_updates.triangle_attention_starting_node.chunk_size
     apply_memory_policy(model, MemoryPolicy.reference())
-    assert seen == [(N_RES, N_SEQ, N_EXTRA, N_TEMPL)] and chunk == 5
+    sizes = (N_RES, N_SEQ, N_EXTRA, N_TEMPL)
+    assert seen == [(sizes, False), (sizes, True)] and chunk == 5
     assert (out - ref).abs().max() <= 1e-4
     # with the real estimator, a generous budget means no chunking
     assert resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=10 ** 12), N_RES, N_SEQ, N_EXTRA,
                               N_TEMPL) is None
 
 
+def test_choose_walks_the_ladder_fastest_first(monkeypatch):
+    peaks = {}
+    asked = _fake_estimates(monkeypatch, lambda p: peaks[p])
+    ladder = policy_candidates(False, "bf16-full", 300, device="cuda")
+    assert [c.label for c in ladder[:3]] == ["reference", "in place, unchunked",
+                                            "low_memory_inference, chunk 256, offload none"]
+    assert ladder[-1].label == "low_memory_inference, chunk 4, offload buffers"
+    assert all(c.policy.precision == "bf16-full" for c in ladder)
+    assert len(policy_candidates(False, "fp32", 300, device="cpu")) == 2 + 7  # no offload rows on CPU
+    for i, c in enumerate(ladder):  # peaks fall down the ladder
+        peaks[c.policy] = 1000 - i
+    cfg = model_config("tiny")
+    choice = choose(cfg, 300, 8, 8, 1, 1000 - 12, ladder, frugal_last=True)  # first fit: ladder[12]
+    assert choice.chosen.candidate is ladder[12] and len(asked) <= 8
+    asked.clear()
+    none = choose(cfg, 300, 8, 8, 1, 10, ladder, frugal_last=True)
+    assert none.chosen is None and len(asked) == 1 and "budget 0.00 GB" in none.shortfall()
+
+
 def test_memory_plan_cli(capsys, monkeypatch):
-    import alphafold_mem.planner.estimate as est_mod
+    import json
+
     from alphafold_mem.cli import main
     from alphafold_mem.cli.memory_plan import parse_bytes
 
     assert parse_bytes("80GB") == 80 * 10 ** 9 and parse_bytes("40GiB") == 40 * 2 ** 30 and parse_bytes("512MB") == 512 * 10 ** 6
     args = ["memory-plan", "--preset", "tiny", "--n-res", "20", "--n-seq", "4", "--n-extra", "6"]
-    assert main(args + ["--budget", "1GB"]) == 0  # the reference fits: one real estimate
+    assert main(args + ["--budget", "1GB", "--precision", "fp32"]) == 0  # the reference fits: one real estimate
     out = capsys.readouterr().out
-    assert "reference" in out and "recommended (cheapest in time that fits): reference" in out
-    calls = []
-    monkeypatch.setattr(est_mod, "estimate_breakdown",
-                        lambda *a, **k: calls.append(a[1]) or est_mod.PeakEstimate(10 ** 6, 0, 0, None))
+    assert "reference" in out and "recommended (fastest that fits): reference, fp32" in out
+    assert main(args + ["--budget", "1GB", "--precision", "bf16-full", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert set(plan) == {"config", "rows", "recommended"} and plan["config"]["n_res"] == 20
+    assert set(plan["rows"][0]) == {"policy", "precision", "chunk_size", "dap", "peak_bytes", "fits"}
+    assert plan["recommended"] == plan["rows"][0] and plan["recommended"]["precision"] == "bf16-full"
+    assert isinstance(plan["rows"][0]["peak_bytes"], int) and plan["rows"][0]["dap"] == 1
     assert main(args + ["--budget", "1kB"]) == 1
     assert "nothing fits" in capsys.readouterr().out
-    assert len(calls) == len(set(calls)) > 5  # every candidate policy, each once
+
+
+def test_memory_plan_max_length(capsys, monkeypatch):
+    import json
+
+    import alphafold_mem.planner.chooser as choose_mod
+    from alphafold_mem.cli import main
+
+    # a peak of 1000 bytes per residue: a 24 kB budget fits 24 residues
+    monkeypatch.setattr(choose_mod, "estimate_breakdown", lambda config, policy, n, *a, **k: PeakEstimate(0, 0, 1000 * n, 4))
+    assert main(["memory-plan", "--preset", "tiny", "--max-length", "--budget", "24kB", "--precision", "bf16-full",
+                 "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["config"]["n_res"] == 24 and plan["recommended"]["n_res"] == 24
+    assert plan["recommended"]["policy"].startswith("attention=chunked,chunk_size=4")

@@ -1,27 +1,32 @@
-"""``alphafold-mem memory-plan``: will it fit? Predicted peak memory for each memory-policy preset and
-chunk size, computed without a GPU (:func:`alphafold_mem.planner.estimate_peak`, FakeTensorMode).
+"""``alphafold-mem memory-plan``: will it fit? Predicted peak memory per memory policy, computed
+without a GPU (:mod:`alphafold_mem.planner`, FakeTensorMode), and the fastest policy that fits.
 
 Examples::
 
     alphafold-mem memory-plan --preset model_1 --n-res 2048 --budget 80GB
-    alphafold-mem memory-plan --preset model_1_ptm --n-res 3000 --budget 40GB --n-seq 512 --n-extra 1024
+    alphafold-mem memory-plan --preset model_1 --n-res 10000 --budget 48GB --precision bf16-full --json
+    alphafold-mem memory-plan --preset model_1 --max-length --budget 24GB --precision bf16-full
     alphafold-mem memory-plan --preset initial_training --training --budget 40GB
     alphafold-mem memory-plan --preset model_1 --n-res 30000 --dap 8 --precision bf16-full
 
 With ``--dap P`` the peak is the one of each of P devices sharing the protein (dynamic axial
 parallelism; communication buffers included, parameters and inputs held whole by every device).
 
-Candidates are listed from the cheapest in time to the most expensive (a fixed cost order: larger
-chunks before smaller, fp32 before bf16, no checkpointing before checkpointing); the recommendation
-is the first that fits. Exit status 0 when one fits, 1 when none does, 2 for bad options.
+The candidates and the search are those of :func:`alphafold_mem.planner.choose` (the chooser that
+``chunk_size="auto"`` and predict's pre-flight use): fastest first, the first that fits is
+recommended; runs of chunk sizes are bisected, so only some candidates are estimated (``--all``
+estimates every one). Exit status 0 when one fits, 1 when none does, 2 for bad options.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
+
+PRECISION_CHOICES = ("fp32", "bf16", "bf16-full")
 
 
 def parse_bytes(text: str) -> int:
@@ -34,31 +39,16 @@ def parse_bytes(text: str) -> int:
     return int(value * (1024 if binary else 1000) ** power)
 
 
-def candidates(training: bool, n_max: int, precision: str | None = None) -> list[tuple[str, "object"]]:
-    """``(label, MemoryPolicy)`` pairs in increasing time cost (``precision``: only that precision)."""
-    from ..memory import MemoryPolicy
-
-    chunks = [c for c in (256, 64, 16, 4, 1) if c < n_max]
-    if training:
-        no_ckpt = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
-        rows = [("reference", MemoryPolicy.reference()),
-                ("training, no checkpointing", MemoryPolicy.training(**no_ckpt)),
-                ("training (checkpoint per block)", MemoryPolicy.training()),
-                ("training, checkpoint per update", MemoryPolicy.training(checkpoint_granularity="update"))]
-        rows += [(f"training, chunk {c}", MemoryPolicy.training(chunk_size=c)) for c in chunks]
-    else:
-        rows = [("reference", MemoryPolicy.reference()),
-                ("low_memory_inference, unchunked", MemoryPolicy.low_memory_inference(chunk_size=None))]
-        rows += [(f"low_memory_inference, chunk {c}", MemoryPolicy.low_memory_inference(chunk_size=c)) for c in chunks]
-    rows += [(f"{label}, {p}", policy.replace(precision=p)) for p in ("bf16", "bf16-full") for label, policy in rows[1:]]
-    if precision is not None:
-        rows = [(label, policy) for label, policy in rows if policy.precision == precision]
-    return rows
+def _sizes(args: argparse.Namespace, config) -> tuple[int, int, int, int]:
+    d = config.data
+    n_templ = args.n_templ if args.n_templ is not None else (config.template.max_templates
+                                                              if config.template.enabled else 0)
+    return (args.n_res or d.crop_size, args.n_seq or d.max_msa_clusters, args.n_extra or d.max_extra_msa, n_templ)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..config import model_config
-    from ..planner.estimate import estimate_breakdown
+    from ..planner import choose, max_length, policy_candidates
 
     try:
         budget = parse_bytes(args.budget)
@@ -66,45 +56,80 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError) as err:
         print(f"memory-plan: {err}", file=sys.stderr)
         return 2
-    d = config.data
-    n_res = args.n_res or d.crop_size
-    n_seq = args.n_seq or d.max_msa_clusters
-    n_extra = args.n_extra or d.max_extra_msa
-    n_templ = args.n_templ if args.n_templ is not None else (config.template.max_templates if config.template.enabled else 0)
-    if args.dap < 1 or (args.dap > 1 and n_res <= args.dap):
-        print(f"memory-plan: --dap {args.dap} needs 1 <= P < N_res", file=sys.stderr)
+    if args.max_length and args.training:
+        print("memory-plan: --max-length is for inference", file=sys.stderr)
         return 2
+    n_res, n_seq, n_extra, n_templ = _sizes(args, config)
+    if args.dap < 1 or (args.dap > 1 and (n_res <= args.dap or args.max_length)):
+        print(f"memory-plan: --dap {args.dap} needs 1 <= P < N_res (and no --max-length)", file=sys.stderr)
+        return 2
+    precisions = [args.precision] if args.precision else list(PRECISION_CHOICES)
+    conf = {"preset": args.preset, "n_res": n_res, "n_seq": n_seq, "n_extra": n_extra, "n_templ": n_templ,
+            "training": bool(args.training), "budget_bytes": budget, "device": args.device, "dap": args.dap}
+    say = (lambda *a, **k: None) if args.json else print
+    t0 = time.perf_counter()
+    if args.max_length:
+        return _max_length(args, config, budget, precisions, conf, say, t0, max_length)
     kind = "training step" if args.training else "inference"
-    per = f", per device of {args.dap} (DAP)" if args.dap > 1 else ""
-    print(f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
-          f"budget {budget / 1e9:.1f} GB{per}")
-    print(f"{'policy':44s} {'peak GB':>9s} {'fits':>5s}")
-    best = None
-    for label, policy in candidates(args.training, max(n_res, n_seq, n_extra), args.precision):
-        t0 = time.perf_counter()
-        est = estimate_breakdown(config, policy, n_res, n_seq, n_extra, n_templ, training=args.training,
-                                 dap=args.dap)
-        fits = est.total <= budget
-        print(f"{label:44s} {est.total / 1e9:9.2f} {'yes' if fits else 'no':>5s}"
-              + (f"   ({time.perf_counter() - t0:.0f} s to estimate)" if args.verbose else ""), flush=True)
-        if fits and best is None:
-            best = (label, policy)
-            if not args.all:
-                break
-    if best is None:
-        print("nothing fits: reduce N_res (crop), N_seq or N_extra, or use a larger device")
-        return 1
-    print(f"recommended (cheapest in time that fits): {best[0]}: {best[1]!r}")
-    return 0
+    say(f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
+        f"budget {budget / 1e9:.1f} GB; device {args.device}"
+        + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else ""))
+    say(f"{'policy':52s} {'precision':>9s} {'peak GB':>9s} {'fits':>5s}")
+    rows, recommended = [], None
+    for precision in precisions:
+        cands = policy_candidates(args.training, precision, max(n_res, n_seq, n_extra), args.max_chunk_size,
+                                  device=args.device)
+        choice = choose(config, n_res, n_seq, n_extra, n_templ, budget, cands, training=args.training,
+                        device=args.device, evaluate_all=args.all, frugal_last=not args.training, dap=args.dap)
+        for row in choice.rows:
+            rows.append(row.as_dict())
+            say(f"{row.candidate.label:52s} {precision:>9s} {row.estimate.total / 1e9:9.2f} "
+                f"{'yes' if row.fits else 'no':>5s}")
+        if choice.chosen is not None and recommended is None:
+            recommended = choice.chosen
+        if recommended is not None and not args.all:
+            break
+    seconds = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"config": conf, "rows": rows,
+                          "recommended": recommended.as_dict() if recommended else None}))
+    elif recommended is None:
+        print(f"nothing fits: reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)")
+    else:
+        host = recommended.estimate.host
+        print(f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"
+              + (f"; needs {host / 1e9:.1f} GB of host memory for offload" if host else "")
+              + f" ({seconds:.1f} s)")
+        if args.verbose:
+            print(repr(recommended.candidate.policy))
+    return 0 if recommended is not None else 1
+
+
+def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> int:
+    n_seq, n_extra, n_templ = conf["n_seq"], conf["n_extra"], conf["n_templ"]
+    say(f"{args.preset} inference: the largest N_res within {budget / 1e9:.1f} GB (N_seq {n_seq}, N_extra {n_extra}, "
+        f"N_templ {n_templ}; the most frugal policy; device {args.device})")
+    rows, best = [], None
+    for precision in precisions:
+        n, row = max_length(config, budget, precision, n_seq, n_extra, n_templ, device=args.device)
+        say(f"  {precision:9s} N_res {n}" + (f" ({row.estimate.total / 1e9:.2f} GB, {row.candidate.label})" if row else ""))
+        if row is not None:
+            rows.append({**row.as_dict(), "n_res": n})
+            best = best if best is not None and best["n_res"] >= n else rows[-1]
+    if args.json:
+        print(json.dumps({"config": {**conf, "n_res": best["n_res"] if best else 0, "max_length": True},
+                          "rows": rows, "recommended": best}))
+    else:
+        print(f"({time.perf_counter() - t0:.1f} s)")
+    return 0 if best is not None else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``memory-plan`` subcommand."""
     p = sub.add_parser(
         "memory-plan", help="predict peak memory per memory policy and recommend one that fits",
-        description="Predict the peak memory of inference (or a training step) for each memory-policy "
-                    "preset and chunk size without allocating it (FakeTensorMode), and recommend the "
-                    "cheapest-in-time policy that fits the budget.",
+        description="Predict the peak memory of inference (or a training step) for memory-policy candidates "
+                    "without allocating it (FakeTensorMode), and recommend the fastest one that fits the budget.",
         epilog="Sizes default to the preset's data config (crop size, MSA clusters, extra MSA, max templates). "
                "Exit status 0 if a policy fits, 1 if none does, 2 for bad options.")
     p.add_argument("--preset", default="model_1", help="model config preset (default: model_1)")
@@ -113,14 +138,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-extra", type=int, default=None, help="N_extra, extra MSA sequences (default: preset)")
     p.add_argument("--n-templ", type=int, default=None, help="N_templ (default: preset's max templates)")
     p.add_argument("--budget", default="80GB", help="device memory, e.g. 80GB, 40GiB (default: 80GB)")
+    p.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
+                   help="only this precision (default: fp32, then bf16, then bf16-full)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op")
+    p.add_argument("--max-chunk-size", type=int, default=None, help="largest chunk size considered (default 256)")
     p.add_argument("--training", action="store_true", help="a training step (forward + backward) instead of inference")
     p.add_argument("--dap", type=int, default=1, metavar="P",
                    help="the peak of each of P devices sharing the protein (dynamic axial parallelism; default: 1)")
-    p.add_argument("--precision", choices=("fp32", "bf16", "bf16-full"), default=None,
-                   help="only policies of this precision (default: fp32, then bf16, then bf16-full)")
-    p.add_argument("--all", action="store_true", help="estimate every candidate, not just up to the first that fits")
-    p.add_argument("--verbose", "-v", action="store_true", help="show how long each estimate took")
+    p.add_argument("--max-length", action="store_true",
+                   help="print the largest N_res that fits --budget under the most frugal policy")
+    p.add_argument("--all", action="store_true", help="estimate every candidate, not just what the search needs")
+    p.add_argument("--json", action="store_true", help="print one JSON object (config, rows, recommended)")
+    p.add_argument("--verbose", "-v", action="store_true", help="also print the recommended MemoryPolicy")
     p.set_defaults(func=run)
 
 
-__all__ = ["candidates", "parse_bytes", "register", "run"]
+__all__ = ["PRECISION_CHOICES", "parse_bytes", "register", "run"]

@@ -58,8 +58,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "
                         "the free memory); same results, lower peak memory (default: no chunking)")
     p.add_argument("--low-memory", action="store_true",
-                   help="low-memory inference policy: low-memory attention, chunk size 4 unless --chunk-size "
-                        "is given, in-place updates, offloading of idle representations (GPU)")
+                   help="low-memory inference policy: low-memory attention, chunk size 16 unless --chunk-size "
+                        "is given, in-place updates, streamed templates, offload to host memory (GPU)")
+    p.add_argument("--memory-policy", default="auto", choices=("auto", "reference", "low_memory_inference"),
+                   help="auto (default): before each target, the fastest policy predicted to fit the memory "
+                        "budget; a target that fits under none fails at once and the others run. Or a preset.")
+    p.add_argument("--max-memory", type=_memory, metavar="SIZE",
+                   help="memory budget, e.g. 2GB, 40GiB (default: the device's free memory)")
     p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
                    help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
                         "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
@@ -71,6 +76,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     add_pipeline_arguments(p)
     p.set_defaults(func=run)
+
+
+def _memory(text: str) -> int:
+    from .memory_plan import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _chunk_size(text: str):
@@ -119,8 +133,8 @@ def run_one(args: argparse.Namespace) -> int:
             args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
-            low_memory=args.low_memory, track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap,
-            pipeline=pipeline)
+            low_memory=args.low_memory, memory_policy=args.memory_policy, max_memory=args.max_memory,
+            track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap, pipeline=pipeline)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

@@ -24,6 +24,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .chunking import estimating
+
 
 def _stat_dtype(x: Tensor) -> torch.dtype:
     return torch.promote_types(x.dtype, torch.float32)
@@ -62,15 +64,19 @@ def _query_chunk(q: Tensor, k: Tensor, q_chunk: int, kv_chunk: int) -> int:
 
 class _LowMemoryAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, q_chunk: int, kv_chunk: int, *biases: Tensor) -> Tensor:
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, q_chunk: int, kv_chunk: int, cut: bool,
+                *biases: Tensor) -> Tensor:
         sd = _stat_dtype(q)
         n_q, n_k = q.shape[-2], k.shape[-2]
         q_chunk = _query_chunk(q, k, q_chunk, kv_chunk)
         out = None
-        for qs in range(0, n_q, q_chunk):
+        # cut: the estimator's loop cut (first_chunk_only), decided outside this no-grad forward
+        q_starts = range(0, n_q, q_chunk)[:2] if cut else range(0, n_q, q_chunk)
+        kv_starts = range(0, n_k, kv_chunk)[:2] if cut else range(0, n_k, kv_chunk)
+        for qs in q_starts:
             qn = min(q_chunk, n_q - qs)
             m_run = l_run = acc = None
-            for ks in range(0, n_k, kv_chunk):
+            for ks in kv_starts:
                 kn = min(kv_chunk, n_k - ks)
                 s = _logits(q, k, biases, qs, qn, ks, kn, sd)  # [*, H, qn, kn]
                 m_new = s.amax(-1) if m_run is None else torch.maximum(m_run, s.amax(-1))  # [*, H, qn]
@@ -102,7 +108,7 @@ class _LowMemoryAttention(torch.autograd.Function):
         q_chunk, kv_chunk = ctx.q_chunk, ctx.kv_chunk
         sd = _stat_dtype(q)
         n_q, n_k = q.shape[-2], k.shape[-2]
-        need_b = ctx.needs_input_grad[5:]
+        need_b = ctx.needs_input_grad[6:]
         d_out = d_out.to(sd)
         delta = (d_out * out.to(sd)).sum(-1)  # [*, H, Q]
         qf, kf, vf = q.to(sd), k.to(sd), v.to(sd)
@@ -130,7 +136,7 @@ class _LowMemoryAttention(torch.autograd.Function):
                         g_slice.add_(ds.sum_to_size(g_slice.shape))
         d_biases = [None if g is None else g.to(b.dtype) for b, g in zip(biases, db)]
         return (dq.to(q.dtype), dk.sum_to_size(k.shape).to(k.dtype), dv.sum_to_size(v.shape).to(v.dtype),
-                None, None, *d_biases)
+                None, None, None, *d_biases)
 
 
 def low_memory_attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), q_chunk: int = 1024,
@@ -152,7 +158,7 @@ def low_memory_attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tenso
         raise ValueError(f"attention shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     if q_chunk < 1 or kv_chunk < 1:
         raise ValueError(f"chunk lengths must be >= 1, got q_chunk={q_chunk}, kv_chunk={kv_chunk}")
-    return _LowMemoryAttention.apply(q, k, v, q_chunk, kv_chunk, *biases)
+    return _LowMemoryAttention.apply(q, k, v, q_chunk, kv_chunk, estimating(), *biases)
 
 
 __all__ = ["MAX_LOGITS_ELEMENTS", "low_memory_attention"]

@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import torch.nn as nn
+from torch import Tensor
 
 from .chunking import Result, chunked
 
@@ -53,7 +54,9 @@ SEAMS = MappingProxyType({
               "it ('triton') or its PyTorch code ('reference')",
     "inplace": "inplace: residual updates in place when no gradient is recorded",
     "precision": "precision: the one autocast of the forward",
-    "offload": "offload: idle representations wait in host memory",
+    "offload": "offload: what waits in host memory (alphafold_mem.memory.offload.OFFLOAD_LEVELS)",
+    "templates": "templates: the template stack batched or streamed one template at a time",
+    "head_logits": "head_logits: the pair-sized head logits kept as outputs or reduced in row chunks",
     "dropout": "dap: under device sharding the dropout mask is drawn at the global shape, then sliced",
 })
 
@@ -268,14 +271,21 @@ def declared_splits(root: nn.Module) -> Iterator[tuple[str, nn.Module, str, Spli
             yield name, module, step, split
 
 
-def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args) -> Result:
+def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, out: Optional[Result] = None,
+              accumulate: bool = False, collect: bool = False) -> Union[Result, list]:
     """Run the declared step ``step`` of ``module``: ``fn(*args)``, in slices of ``module.chunk_size``
     along the declared axis (``None``: one call on the whole tensors, the reference computation).
     A module bound to a device-sharding runner (``module.dap``, set by
     :func:`alphafold_mem.distributed.apply_parallel_policy`) runs the step through it instead.
 
+    ``out`` / ``accumulate`` / ``collect`` are passed to :func:`~alphafold_mem.memory.chunking.chunked`:
+    results written (or, with ``accumulate``, added) into existing tensors slice by slice, e.g. a
+    residual update in place; or the slices' results returned as a list. An operand the declaration marks :data:`WHOLE` must not alias ``out`` (every
+    slice reads all of it, so it would see rows already updated).
+
     Raises:
         KeyError: ``module`` declares no such step.
+        ValueError: wrong number of arguments, or a whole operand aliases ``out``.
     """
     splits = type(module).memory_spec.splits
     if step not in splits:
@@ -285,10 +295,28 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args) ->
     if len(args) != len(split.inputs):
         raise ValueError(f"{type(module).__qualname__}.{step}: {len(args)} arguments for "
                          f"{len(split.inputs)} declared placements")
+    if out is not None:
+        written = {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
+        for i in split.whole:
+            if isinstance(args[i], Tensor) and id(args[i].untyped_storage()) in written:
+                raise ValueError(f"{type(module).__qualname__}.{step}: whole operand {i} aliases the output "
+                                 "it would be read while being written")
     runner = getattr(module, "dap", None)
     if runner is not None:  # device sharding (alphafold_mem.distributed), bound from outside
-        return runner.run(module, step, split, fn, args)
-    return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.out_dim)
+        return _deliver(runner.run(module, step, split, fn, args), out, accumulate, collect)
+    return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.out_dim, out=out,
+                   accumulate=accumulate, collect=collect)
+
+
+def _deliver(res: Result, out: Optional[Result], accumulate: bool, collect: bool) -> Union[Result, list]:
+    """A whole result delivered as :func:`~alphafold_mem.memory.chunking.chunked` would deliver its slices."""
+    if collect:
+        return [res]
+    if out is None:
+        return res
+    for o, r in zip((out,) if isinstance(out, Tensor) else out, (res,) if isinstance(res, Tensor) else res):
+        o.add_(r) if accumulate else o.copy_(r)
+    return out
 
 
 __all__ = ["AXES", "MemorySpec", "Placement", "Replicate", "SEAMS", "STACKS", "Shard", "Slice", "Split", "TORCH_EXEMPT",

@@ -8,6 +8,14 @@ their own: they run a step declared in their ``memory_spec`` through
 :func:`alphafold_mem.memory.axes.run_split`, which reads the dims from the declaration and the chunk
 size the memory policy bound to the module (``None``: one call on the whole tensors, exactly the
 reference computation).
+
+With ``accumulate=True`` each slice's result is added into an existing tensor (``out``) as soon as
+it is computed: a residual update in place, without an update-sized buffer (inference only).
+
+The memory estimator runs the model under :func:`first_chunk_only`: every regular loop of the
+package (the chunk loop here, the query/key loops of the low-memory attention, the template loop,
+the streamed buffers) then runs only its first two iterations (:func:`loop_range`), because every
+later iteration repeats the memory profile of the second one.
 """
 
 from __future__ import annotations
@@ -26,17 +34,26 @@ _state = threading.local()
 
 @contextlib.contextmanager
 def first_chunk_only() -> Iterator[None]:
-    """For the memory estimator only (under FakeTensorMode, without autograd): :func:`chunked` runs
-    just the first two chunks of each op and leaves the rest of its (fake) output unwritten. Every
-    full chunk after the first (which runs before the output buffer exists) has the same memory
-    profile as the second, so the predicted peak is unchanged and the estimate no longer scales
-    with the number of chunks."""
-    previous = getattr(_state, "first_only", False)
-    _state.first_only = True
+    """For the memory estimator only (under FakeTensorMode, without autograd): every regular loop
+    that uses :func:`loop_range` or :func:`estimating` (the chunk loop of :func:`chunked`, the
+    query/key loops of :func:`alphafold_mem.memory.attention.low_memory_attention`, the template
+    loop, streamed buffers) runs just its first two iterations and leaves the rest of its (fake)
+    output unwritten. The second iteration is the first one that runs with every buffer of the
+    loop allocated, and every later one repeats its memory profile, so the predicted peak is
+    unchanged and the estimate no longer scales with the number of iterations."""
+    with thread_setting(_state, "first_only", True):
+        yield
+
+
+@contextlib.contextmanager
+def thread_setting(namespace: threading.local, name: str, value) -> Iterator[None]:
+    """``namespace.name = value`` inside the ``with`` block (this thread), restored after."""
+    previous = getattr(namespace, name, None)
+    setattr(namespace, name, value)
     try:
         yield
     finally:
-        _state.first_only = previous
+        setattr(namespace, name, previous)
 
 
 def estimating() -> bool:
@@ -47,8 +64,15 @@ def estimating() -> bool:
     return getattr(_state, "first_only", False) and not torch.is_grad_enabled()
 
 
+def loop_range(start: int, stop: int, step: int = 1) -> range:
+    """``range(start, stop, step)``, cut to its first two items while :func:`estimating`."""
+    r = range(start, stop, step)
+    return r[:2] if estimating() else r
+
+
 def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[int]], chunk_size: Optional[int],
-            out_dim: int = -3, out: Optional[Result] = None) -> Result:
+            out_dim: int = -3, out: Optional[Result] = None, accumulate: bool = False,
+            collect: bool = False) -> Union[Result, list]:
     """Apply ``fn`` to slices of ``args`` along one axis and assemble the results.
 
     Args:
@@ -60,17 +84,23 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
         chunk_size: slice length; ``None``, or a length >= the axis length, calls ``fn(*args)`` once:
             the reference computation, bit for bit.
         out_dim: the (negative) dim of each result that carries the axis.
-        out: optional preallocated result(s) to write into (e.g. an existing buffer); by default
-            they are allocated from the first chunk's result, so no concatenation copy is made.
+        out: optional existing result(s) to write into; by default they are allocated from the first
+            chunk's result, so no concatenation copy is made.
+        accumulate: add each slice's result into ``out`` (which is then required) instead of
+            writing it: a residual update in place. A slice of an arg may alias the slice of ``out``
+            it produces (it is read before it is written), but no whole arg may alias ``out``.
+        collect: return the list of the slices' results, in order, instead of assembling them (e.g.
+            blocks of a buffer kept in host memory).
 
     Returns:
-        The result(s) of ``fn`` over the whole axis. Inside :func:`first_chunk_only` (the memory
-        estimator, no autograd) only the first two slices are computed and the rest of the output
-        is left unwritten.
+        The result(s) of ``fn`` over the whole axis (``out`` when given). Inside
+        :func:`first_chunk_only` (the memory estimator, no autograd) only the first two slices are
+        computed and the rest of the output is left unwritten.
 
     Raises:
         ValueError: ``dims`` and ``args`` differ in length, no tensor arg has a dim named in
-            ``dims``, the args disagree on the axis length, or ``chunk_size < 1``.
+            ``dims``, the args disagree on the axis length, ``chunk_size < 1``, or ``accumulate``
+            without ``out``.
     """
     if len(dims) != len(args):
         raise ValueError(f"chunked: {len(args)} args but {len(dims)} dims")
@@ -79,34 +109,49 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
         raise ValueError("chunked: no tensor argument carries the chunked axis")
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if accumulate and out is None:
+        raise ValueError("chunked: accumulate=True needs out")
     sizes = {a.shape[d] for a, d in carried if a.shape[d] != 1}
     if len(sizes) > 1:
         raise ValueError(f"chunked: args disagree on the chunked axis length: {sorted(sizes)}")
     n = sizes.pop() if sizes else 1
     if chunk_size is None or chunk_size >= n:
-        return fn(*args)
-    for start in range(0, n, chunk_size):
+        res = fn(*args)
+        if collect:
+            return [res]
+        if out is None:
+            return res
+        for o, r in zip(_tuple(out), _tuple(res)):
+            o.add_(r) if accumulate else o.copy_(r)
+        return out
+    collected = []
+    for start in loop_range(0, n, chunk_size):
         size = min(chunk_size, n - start)
         views: dict[tuple[int, int], Tensor] = {}  # an arg passed twice (queries and keys) is sliced once
         sliced = [views.setdefault((id(a), d), a.narrow(d, start, size))
                   if d is not None and isinstance(a, Tensor) and a.shape[d] != 1 else a
                   for a, d in zip(args, dims)]
         res = fn(*sliced)
+        if collect:
+            collected.append(res)
+            continue
         single = isinstance(res, Tensor)
-        results = (res,) if single else tuple(res)
+        results = _tuple(res)
         if out is None:
             shapes = [list(r.shape) for r in results]
             for s in shapes:
                 s[out_dim] = n
             out = tuple(r.new_empty(s) for r, s in zip(results, shapes))
             out = out[0] if single else out
-        outs = (out,) if single else out
-        for o, r in zip(outs, results):
-            o.narrow(out_dim, start, size).copy_(r)
-        del res, results
-        if start > 0 and getattr(_state, "first_only", False) and not torch.is_grad_enabled():
-            break  # the second chunk is the first one that runs with the output buffer allocated
-    return out
+        for o, r in zip(_tuple(out), results):
+            target = o.narrow(out_dim, start, size)
+            target.add_(r) if accumulate else target.copy_(r)
+        del res, results, sliced
+    return collected if collect else out
 
 
-__all__ = ["Result", "chunked", "estimating", "first_chunk_only"]
+def _tuple(x: Result) -> tuple[Tensor, ...]:
+    return (x,) if isinstance(x, Tensor) else tuple(x)
+
+
+__all__ = ["Result", "chunked", "estimating", "first_chunk_only", "loop_range"]

@@ -12,9 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from ..precision import PRECISIONS
+from .offload import OFFLOAD_LEVELS
 
 ATTENTION_IMPLS = ("reference", "chunked")
 KERNELS = ("reference", "triton")
+#: ``MemoryPolicy.templates``: how the template pair stack and the pointwise attention run.
+TEMPLATE_MODES = ("batched", "streamed")
+#: ``MemoryPolicy.head_logits``: whether the [*, N_res, N_res, bins] head logits are outputs.
+HEAD_LOGITS = ("keep", "drop")
 
 ChunkSize = Union[None, int, str]
 
@@ -58,11 +63,25 @@ class MemoryPolicy:
             18.8 GB instead of 5.5 GB predicted).
         precision: ``"fp32"`` (parameter dtype), ``"bf16"`` or ``"bf16-full"`` (autocast entered once in
             ``AlphaFold.forward``, fp32 islands as in :mod:`alphafold_mem.precision`).
-        inplace: inference only: residual updates modify the representations in place.
-        offload: inference only: representations not in use (the MSA representation during the
-            extra-MSA stack, the recycled state between iterations) wait in host memory.
+        inplace: inference only: residual updates modify the representations in place; with a
+            chunk size, each chunk's update is added as soon as it is computed, so no update-sized
+            buffer exists (and the triangle multiplication keeps one projection, not two).
+        offload: what waits in host memory (inference on an accelerator; a no-op on CPU), one of
+            :data:`~alphafold_mem.memory.offload.OFFLOAD_LEVELS`: ``"none"``, ``"idle"``
+            (representations while unused) or ``"buffers"`` (also the triangle multiplication's
+            pair-sized buffer, streamed back in row blocks). ``True``/``False`` mean ``"idle"``/``"none"``.
+        templates: ``"batched"`` (every template through the pair stack, then the pointwise
+            attention over the stacked ``[*, N_templ, N_res, N_res, c_t]``; the reference) or
+            ``"streamed"`` (one template at a time; the pointwise attention accumulates across
+            templates with an online softmax, so the stack never exists).
+        head_logits: ``"keep"`` (the distogram and PAE logits ``[*, N_res, N_res, bins]`` are outputs)
+            or ``"drop"`` (inference: PAE and pTM are computed from PAE logits in row chunks;
+            neither logits tensor is returned; ``distogram_logits`` is not computed). With autograd
+            both are kept (the losses read them).
         max_memory: memory budget in bytes for ``chunk_size="auto"``; ``None``: the free memory of
             the device at the time of the forward.
+        max_chunk_size: the largest chunk ``chunk_size="auto"`` considers (``None``: no limit below
+            the largest axis).
     """
 
     kernels: str = "reference"
@@ -75,10 +94,21 @@ class MemoryPolicy:
     checkpoint_granularity: str = "block"
     precision: str = "fp32"
     inplace: bool = False
-    offload: bool = False
+    offload: str = "none"
+    templates: str = "batched"
+    head_logits: str = "keep"
     max_memory: Optional[int] = None
+    max_chunk_size: Optional[int] = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.offload, bool):
+            object.__setattr__(self, "offload", "idle" if self.offload else "none")
+        for name, valid in (("offload", tuple(OFFLOAD_LEVELS)), ("templates", TEMPLATE_MODES),
+                            ("head_logits", HEAD_LOGITS)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
+        if self.max_chunk_size is not None and self.max_chunk_size < 1:
+            raise ValueError(f"max_chunk_size must be >= 1, got {self.max_chunk_size}")
         if self.kernels not in KERNELS:
             raise ValueError(f"unknown kernels '{self.kernels}'; valid: {', '.join(KERNELS)}")
         if self.attention == "triton":
@@ -119,11 +149,15 @@ class MemoryPolicy:
 
     @classmethod
     def low_memory_inference(cls, **overrides: Any) -> "MemoryPolicy":
-        """Inference at a small footprint: every chunkable op in chunks of 16 rows, low-memory
-        attention (its logits block capped whatever the chunk), in-place residual updates, idle
-        representations offloaded to host memory. The peak is then a few representations; smaller
-        chunks save little more and cost time (Python overhead per chunk)."""
-        base = dict(attention="chunked", chunk_size=16, inplace=True, offload=True)
+        """Inference at a small footprint: every chunkable op in chunks of 16 rows, each chunk's update
+        added in place (no update-sized buffers), low-memory attention (its logits block capped
+        whatever the chunk), templates streamed one at a time, head logits reduced in row chunks
+        and not returned, and on an accelerator idle representations and the triangle
+        multiplication's buffer in host memory. The peak is then the representations plus one
+        pair-sized buffer at most; smaller chunks save little more and cost time (Python overhead
+        per chunk)."""
+        base = dict(attention="chunked", chunk_size=16, inplace=True, offload="buffers", templates="streamed",
+                    head_logits="drop")
         return cls(**{**base, **overrides})
 
     def replace(self, **changes: Any) -> "MemoryPolicy":
@@ -151,4 +185,4 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
     return getattr(MemoryPolicy, name)(**overrides)
 
 
-__all__ = ["ATTENTION_IMPLS", "KERNELS", "MemoryPolicy", "PRESETS", "preset"]
+__all__ = ["ATTENTION_IMPLS", "HEAD_LOGITS", "KERNELS", "MemoryPolicy", "PRESETS", "TEMPLATE_MODES", "preset"]

@@ -48,17 +48,29 @@ class PeakMemory:
 
 
 class StorageTracker(TorchDispatchMode):
-    """Counts live bytes of tensor storages created while active; see the module docstring."""
+    """Counts live bytes of tensor storages created while active; see the module docstring.
+
+    :meth:`park` / :meth:`unpark` serve the estimator's simulated accelerator
+    (:func:`alphafold_mem.memory.offload.simulated_device`): a parked storage stands for one that
+    waits in host memory, so its bytes leave the device count (``live``) and enter ``host`` until it
+    is unparked (counted again, like a fresh allocation) or freed."""
 
     def __init__(self) -> None:
         super().__init__()
         self.live = 0
         self.peak = 0
+        self.host = 0
+        self.host_peak = 0
         self._refs: dict[int, weakref.ref] = {}
+        self._parked: set[int] = set()
 
     def _freed(self, key: int, nbytes: int) -> None:
         if self._refs.pop(key, None) is not None:
-            self.live -= nbytes
+            if key in self._parked:
+                self._parked.discard(key)
+                self.host -= nbytes
+            else:
+                self.live -= nbytes
 
     def _track(self, t: torch.Tensor) -> None:
         st = t.untyped_storage()
@@ -69,6 +81,32 @@ class StorageTracker(TorchDispatchMode):
         nbytes = st.nbytes()
         self._refs[key] = weakref.ref(st, lambda _r, k=key, n=nbytes: self._freed(k, n))
         self.live += nbytes
+
+    def park(self, t: torch.Tensor) -> None:
+        """Count ``t``'s storage as host memory until :meth:`unpark` (storages from before the
+        context, which are not counted, are ignored)."""
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self._refs and key not in self._parked:
+            self._parked.add(key)
+            self.live -= st.nbytes()
+            self.host += st.nbytes()
+            self.host_peak = max(self.host_peak, self.host)
+
+    def add_host(self, nbytes: int) -> None:
+        """Count ``nbytes`` more of host memory (a host allocation that never was on the device)."""
+        self.host += nbytes
+        self.host_peak = max(self.host_peak, self.host)
+
+    def unpark(self, t: torch.Tensor) -> None:
+        """Count ``t``'s storage on the device again."""
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self._parked:
+            self._parked.discard(key)
+            self.live += st.nbytes()
+            self.host -= st.nbytes()
+            self.peak = max(self.peak, self.live)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -2,10 +2,11 @@
 
 This is the only file that wires the modules together. Forwards take data only: memory behaviour
 (chunking, checkpointing, kernels, precision) is bound to the modules from outside by
-:func:`alphafold_mem.apply_memory_policy`; the two model-level seams are ``precision`` (the one
-autocast is entered here, around the whole recycling loop) and ``offload`` (inference: the MSA
-representation waits in host memory while the extra-MSA stack runs, and the recycled state waits
-there between iterations).
+:func:`alphafold_mem.apply_memory_policy`; the model-level seams are ``precision`` (the one autocast
+is entered here, around the whole recycling loop), ``inplace`` (inference: the pair representation
+is built in the storage of the recycled one, the MSA representation in one buffer with the
+template rows) and ``offload`` (inference on an accelerator: the recycled state waits in host
+memory between iterations).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..config import ModelConfig
 from .. import precision as _precision
 from ..geometry import all_atom
 from ..memory.axes import declare
+from ..memory.offload import Parked, offload_active
 from .embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
 from .evoformer import EvoformerStack, ExtraMsaStack
 from .heads import AuxiliaryHeads
@@ -51,12 +53,14 @@ class AlphaFold(nn.Module):
         config: a :class:`alphafold_mem.config.ModelConfig` (see :func:`alphafold_mem.model_config`).
 
     Memory attributes (set by :func:`alphafold_mem.apply_memory_policy`): ``precision`` (``"fp32"``,
-    ``"bf16"`` or ``"bf16-full"``, see :mod:`alphafold_mem.precision`) and ``offload`` (bool).
+    ``"bf16"`` or ``"bf16-full"``, see :mod:`alphafold_mem.precision`), ``offload`` (see
+    :data:`alphafold_mem.memory.offload.OFFLOAD_LEVELS`) and ``inplace`` (bool).
     """
 
-    memory_spec = declare(seams=["precision", "offload"], outputs=REPRESENTATION_OUTPUTS)
+    memory_spec = declare(seams=["precision", "offload", "inplace"], outputs=REPRESENTATION_OUTPUTS)
     precision: str = "fp32"
-    offload: bool = False
+    offload: str = "none"
+    inplace: bool = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -127,6 +131,7 @@ class AlphaFold(nn.Module):
 
         dtype = next(self.parameters()).dtype
         prev: list[Tensor] = []
+        parked: list[Parked] = []
         grad_enabled = torch.is_grad_enabled()
         outputs: dict[str, Tensor] = {}
         with _precision.autocast(self.precision, feats["aatype"].device.type):
@@ -136,12 +141,18 @@ class AlphaFold(nn.Module):
                 last = i == num_iters - 1
                 outputs.clear()  # the previous iteration's outputs are not kept alive during this one
                 # Gradients flow only through the last iteration (Suppl. 1.10).
+                for p in parked:  # the recycled state, back from host memory
+                    p.restore()
                 with torch.set_grad_enabled(grad_enabled and last):
                     outputs, prev = self.iteration(it, prev)
+                parked = [Parked(t) for t in prev] if not last and self._offloading(prev[1]) else []
         outputs["num_recycles"] = torch.tensor(num_iters)
         if unbatched:
             outputs = {k: _unbatch(k, v) for k, v in outputs.items()}
         return outputs
+
+    def _offloading(self, x: Tensor) -> bool:
+        return self.offload != "none" and not torch.is_grad_enabled() and offload_active(x.device)
 
     # ------------------------------------------------------------------------------------------
     def iteration(self, batch: dict[str, Tensor], prev: list[Tensor]):
@@ -153,54 +164,83 @@ class AlphaFold(nn.Module):
                 or an empty list for the first. The list is emptied once embedded, so the caller
                 holds no reference to the previous state while this iteration runs.
 
-        Returns the outputs and the recycled state ``[m[0], z, final_atom_positions]`` (detached;
-        in host memory when ``offload`` is set).
+        Returns the outputs and the recycled state ``[m[0], z, final_atom_positions]`` (detached).
+
+        Order (the same function as Alg. 2): the pair representation is embedded (recycled z and
+        positions, then target features and relative positions), updated by the templates and the
+        extra-MSA stack; the MSA representation is built only then, right before the Evoformer,
+        because nothing earlier reads it. Under ``inplace`` without autograd (inference) z is built
+        in the storage of the recycled z, and every pair-sized step runs in row chunks.
         """
         aatype = batch["aatype"].long()
         seq_mask = batch["seq_mask"]
-        pair_mask = seq_mask[..., :, None] * seq_mask[..., None, :]  # [*, N_res, N_res]
-        msa_mask = batch["msa_mask"]
         n_seq = batch["msa_feat"].shape[-3]
-
         device_type = aatype.device.type
         rep_dtype = _precision.representation_dtype(self.precision, seq_mask.dtype)
-        with _precision.embedder_region(self.precision, device_type):  # fp32 island under "bf16"
-            m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
-        # the residual streams in their dtype (bf16 only under "bf16-full"), and the masks with them
-        # (0/1 are exact), so that a masked update does not promote a bf16 stream back to fp32
-        m, z = m.to(rep_dtype), z.to(rep_dtype)
-        pair_mask, msa_mask = pair_mask.to(rep_dtype), msa_mask.to(rep_dtype)
-        if not prev:  # zeros; m[0] and z as broadcastable [*, 1, c] / [*, 1, 1, c] (the same values, no N_res^2 buffer)
-            b, n = aatype.shape
-            prev = [m.new_zeros(b, 1, self.config.c_m), z.new_zeros(b, 1, 1, self.config.c_z),
-                    z.new_zeros(b, n, 37, 3)]
-        m0_prev, z_prev, x_prev = (t.to(z.device) for t in prev)
+        # the masks in the streams' dtype (0/1 are exact), so that a masked update does not promote
+        # a bf16 stream back to fp32
+        pair_mask = (seq_mask[..., :, None] * seq_mask[..., None, :]).to(rep_dtype)  # [*, N_res, N_res]
+        fast = self.inplace and not torch.is_grad_enabled()
+        b, n = aatype.shape
+        m0_prev, z_prev, x_prev = prev if prev else (None, None, None)
         prev.clear()
+        if x_prev is None:
+            x_prev = seq_mask.new_zeros(b, n, 37, 3)
         pb, _ = all_atom.pseudo_beta(aatype, x_prev, x_prev.new_ones(x_prev.shape[:-1]))
-        with _precision.embedder_region(self.precision, device_type):
-            m0_update, z_update = self.recycling_embedder(m0_prev, z_prev, pb)
-        del m0_prev, z_prev, x_prev
-        m = torch.cat([(m[..., 0, :, :] + m0_update).unsqueeze(-3), m[..., 1:, :, :]], dim=-3)
-        z = z + z_update
-        del z_update
+        del x_prev
 
+        # -- the pair representation (Alg. 2 lines 5, 6 (z part), 7-9, 14-16)
+        def embed():  # the embedders' context: an fp32 island under "bf16"
+            return _precision.embedder_region(self.precision, device_type)
+
+        if fast:
+            with embed():
+                if z_prev is None:  # zeros: normalised row by row from a broadcast view, nothing allocated
+                    zeros = seq_mask.new_zeros(()).to(rep_dtype).expand(b, n, n, self.config.c_z)
+                    z = self.recycling_embedder.pair_update(zeros, pb, out=pb.new_empty(zeros.shape, dtype=rep_dtype))
+                else:  # the recycled z becomes the new one
+                    z = self.recycling_embedder.pair_update(z_prev, pb, out=z_prev)
+                del z_prev
+                self.input_embedder.add_pair_(z, batch["target_feat"], batch["residue_index"])
+        else:
+            with embed():
+                m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
+                if z_prev is None:  # zeros as a broadcastable [*, 1, 1, c_z] (the same values, no N_res^2 buffer)
+                    z_prev = z.new_zeros(b, 1, 1, self.config.c_z).to(rep_dtype)
+                z_update = self.recycling_embedder.pair_update(z_prev, pb)
+            del z_prev
+            z = z.to(rep_dtype) + z_update
+            del z_update
         if self.template_embedding is not None:
-            z = z + self.template_embedding.pair_embedding(batch, z, pair_mask)
-            if self.config.template.embed_angles:
-                rows, rows_mask = self.template_embedding.angle_embedding(batch, m.dtype)
-                m = torch.cat([m, rows], dim=-3)
-                msa_mask = torch.cat([msa_mask, rows_mask], dim=-2)
-
-        offload = self.offload and not torch.is_grad_enabled() and m.device.type != "cpu"
-        if offload:  # m is not used by the extra-MSA stack: let it wait in host memory
-            m_device, m = m.device, m.to("cpu")
-        with _precision.embedder_region(self.precision, device_type):
+            z = self.template_embedding.add_pair_embedding(z, batch, pair_mask)
+        with embed():
             e = self.extra_msa_embedder(batch["extra_msa"], batch["extra_has_deletion"], batch["extra_deletion_value"])
-        e = e.to(rep_dtype)
-        z = self.extra_msa_stack(e, z, batch["extra_msa_mask"].to(rep_dtype), pair_mask)
-        del e
-        if offload:
-            m = m.to(m_device)
+        z = self.extra_msa_stack(e.to(rep_dtype), z, batch["extra_msa_mask"].to(rep_dtype), pair_mask)
+        del e  # the extra-MSA representation is not needed again
+
+        # -- the MSA representation (Alg. 2 lines 5, 6 (m part), 10-13), then the Evoformer
+        with embed():
+            m0_update = self.recycling_embedder.prev_msa_first_row_norm(
+                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, 1, self.config.c_m).to(rep_dtype))
+        del m0_prev
+        rows = None
+        msa_mask = batch["msa_mask"].to(rep_dtype)
+        if self.template_embedding is not None and self.config.template.embed_angles:
+            rows, rows_mask = self.template_embedding.angle_embedding(batch, rep_dtype)
+            msa_mask = torch.cat([msa_mask, rows_mask.to(rep_dtype)], dim=-2)
+        if fast:
+            m = pb.new_empty((b, n_seq + (0 if rows is None else rows.shape[-3]), n, self.config.c_m), dtype=rep_dtype)
+            with embed():
+                self.input_embedder.msa(batch["target_feat"], batch["msa_feat"], out=m[..., :n_seq, :, :])
+            m[..., 0, :, :].add_(m0_update)
+            if rows is not None:
+                m[..., n_seq:, :, :].copy_(rows)
+        else:
+            m = m.to(rep_dtype)
+            m = torch.cat([(m[..., 0, :, :] + m0_update).unsqueeze(-3), m[..., 1:, :, :]], dim=-3)
+            if rows is not None:
+                m = torch.cat([m, rows.to(m.dtype)], dim=-3)
+        del m0_update, rows
         m, z, s = self.evoformer(m, z, msa_mask, pair_mask)
 
         sm = self.structure_module(s, z, aatype, seq_mask)
@@ -222,10 +262,8 @@ class AlphaFold(nn.Module):
             **{f"sm_{k}": v for k, v in sm.items()},
         }
         out.update(self.aux_heads(m, z, s, sm["single"], seq_mask))
-        new_prev = [m[..., 0, :, :].detach(), z.detach(), atom37.detach()]
-        if offload:
-            new_prev = [t.to("cpu") for t in new_prev]
-        return out, new_prev
+        # m[0] copied: a view would keep the whole MSA representation alive into the next iteration
+        return out, [m[..., 0, :, :].detach().clone(), z.detach(), atom37.detach()]
 
 
 def _unbatch(key: str, value: Tensor) -> Tensor:

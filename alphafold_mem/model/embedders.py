@@ -4,6 +4,12 @@ Each embedder declares its output as a step (``memory_spec``): the MSA embedding
 columns, the pair embeddings along pair rows. Chunking then bounds their transients (the
 relative-position one-hot, the distogram), and device sharding makes every device embed only its
 own columns / rows from the inputs, which all devices hold whole.
+
+The one-hot inputs (relative positions, extra-MSA tokens) are embedded by looking up the columns
+of the linear layer's weight instead of multiplying a one-hot tensor (the same numbers; the one-hot
+of the relative positions alone would be ``[*, N_res, N_res, 65]`` int64). The pair-sized parts
+run in row chunks (``chunk_size``, memory policy) and, for inference, write into an existing
+buffer: the pair representation is built in the storage of the recycled one.
 """
 
 from __future__ import annotations
@@ -20,11 +26,11 @@ from .primitives import LayerNorm, Linear
 
 
 def dgram_from_positions(x: Tensor, num_bins: int, min_bin: float, max_bin: float,
-                         x_j: Optional[Tensor] = None) -> Tensor:
+                         y: Optional[Tensor] = None) -> Tensor:
     """One-hot distogram of pairwise distances (Suppl. Alg. 32 line 1; template features 1.7.1).
 
     Args:
-        x: positions ``[*, N, 3]`` in Å (the rows i).
+        x: positions ``[*, N, 3]`` in Å; y: the second residues ``[*, M, 3]`` (default: x).
         num_bins, min_bin, max_bin: ``num_bins`` lower edges evenly spaced from ``min_bin`` to
             ``max_bin`` (Å); the last bin is open-ended.
         x_j: positions of the columns j ``[*, M, 3]`` (default: x).
@@ -32,11 +38,25 @@ def dgram_from_positions(x: Tensor, num_bins: int, min_bin: float, max_bin: floa
     Returns:
         ``[*, N, M, num_bins]`` (dtype of x).
     """
-    x_j = x if x_j is None else x_j
+    y = x if y is None else y
     lower = torch.linspace(min_bin, max_bin, num_bins, device=x.device, dtype=x.dtype) ** 2
     upper = torch.cat([lower[1:], lower.new_tensor([1e8])])
-    d2 = ((x[..., :, None, :] - x_j[..., None, :, :]) ** 2).sum(-1, keepdim=True)  # [*, N, M, 1]
+    d2 = ((x[..., :, None, :] - y[..., None, :, :]) ** 2).sum(-1, keepdim=True)  # [*, N, M, 1]
     return ((d2 > lower) & (d2 < upper)).to(x.dtype)
+
+
+def _compute_dtype(linear: Linear, device_type: str) -> torch.dtype:
+    """The dtype ``linear`` computes in here: autocast's, or its weight's."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return linear.weight.dtype
+
+
+def one_hot_linear(linear: Linear, index: Tensor) -> Tensor:
+    """``linear(one_hot(index, linear.in_features))`` by looking up weight columns: ``[*, c_out]``.
+    Under autocast the weight and bias are rounded first, as the autocast matmul rounds them."""
+    dtype = _compute_dtype(linear, index.device.type)
+    return F.embedding(index.long(), linear.weight.t().to(dtype)) + linear.bias.to(dtype)
 
 
 class InputEmbedder(nn.Module):
@@ -44,7 +64,8 @@ class InputEmbedder(nn.Module):
 
     Forward: target_feat ``[*, N_res, tf_dim]``, residue_index ``[*, N_res]``,
     msa_feat ``[*, N_seq, N_res, msa_dim]``. Returns m ``[*, N_seq, N_res, c_m]`` and
-    z ``[*, N_res, N_res, c_z]``.
+    z ``[*, N_res, N_res, c_z]``. :meth:`msa` and :meth:`add_pair_` are the two halves for
+    inference: m written into a given buffer, z added into an existing pair buffer, in chunks.
     """
 
     memory_spec = declare(splits={
@@ -52,6 +73,9 @@ class InputEmbedder(nn.Module):
         "msa": Split("msa_column", (Slice(-2), Slice(-2)), output=Shard(-2, columns=True)),
         # z[i, j] reads target_feat and residue_index at i and at j
         "pair": Split("pair_row", (Slice(-2), WHOLE, Slice(-1), WHOLE), output=-3),
+        # in place (inference): m in MSA row chunks; rows i of z += left_i + right_j + relpos_ij
+        "msa_rows": Split("msa_row", (Slice(-3), WHOLE), output=-3),
+        "pair_add": Split("pair_row", (Slice(-2), Slice(-1), WHOLE, WHOLE), output=-3),
     })
     chunk_size: Optional[int] = None
 
@@ -64,13 +88,12 @@ class InputEmbedder(nn.Module):
         self.right_single = Linear(tf_dim, c_z)
         self.pair_activations = Linear(2 * relpos_k + 1, c_z)  # AF2 name: pair_activiations
 
-    def relpos(self, residue_index: Tensor, dtype: torch.dtype, residue_index_j: Optional[Tensor] = None) -> Tensor:
-        """Alg. 4: one-hot of clip(r_i - r_j, -k, k) + k, projected to c_z (``residue_index_j``: the
-        columns' indices, default the same)."""
-        r_j = residue_index if residue_index_j is None else residue_index_j
-        d = residue_index[..., :, None] - r_j[..., None, :]  # [*, N_res, N_res]
-        d = torch.clamp(d, -self.relpos_k, self.relpos_k) + self.relpos_k
-        return self.pair_activations(F.one_hot(d.long(), 2 * self.relpos_k + 1).to(dtype))
+    def relpos(self, residue_index: Tensor, rows: Optional[Tensor] = None) -> Tensor:
+        """Alg. 4: one_hot(clip(r_i - r_j, -k, k) + k) projected to c_z, ``[*, N_i, N_res, c_z]``
+        (rows i: ``rows`` residue indices, default all)."""
+        rows = residue_index if rows is None else rows
+        d = rows[..., :, None] - residue_index[..., None, :]  # [*, N_i, N_res]
+        return one_hot_linear(self.pair_activations, torch.clamp(d, -self.relpos_k, self.relpos_k) + self.relpos_k)
 
     def forward(self, target_feat: Tensor, residue_index: Tensor, msa_feat: Tensor) -> tuple[Tensor, Tensor]:
         m = run_split(self, "msa", self._msa, msa_feat, target_feat)  # [*, N_seq, N_res, c_m]
@@ -82,14 +105,30 @@ class InputEmbedder(nn.Module):
 
     def _pair(self, tf_i: Tensor, tf_j: Tensor, ri_i: Tensor, ri_j: Tensor) -> Tensor:
         z = self.left_single(tf_i)[..., :, None, :] + self.right_single(tf_j)[..., None, :, :]
-        return z + self.relpos(ri_i, z.dtype, ri_j)
+        return z + self.relpos(ri_j, rows=ri_i)
+
+    def msa(self, target_feat: Tensor, msa_feat: Tensor, out: Tensor) -> Tensor:
+        """m written into ``out`` ``[*, N_seq, N_res, c_m]`` in chunks of MSA rows (inference)."""
+        tf_m = self.preprocess_1d(target_feat)[..., None, :, :]
+        return run_split(self, "msa_rows", lambda f, t: self.preprocess_msa(f) + t, msa_feat, tf_m, out=out)
+
+    def add_pair_(self, z: Tensor, target_feat: Tensor, residue_index: Tensor) -> Tensor:
+        """``z += `` the pair embedding (left_i + right_j + relpos_ij), row chunk by row chunk (inference)."""
+        right = self.right_single(target_feat)[..., None, :, :]  # [*, 1, N_res, c_z]
+
+        def rows(tf_i: Tensor, ri_i: Tensor, ri: Tensor, right_: Tensor) -> Tensor:
+            return (self.left_single(tf_i)[..., :, None, :] + right_) + self.relpos(ri, rows=ri_i)
+
+        return run_split(self, "pair_add", rows, target_feat, residue_index, residue_index, right, out=z,
+                         accumulate=True)
 
 
 class RecyclingEmbedder(nn.Module):
     """Embeds the previous iteration's m[0], z and pseudo-beta positions (Suppl. Alg. 32).
 
     Forward: m0_prev ``[*, N_res, c_m]``, z_prev ``[*, N_res, N_res, c_z]``, x_prev (pseudo-beta
-    positions) ``[*, N_res, 3]`` in Å. Returns the updates for m[0] and z.
+    positions) ``[*, N_res, 3]`` in Å. Returns the updates for m[0] and z. :meth:`pair_update` is
+    the pair part in row chunks (inference: written into a given buffer, which may be z_prev).
     """
 
     memory_spec = declare(splits={
@@ -106,17 +145,22 @@ class RecyclingEmbedder(nn.Module):
         self.prev_pair_norm = LayerNorm(c_z)
 
     def forward(self, m0_prev: Tensor, z_prev: Tensor, x_prev: Tensor) -> tuple[Tensor, Tensor]:
-        z_update = run_split(self, "pair", self._pair, z_prev, x_prev, x_prev)
-        return self.prev_msa_first_row_norm(m0_prev), z_update
+        return self.prev_msa_first_row_norm(m0_prev), self.pair_update(z_prev, x_prev)
 
-    def _pair(self, z_prev: Tensor, x_i: Tensor, x_j: Tensor) -> Tensor:
-        dgram = dgram_from_positions(x_i, self.num_bins, self.min_bin, self.max_bin, x_j)
-        return self.prev_pos_linear(dgram) + self.prev_pair_norm(z_prev)
+    def pair_update(self, z_prev: Tensor, x_prev: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """The update of z ``[*, N_res, N_res, c_z]`` (z_prev may be a broadcastable ``[*, 1, 1, c_z]``
+        of zeros); with ``out``, written into it chunk by chunk (``out`` may be ``z_prev``: each chunk
+        reads its own rows)."""
+        def rows(z_rows: Tensor, x_rows: Tensor, x: Tensor) -> Tensor:
+            dgram = dgram_from_positions(x_rows, self.num_bins, self.min_bin, self.max_bin, y=x)
+            return self.prev_pos_linear(dgram) + self.prev_pair_norm(z_rows)
+
+        return run_split(self, "pair", rows, z_prev, x_prev, x_prev, out=out)
 
 
 class ExtraMsaEmbedder(nn.Module):
     """Embeds the extra MSA (Suppl. Alg. 2 line 14): [one_hot(extra_msa, 23), has_deletion,
-    deletion_value] (25 channels) -> c_e.
+    deletion_value] (25 channels) -> c_e, by weight lookup (no one-hot tensor), in row chunks.
 
     Forward: extra_msa ``[*, N_extra, N_res]`` (int, 0-21), extra_has_deletion and
     extra_deletion_value ``[*, N_extra, N_res]``. Returns ``[*, N_extra, N_res, c_e]``.
@@ -132,11 +176,15 @@ class ExtraMsaEmbedder(nn.Module):
         self.extra_msa_activations = Linear(num_classes + 2, c_e)
 
     def forward(self, extra_msa: Tensor, extra_has_deletion: Tensor, extra_deletion_value: Tensor) -> Tensor:
-        return run_split(self, "columns", self._embed, extra_msa, extra_has_deletion, extra_deletion_value)
+        return run_split(self, "columns", self._rows, extra_msa, extra_has_deletion, extra_deletion_value)
 
-    def _embed(self, extra_msa: Tensor, extra_has_deletion: Tensor, extra_deletion_value: Tensor) -> Tensor:
-        dtype = extra_has_deletion.dtype
-        feat = torch.cat(
-            [F.one_hot(extra_msa.long(), self.num_classes).to(dtype),
-             extra_has_deletion[..., None], extra_deletion_value[..., None]], dim=-1)  # [*, N_extra, N_res, 25]
-        return self.extra_msa_activations(feat)
+    def _rows(self, extra_msa: Tensor, has_deletion: Tensor, deletion_value: Tensor) -> Tensor:
+        lin = self.extra_msa_activations
+        dtype = _compute_dtype(lin, extra_msa.device.type)
+        acc = torch.promote_types(dtype, torch.float32)
+        w = lin.weight.to(dtype).to(acc)  # rounded as the autocast matmul rounds them, summed in >= fp32
+        n = self.num_classes
+        out = F.embedding(extra_msa.long(), w[:, :n].t())  # [*, S, N_res, c_e]
+        out.add_(has_deletion.to(dtype).to(acc)[..., None] * w[:, n])
+        out.add_(deletion_value.to(dtype).to(acc)[..., None] * w[:, n + 1])
+        return out.add_(lin.bias.to(dtype).to(acc)).to(dtype)

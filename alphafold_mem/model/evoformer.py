@@ -5,23 +5,28 @@ The stacks hold their blocks in ``self.blocks`` (a ``ModuleList``) and run them 
 activation checkpoints is the memory policy's choice, bound from outside
 (:func:`alphafold_mem.apply_memory_policy`) as ``checkpoint_every``. The blocks' one memory seam is
 ``inplace`` (also set by the policy): residual updates then modify m and z in place when no gradient
-is recorded.
+is recorded, and each chunk's update is added as soon as it is computed (no update-sized buffer).
+Seam ``offload`` (inference on an accelerator, ``"idle"`` or more): the block's MSA representation
+waits in host memory while the pair updates run (they do not read it).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+import torch
 import torch.nn as nn
 from torch import Tensor
 
 from ..config import StackConfig
+
 from ..memory.axes import Shard, Slice, Split, declare, run_split
 from ..memory.checkpoint import run_blocks
+from ..memory.offload import Parked, offload_active
 from .msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from .outer_product_mean import OuterProductMean
 from .pair_stack import PairStackUpdates
-from .primitives import Linear, SharedDropout, Transition, residual
+from .primitives import Linear, SharedDropout, Transition, residual_update
 
 
 class EvoformerBlock(nn.Module):
@@ -32,8 +37,9 @@ class EvoformerBlock(nn.Module):
     pair_mask ``[*, N_res, N_res]``. Returns the updated ``(m, z)``.
     """
 
-    memory_spec = declare(seams=["inplace"])
+    memory_spec = declare(seams=["inplace", "offload"])
     inplace: bool = False
+    offload: str = "none"
 
     def __init__(self, c_m: int, c_z: int, cfg: StackConfig, global_column: bool = False):
         super().__init__()
@@ -51,11 +57,15 @@ class EvoformerBlock(nn.Module):
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
         ip = self.inplace
-        m = residual(m, self.msa_dropout(self.msa_row_attention_with_pair_bias(m, z, msa_mask)), ip)
-        m = residual(m, self.msa_column_attention(m, msa_mask), ip)
-        m = residual(m, self.msa_transition(m, msa_mask), ip)
-        z = residual(z, self.outer_product_mean(m, msa_mask), ip)
+        m = residual_update(m, self.msa_row_attention_with_pair_bias, self.msa_dropout, m, z, msa_mask, inplace=ip)
+        m = residual_update(m, self.msa_column_attention, None, m, msa_mask, inplace=ip)
+        m = residual_update(m, self.msa_transition, None, m, msa_mask, inplace=ip)
+        z = residual_update(z, self.outer_product_mean, None, m, msa_mask, inplace=ip)
+        park = self.offload != "none" and not torch.is_grad_enabled() and offload_active(m.device)
+        parked = Parked(m) if park else None
         z = self.pair_updates(z, pair_mask)
+        if parked is not None:
+            m = parked.restore()
         return m, z
 
 

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..config import HeadsConfig
 from ..precision import fp32_island
-from ..memory.axes import Shard, Slice, Split, declare, exempt, run_split
+from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
 from .primitives import LayerNorm, Linear
 
 
@@ -43,13 +43,16 @@ class DistogramHead(nn.Module):
     """Distogram head (Suppl. 1.9.8): symmetric logits ``[*, N_res, N_res, num_bins]`` from z.
 
     Steps: the half logits (pointwise in z), then rows i of ``half + half^T`` read the rows
-    ``half[i, :]`` and the columns ``half[:, i]``.
+    ``half[i, :]`` and the columns ``half[:, i]``. With ``chunk_size`` (memory policy) the logits
+    are computed row chunk by row chunk into the output (row i reads z rows i and z columns i), so
+    the only pair-sized tensor is the output itself.
     """
 
     memory_spec = declare(splits={
         "half": Split("pair_row", (Shard(-3),), output=-3,
                       also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))),
         "symmetric": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
+        "rows": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
     })
     chunk_size: Optional[int] = None
 
@@ -58,18 +61,63 @@ class DistogramHead(nn.Module):
         self.half_logits = Linear(c_z, num_bins, init="final")
 
     def forward(self, z: Tensor) -> Tensor:
-        half = run_split(self, "half", self.half_logits, z)
-        return run_split(self, "symmetric", lambda rows, cols: rows + cols.transpose(-2, -3), half, half)
+        if self.chunk_size is None:
+            half = run_split(self, "half", self.half_logits, z)
+            return run_split(self, "symmetric", lambda rows, cols: rows + cols.transpose(-2, -3), half, half)
+        rows = lambda z_rows, z_cols: self.half_logits(z_rows) + self.half_logits(z_cols).transpose(-2, -3)  # noqa: E731
+        return run_split(self, "rows", rows, z, z)
+
+
+class PredictedAlignedErrorHead(Linear):
+    """Predicted aligned error head (Suppl. 1.9.7): a linear layer z -> logits ``[*, N_res, N_res,
+    num_bins]`` (its weight and bias keep AF2's names), the expected error (PAE, Å) and pTM.
+
+    Forward: z ``[*, N_res, N_res, c_z]``, seq_mask ``[*, N_res]``. Returns ``pae_logits`` (with
+    ``keep_logits``), ``predicted_aligned_error [*, N_res, N_res]``, ``max_predicted_aligned_error``
+    and ``ptm [*]``. ``chunk_size`` (memory policy) reduces the logits row chunk by row chunk, so
+    without ``keep_logits`` no ``[*, N_res, N_res, num_bins]`` tensor exists.
+    """
+
+    # rows i read z rows i; the TM-score term per bin and the normalised residue weights whole. The
+    # score of each alignment frame i is per residue: every device holds it whole ("frames")
+    memory_spec = declare(splits={"rows": Split("pair_row", (Shard(-3), WHOLE, WHOLE), output=-2),
+                                  "frames": Split("pair_row", (Shard(-1, columns=True),), output=Slice(-1))})
+    chunk_size: Optional[int] = None
+
+    def __init__(self, c_z: int, num_bins: int, max_bin: float):
+        super().__init__(c_z, num_bins)
+        self.max_bin = max_bin
+
+    def forward(self, z: Tensor, seq_mask: Tensor, keep_logits: bool = True) -> dict[str, Tensor]:
+        w = fp32_island(seq_mask)
+        centers = _pae_bin_centers(self.out_features, self.max_bin, w)
+        normed = w / (1e-8 + w.sum(-1, keepdim=True))  # [*, N_res]
+
+        def rows(z_rows: Tensor, tm: Tensor, nrm: Tensor):
+            logits = F.linear(z_rows, self.weight, self.bias)  # [*, I, N_res, B]
+            pae, per_alignment = _pae_rows(logits, centers, tm, nrm)
+            kept = (logits.flatten(-2),) if keep_logits else ()  # rows on dim -2 like the others
+            return (*kept, pae, per_alignment[..., None])
+
+        *logits, pae, per_alignment = run_split(self, "rows", rows, z, _tm_per_bin(centers, w), normed)
+        out = {"predicted_aligned_error": pae, "max_predicted_aligned_error": centers[-1],
+               "ptm": _best_alignment(run_split(self, "frames", lambda x: x, per_alignment[..., 0]), w)}
+        if logits:
+            out["pae_logits"] = logits[0].unflatten(-1, (z.shape[-2], self.out_features))
+        return out
 
 
 class AuxiliaryHeads(nn.Module):
     """All auxiliary heads: pLDDT, distogram, masked MSA (1.9.9), experimentally resolved (1.9.10)
-    and, when enabled, predicted aligned error (1.9.7)."""
+    and, when enabled, predicted aligned error (1.9.7).
 
-    # the pTM's score of each alignment frame i reads the PAE logit rows i (and the whole residue
-    # weights): per residue, every device holds it whole
-    memory_spec = declare(splits={"ptm": Split("pair_row", (Shard(-3),), output=Slice(-1))})
-    chunk_size: Optional[int] = None
+    Seam ``head_logits`` (memory policy): ``"keep"`` returns ``distogram_logits`` and ``pae_logits``
+    ``[*, N_res, N_res, bins]``; ``"drop"`` (without autograd; the losses need both) computes
+    neither the distogram nor the PAE logits as whole tensors (PAE and pTM are reduced from them
+    row chunk by row chunk)."""
+
+    memory_spec = declare(seams=["head_logits"])
+    head_logits: str = "keep"
 
     def __init__(self, c_m: int, c_z: int, c_s: int, cfg: HeadsConfig):
         super().__init__()
@@ -78,24 +126,21 @@ class AuxiliaryHeads(nn.Module):
         self.distogram = DistogramHead(c_z, cfg.distogram_num_bins)
         self.masked_msa = Linear(c_m, cfg.masked_msa_num_classes, init="final")
         self.experimentally_resolved = Linear(c_s, 37, init="final")
-        self.predicted_aligned_error = Linear(c_z, cfg.pae_num_bins) if cfg.pae_enabled else None
+        self.predicted_aligned_error = (PredictedAlignedErrorHead(c_z, cfg.pae_num_bins, cfg.pae_max_bin)
+                                        if cfg.pae_enabled else None)
 
     def forward(self, m: Tensor, z: Tensor, s: Tensor, sm_single: Tensor, seq_mask: Tensor) -> dict[str, Tensor]:
+        keep = self.head_logits == "keep" or torch.is_grad_enabled()  # the losses read both
         out = {
             "lddt_logits": self.predicted_lddt(sm_single),
-            "distogram_logits": self.distogram(z),
             "masked_msa_logits": self.masked_msa(m),
             "experimentally_resolved_logits": self.experimentally_resolved(s),
         }
+        if keep:
+            out["distogram_logits"] = self.distogram(z)
         out["plddt"] = compute_plddt(out["lddt_logits"])
         if self.predicted_aligned_error is not None:
-            logits = self.predicted_aligned_error(z)
-            out["pae_logits"] = logits
-            pae, max_pae = compute_predicted_aligned_error(logits, self.cfg.pae_max_bin)
-            out["predicted_aligned_error"] = pae
-            out["max_predicted_aligned_error"] = max_pae
-            per_frame = run_split(self, "ptm", lambda lg: ptm_per_frame(lg, self.cfg.pae_max_bin, seq_mask), logits)
-            out["ptm"] = best_frame(per_frame, seq_mask)
+            out.update(self.predicted_aligned_error(z, seq_mask, keep_logits=keep))
         return out
 
 
@@ -121,6 +166,27 @@ def compute_predicted_aligned_error(logits: Tensor, max_bin: float) -> tuple[Ten
     return pae, centers[-1]
 
 
+def _tm_per_bin(centers: Tensor, residue_weights: Tensor) -> Tensor:
+    """TM-score term of each PAE bin centre ``[*, B]`` (Suppl. 1.9.7, Eq. 40; d0 from N_res >= 19)."""
+    n = torch.clamp(residue_weights.sum(-1), min=19.0)  # [*]
+    d0 = 1.24 * (n - 15.0) ** (1.0 / 3) - 1.8
+    return 1.0 / (1.0 + centers ** 2 / d0[..., None] ** 2)
+
+
+def _pae_rows(logits: Tensor, centers: Tensor, tm_per_bin: Tensor, normed: Tensor) -> tuple[Tensor, Tensor]:
+    """From PAE logits rows ``[*, I, N_res, B]``: PAE ``[*, I, N_res]`` (Å) and each row's expected
+    TM-score as the alignment frame ``[*, I]``."""
+    probs = torch.softmax(fp32_island(logits), dim=-1)
+    pae = (probs * centers).sum(-1)
+    term = (probs * tm_per_bin[..., None, None, :]).sum(-1)  # [*, I, N_res]
+    return pae, (term * normed[..., None, :]).sum(-1)
+
+
+def _best_alignment(per_alignment: Tensor, residue_weights: Tensor) -> Tensor:
+    best = (per_alignment * residue_weights).argmax(-1, keepdim=True)
+    return per_alignment.gather(-1, best).squeeze(-1)
+
+
 def compute_ptm(logits: Tensor, max_bin: float, residue_weights: Tensor, eps: float = 1e-8) -> Tensor:
     """Predicted TM-score (Suppl. 1.9.7, Eq. 40) from PAE logits ``[*, N_res, N_res, B]``.
 
@@ -130,26 +196,8 @@ def compute_ptm(logits: Tensor, max_bin: float, residue_weights: Tensor, eps: fl
     Returns:
         ``[*]`` pTM in [0, 1]: the best alignment frame's expected TM-score.
     """
-    return best_frame(ptm_per_frame(logits, max_bin, residue_weights, eps), residue_weights)
-
-
-def ptm_per_frame(logits: Tensor, max_bin: float, residue_weights: Tensor, eps: float = 1e-8) -> Tensor:
-    """Expected TM-score of the alignment on each frame i (Eq. 40 before the max) from the PAE logit
-    rows ``[*, I, N_res, B]`` of those frames and the weights ``[*, N_res]`` of all residues (the
-    seq_mask). Returns ``[*, I]``."""
     w = fp32_island(residue_weights)
     centers = _pae_bin_centers(logits.shape[-1], max_bin, fp32_island(logits))
-    n = torch.clamp(w.sum(-1), min=19.0)  # [*]
-    d0 = 1.24 * (n - 15.0) ** (1.0 / 3) - 1.8
-    tm_per_bin = 1.0 / (1.0 + centers ** 2 / d0[..., None] ** 2)  # [*, B]
-    probs = torch.softmax(fp32_island(logits), dim=-1)
-    term = (probs * tm_per_bin[..., None, None, :]).sum(-1)  # [*, I, N_res]
     normed = w / (eps + w.sum(-1, keepdim=True))
-    return (term * normed[..., None, :]).sum(-1)  # [*, I]
-
-
-def best_frame(per_frame: Tensor, residue_weights: Tensor) -> Tensor:
-    """pTM: the score of the best-weighted alignment frame, ``[*, N_res]`` -> ``[*]``."""
-    weighted = per_frame * fp32_island(residue_weights)
-    best = weighted.argmax(-1, keepdim=True)
-    return per_frame.gather(-1, best).squeeze(-1)
+    _, per_alignment = _pae_rows(logits, centers, _tm_per_bin(centers, w), normed)
+    return _best_alignment(per_alignment, w)

@@ -46,9 +46,18 @@ class MSARowAttentionWithPairBias(nn.Module):
         self.attention = Attention(c_m, c_m, c_hidden, num_heads)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
+        return self._run(m, z, msa_mask, None)
+
+    def add_to_(self, target: Tensor, m: Tensor, z: Tensor, msa_mask: Tensor) -> Tensor:
+        """``target += self(m, z, msa_mask)`` in place, row chunk by row chunk (inference; ``target``
+        may be m). Returns ``target``."""
+        return self._run(m, z, msa_mask, target)
+
+    def _run(self, m: Tensor, z: Tensor, msa_mask: Tensor, target: Optional[Tensor]) -> Tensor:
         pair_bias = run_split(self, "pair_bias", lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)),
                               z)  # [*, N_res, N_res, H]
-        return run_split(self, "rows", self._rows, m, m, msa_mask, pair_bias)
+        return run_split(self, "rows", self._rows, m, m, msa_mask, pair_bias, out=target,
+                         accumulate=target is not None)
 
     def _rows(self, mq: Tensor, mkv: Tensor, mask: Tensor, pair_bias: Tensor) -> Tensor:
         """Queries ``[*, S, Q, c_m]``, keys ``[*, S, N_res, c_m]`` (the same tensor unless split by
@@ -83,6 +92,11 @@ class MSAColumnAttention(nn.Module):
 
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         return run_split(self, "columns", self._columns, m, msa_mask)
+
+    def add_to_(self, target: Tensor, m: Tensor, msa_mask: Tensor) -> Tensor:
+        """``target += self(m, msa_mask)`` in place, column chunk by column chunk (inference; ``target``
+        may be m). Returns ``target``."""
+        return run_split(self, "columns", self._columns, m, msa_mask, out=target, accumulate=True)
 
     def _columns(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         m = self.query_norm(m.transpose(-2, -3))  # [*, N_res, N_seq, c_m]

@@ -22,7 +22,8 @@ class OuterProductMean(nn.Module):
 
     ``chunk_size`` (memory policy) chunks the projections over MSA rows and the outer product
     ``[*, N_res, N_res, C, C]`` over its first residue axis i; device sharding gathers b piece by
-    piece along j (the declared ``also``).
+    piece along j (the declared ``also``). ``add_to_`` (inference) adds the update into z chunk by
+    chunk and keeps only b whole: each chunk projects its own columns of a.
     """
 
     memory_spec = declare(splits={
@@ -34,6 +35,11 @@ class OuterProductMean(nn.Module):
         "outer": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3,
                        also=Split("pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)),
                                   output=Shard(-2, columns=True))),
+        # in place: b alone; then rows i read the MSA columns m[:, i] (for a) and the whole of b
+        "project_right": Split("msa_row", (Shard(-3), Slice(-2)), output=-3,
+                               also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)),
+                                          output=Shard(-2, columns=True))),
+        "outer_from_msa": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3),
     })
     chunk_size: Optional[int] = None
 
@@ -48,6 +54,19 @@ class OuterProductMean(nn.Module):
     def forward(self, m: Tensor, msa_mask: Tensor) -> Tensor:
         a, b = run_split(self, "project", self._project, m, msa_mask)  # 2 x [*, N_seq, N_res, C]
         return run_split(self, "outer", self._outer, a, b, msa_mask, msa_mask)  # [*, N_res, N_res, c_z]
+
+    def add_to_(self, target: Tensor, m: Tensor, msa_mask: Tensor) -> Tensor:
+        """``target += self(m, msa_mask)`` in place, row chunk by row chunk (inference). Returns ``target``."""
+        b = run_split(self, "project_right", self._right, m, msa_mask)  # [*, N_seq, N_res, C]
+
+        def rows(mc: Tensor, b_: Tensor, mask_i: Tensor, mask: Tensor) -> Tensor:
+            a = self.left_projection(self.layer_norm_input(mc)) * mask_i[..., None]  # [*, N_seq, I, C]
+            return self._outer(a, b_, mask_i, mask)
+
+        return run_split(self, "outer_from_msa", rows, m, b, msa_mask, msa_mask, out=target, accumulate=True)
+
+    def _right(self, m: Tensor, msa_mask: Tensor) -> Tensor:
+        return self.right_projection(self.layer_norm_input(m)) * msa_mask[..., None]
 
     def _project(self, m: Tensor, msa_mask: Tensor) -> tuple[Tensor, Tensor]:
         m = self.layer_norm_input(m)

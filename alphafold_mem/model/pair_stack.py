@@ -11,7 +11,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..memory.axes import declare
-from .primitives import SharedDropout, Transition, residual
+from .primitives import SharedDropout, Transition, residual_update
 from .triangle import TriangleAttention, TriangleMultiplication
 
 
@@ -28,7 +28,8 @@ class PairStackUpdates(nn.Module):
         attention_first: the template pair stack's order (attention, then multiplication).
 
     Forward: z ``[*, N_res, N_res, c]``, pair_mask ``[*, N_res, N_res]``. Returns the updated z.
-    ``inplace`` (memory policy): residual updates in place when no gradient is recorded.
+    ``inplace`` (memory policy): residual updates in place, chunk by chunk, when no gradient is
+    recorded and dropout is off.
     """
 
     memory_spec = declare(seams=["inplace"])
@@ -57,8 +58,8 @@ class PairStackUpdates(nn.Module):
                       (self.triangle_attention_ending_node, self.dropout_col)]
         order = attentions + multiplications if self.attention_first else multiplications + attentions
         for update, dropout in order:
-            z = residual(z, dropout(update(z, pair_mask)), self.inplace)
-        return residual(z, self.pair_transition(z, pair_mask), self.inplace)
+            z = residual_update(z, update, dropout, z, pair_mask, inplace=self.inplace)
+        return residual_update(z, self.pair_transition, None, z, pair_mask, inplace=self.inplace)
 
 
 __all__ = ["PairStackUpdates"]

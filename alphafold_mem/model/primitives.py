@@ -94,6 +94,20 @@ def residual(x: Tensor, update: Tensor, inplace: bool = False) -> Tensor:
     return x + update
 
 
+def residual_update(x: Tensor, module: nn.Module, dropout: Optional[nn.Module], *args: Tensor,
+                    inplace: bool = False) -> Tensor:
+    """``x + dropout(module(*args))`` (a residual update of Alg. 6 / 16 / 18). With ``inplace``, no
+    gradient recorded and dropout inactive (eval), the module adds its update into ``x`` chunk by
+    chunk (``module.add_to_(x, *args)``): no update-sized buffer exists. Same values either way
+    (up to the summation order of the triangle multiplication's in-place path). A module sharded
+    across devices (``module.dap``, DAP) computes its update whole, then it is added in place."""
+    chunkwise = inplace and getattr(module, "dap", None) is None
+    if chunkwise and not torch.is_grad_enabled() and (dropout is None or not dropout.training or dropout.p == 0.0):
+        return module.add_to_(x, *args)
+    update = module(*args)
+    return residual(x, update if dropout is None else dropout(update), inplace)
+
+
 def mask_bias(mask: Tensor, inf: float = 1e9) -> Tensor:
     """Additive attention bias ``inf * (mask - 1)``: 0 where mask is 1, ``-inf`` where it is 0."""
     return (mask - 1.0) * inf
@@ -232,6 +246,11 @@ class Transition(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         return run_split(self, "rows", self._rows, x, mask)
+
+    def add_to_(self, target: Tensor, x: Tensor, mask: Tensor) -> Tensor:
+        """``target += self(x, mask)`` in place, row chunk by row chunk (inference; ``target`` may be
+        x). Returns ``target``."""
+        return run_split(self, "rows", self._rows, x, mask, out=target, accumulate=True)
 
     def _rows(self, x: Tensor, mask: Tensor) -> Tensor:
         x = self.layer_norm(x)

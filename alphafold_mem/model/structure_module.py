@@ -21,6 +21,7 @@ from ..geometry import all_atom
 from ..geometry.rigid import Rigid
 from ..precision import fp32_island, fp32_region
 from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
+from ..memory.chunking import estimating
 from .primitives import LayerNorm, Linear
 
 
@@ -28,14 +29,21 @@ class InvariantPointAttention(nn.Module):
     """Invariant point attention (Suppl. Alg. 22).
 
     Forward: s ``[*, N_res, c_s]``, z ``[*, N_res, N_res, c_z]``, frames (Rigid ``[*, N_res]``, nm),
-    mask ``[*, N_res]``. Returns ``[*, N_res, c_s]``. The output is invariant to a global rigid
+    mask ``[*, N_res]``, pair_norm: ``None`` if z is already normalised, else the LayerNorm to apply
+    to every chunk of z rows. Returns ``[*, N_res, c_s]``. The output is invariant to a global rigid
     motion applied to all frames.
+
+    ``chunk_size`` (memory policy) chunks the queries i: the pair bias, logits ``[*, H, I, N_res]``,
+    squared point distances ``[*, I, N_res, H, P_q]`` and the pair-weighted output exist for one
+    chunk of rows at a time (and, with ``pair_norm``, the normalised fp32 rows of z).
     """
 
-    # Output rows (queries) i read s, the frames and the mask at i, the pair rows z[i, :] and every
-    # residue's s, frames and mask (the keys). The result is per residue: every device holds it whole.
+    # rows i read the queries q_i (scalar and points, flattened), z rows i and the mask of i; keys,
+    # values, their points and the whole mask every chunk reads whole. The result is per residue:
+    # under device sharding every device holds it whole.
     memory_spec = declare(splits={"queries": Split(
-        "pair_row", (Slice(-2), Slice(-3), Slice(-2), Slice(-1), Shard(-3), WHOLE, WHOLE, WHOLE, WHOLE), output=Slice(-2))})
+        "pair_row", (Slice(-2), Slice(-2), Shard(-3), Slice(-1), WHOLE, WHOLE, WHOLE, WHOLE, WHOLE),
+        output=Slice(-2))})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int,
@@ -60,39 +68,36 @@ class InvariantPointAttention(nn.Module):
         p = p.movedim(-3, -1)  # [*, N_res, H, P, 3]
         return frames[..., None, None].apply(p)
 
-    def forward(self, s: Tensor, z: Tensor, frames: Rigid, mask: Tensor) -> Tensor:
-        rots, trans = frames.rots, frames.trans
-        return run_split(self, "queries", self._queries, s, rots, trans, mask, z, s, rots, trans, mask)
-
-    def _queries(self, s_q: Tensor, rots_q: Tensor, trans_q: Tensor, mask_q: Tensor, z: Tensor, s: Tensor,
-                 rots: Tensor, trans: Tensor, mask: Tensor) -> Tensor:
-        """Output rows I: queries s_q ``[*, I, c_s]``, their frames and mask, z rows ``[*, I, N_res, c_z]``;
-        keys s ``[*, N_res, c_s]``, frames, mask."""
+    def forward(self, s: Tensor, z: Tensor, frames: Rigid, mask: Tensor, pair_norm=None) -> Tensor:
         h, c = self.h, self.c
-        frames_q, frames = Rigid(rots_q, trans_q), Rigid(rots, trans)
-        q = self.q_scalar(s_q).unflatten(-1, (h, c))  # [*, I, H, C]
+        q = self.q_scalar(s).unflatten(-1, (h, c))  # [*, N_res, H, C]
         k, v = self.kv_scalar(s).unflatten(-1, (h, 2 * c)).split(c, dim=-1)  # 2 x [*, N_res, H, C]
-        q_pts = self._points(self.q_point_local, s_q, frames_q, self.pq)  # [*, I, H, Pq, 3]
+        q_pts = self._points(self.q_point_local, s, frames, self.pq)  # [*, N_res, H, Pq, 3]
         kv_pts = self._points(self.kv_point_local, s, frames, self.pq + self.pv)
         k_pts, v_pts = kv_pts.split([self.pq, self.pv], dim=-2)  # [*, N_res, H, Pq|Pv, 3]
+        gamma = F.softplus(self.trainable_point_weights) * math.sqrt(1.0 / (3 * self.pq * 9.0 / 2))  # [H]
 
-        scalar_w = math.sqrt(1.0 / (3 * c))
-        point_w = math.sqrt(1.0 / (3 * self.pq * 9.0 / 2))
-        logits = torch.einsum("...ihc,...jhc->...hij", q * scalar_w, k)  # [*, H, I, N_res]
-        d2 = ((q_pts[..., :, None, :, :, :] - k_pts[..., None, :, :, :, :]) ** 2).sum(-1)  # [*, I, J, H, Pq]
-        gamma = F.softplus(self.trainable_point_weights) * point_w  # [H]
-        logits = logits - 0.5 * (d2 * gamma[:, None]).sum(-1).movedim(-1, -3)  # [*, H, I, J]
-        logits = logits + math.sqrt(1.0 / 3) * self.attention_2d(z).movedim(-1, -3)
-        mask_2d = mask_q[..., :, None] * mask[..., None, :]
-        logits = logits - self.inf * (1.0 - mask_2d[..., None, :, :])
-        a = torch.softmax(logits, dim=-1)  # [*, H, I, N_res]
+        def rows(q_i, qp_i, z_i, mask_i, k, v, k_pts, v_pts, mask):  # one chunk of query rows i
+            q_i, qp_i = q_i.unflatten(-1, (h, c)), qp_i.unflatten(-1, (h, self.pq, 3))
+            z_i = z_i if pair_norm is None else pair_norm(z_i)
+            logits = torch.einsum("...ihc,...jhc->...hij", q_i * math.sqrt(1.0 / (3 * c)), k)  # [*, H, I, N_res]
+            d2 = ((qp_i[..., :, None, :, :, :] - k_pts[..., None, :, :, :, :]) ** 2).sum(-1)  # [*, I, J, H, Pq]
+            logits = logits - 0.5 * (d2 * gamma[:, None]).sum(-1).movedim(-1, -3)  # [*, H, I, J]
+            del d2
+            logits = logits + math.sqrt(1.0 / 3) * self.attention_2d(z_i).movedim(-1, -3)
+            mask_2d = mask_i[..., :, None] * mask[..., None, :]
+            logits = logits - self.inf * (1.0 - mask_2d[..., None, :, :])
+            a = torch.softmax(logits, dim=-1)  # [*, H, I, N_res]
+            o = torch.einsum("...hij,...jhc->...ihc", a, v)  # [*, I, H, C]
+            o_pt = torch.einsum("...hij,...jhpx->...ihpx", a, v_pts)  # [*, I, H, Pv, 3] global
+            o_pair = torch.einsum("...hij,...ijc->...ihc", a, z_i)  # [*, I, H, c_z]
+            return o.flatten(-2), o_pt.flatten(-3), o_pair.flatten(-2)
 
-        o = torch.einsum("...hij,...jhc->...ihc", a, v)  # [*, I, H, C]
-        o_pt = torch.einsum("...hij,...jhpx->...ihpx", a, v_pts)  # [*, I, H, Pv, 3] global
-        o_pt = frames_q[..., None, None].invert_apply(o_pt)  # local
-        o_norm = torch.sqrt(self.eps + (o_pt ** 2).sum(-1))  # [*, I, H, Pv]
-        o_pair = torch.einsum("...hij,...ijc->...ihc", a, z)  # [*, I, H, c_z]
-        feats = [o.flatten(-2), *[o_pt[..., i].flatten(-2) for i in range(3)], o_norm.flatten(-2), o_pair.flatten(-2)]
+        o, o_pt, o_pair = run_split(self, "queries", rows, q.flatten(-2), q_pts.flatten(-3), z, mask,
+                                    k, v, k_pts, v_pts, mask)
+        o_pt = frames[..., None, None].invert_apply(o_pt.unflatten(-1, (h, self.pv, 3)))  # local
+        o_norm = torch.sqrt(self.eps + (o_pt ** 2).sum(-1))  # [*, N_res, H, Pv]
+        feats = [o, *[o_pt[..., i].flatten(-2) for i in range(3)], o_norm.flatten(-2), o_pair]
         return self.output_projection(torch.cat(feats, dim=-1))
 
 
@@ -139,7 +144,7 @@ class StructureModule(nn.Module):
     """
 
     memory_spec = exempt("per-residue layers around invariant point attention (whose declaration covers the "
-                         "pair-sized part)")
+                         "pair-sized part: with a chunk size it also normalises z in fp32 one chunk of rows at a time)")
 
     def __init__(self, c_s: int, c_z: int, cfg: StructureModuleConfig):
         super().__init__()
@@ -162,15 +167,22 @@ class StructureModule(nn.Module):
             return self._forward(fp32_island(s), z, aatype, fp32_island(mask))
 
     def _forward(self, s: Tensor, z: Tensor, aatype: Tensor, mask: Tensor) -> dict[str, Tensor]:
-        z = self.pair_layer_norm(fp32_island(z))
+        pair_norm = lambda zc: self.pair_layer_norm(fp32_island(zc))  # noqa: E731
+        if self.invariant_point_attention.chunk_size is None:  # the reference: z normalised once
+            z, pair_norm = pair_norm(z), None
         s_initial = self.single_layer_norm(s)  # AF2: the angle resnet sees the normed input
         s = self.initial_projection(s_initial)
         frames = Rigid.identity(tuple(s.shape[:-1]), dtype=s.dtype, device=s.device)
         outs: dict[str, list[Tensor]] = {k: [] for k in
                                          ("frames", "sidechain_frames", "unnormalized_angles", "angles",
                                           "positions", "states")}
-        for _ in range(self.cfg.num_layers):
-            s = s + self.invariant_point_attention(s, z, frames, mask)
+        last = self.cfg.num_layers - 1
+        for layer in range(self.cfg.num_layers):
+            if estimating() and layer < last:  # the estimator's cut: the last layer peaks highest (it
+                # holds every earlier layer's outputs besides its own transients): only their outputs
+                self._estimated_outputs(outs, s)
+                continue
+            s = s + self.invariant_point_attention(s, z, frames, mask, pair_norm)
             s = self.attention_layer_norm(self.dropout(s))
             t = F.relu(self.transition[0](s))
             t = F.relu(self.transition[1](t))
@@ -190,3 +202,12 @@ class StructureModule(nn.Module):
         result = {k: torch.stack(v) for k, v in outs.items()}
         result["single"] = s
         return result
+
+    @staticmethod
+    def _estimated_outputs(outs: dict[str, list[Tensor]], s: Tensor) -> None:
+        """For the memory estimator: one skipped layer's outputs, allocated with their shapes."""
+        n = tuple(s.shape[:-1])
+        shapes = {"frames": n + (4, 4), "sidechain_frames": n + (8, 4, 4), "unnormalized_angles": n + (7, 2),
+                  "angles": n + (7, 2), "positions": n + (14, 3), "states": tuple(s.shape)}
+        for k, shape in shapes.items():
+            outs[k].append(s.new_empty(shape))

@@ -6,6 +6,10 @@ N_res]`` logits are the largest pair transient). The bias terms shared by all ro
 first, themselves in row chunks. The ending-node attention works on the transposed pair
 representation, so its rows are the pair columns of z; each class declares its steps, axes and
 whole operands in ``memory_spec``.
+
+Each class also has ``add_to_(target, z, pair_mask)``: ``target += update`` in place, chunk by chunk,
+for inference (no autograd); see :meth:`TriangleMultiplication.add_to_` for the one pair-sized
+buffer the multiplicative update needs.
 """
 
 from __future__ import annotations
@@ -19,14 +23,17 @@ from torch import Tensor
 import kernels
 
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
+from ..memory.chunking import estimating
+from ..memory.offload import host_bytes, offload_active, stream, to_host
 from .primitives import Attention, LayerNorm, Linear, mask_bias
 
 
 def _normalise_once(norm: LayerNorm, z: Tensor, chunk_size: Optional[int]) -> tuple[Callable[[Tensor], Tensor], Tensor]:
     """``(f, x)`` with ``f(x[rows]) == norm(z)[rows]``: unchunked, z is normalised once (``f`` is the
-    identity, as in the reference); chunked, each chunk normalises its own rows so no normalised
-    copy of the whole pair representation is kept."""
-    if chunk_size is None or chunk_size >= z.shape[-3]:
+    identity, as in the reference); chunked (``chunk_size`` 0 means: always per slice, as the
+    in-place paths do), each slice normalises its own rows so no normalised copy of the whole pair
+    representation is kept."""
+    if chunk_size is None or (chunk_size and chunk_size >= z.shape[-3]):
         return (lambda x: x), norm(z)
     return norm, z
 
@@ -49,7 +56,7 @@ class TriangleMultiplication(nn.Module):
     (:func:`kernels.triangle_multiplication`: no projection materialised, ``chunk_size`` unused).
     """
 
-    memory_spec = declare(seams=["kernel"], splits={
+    memory_spec = declare(splits={
         "project": Split("pair_row", (Shard(-3), Slice(-2)), output=-3, also=_POINTWISE_COLUMNS_MASKED),
         # outgoing: output rows i read a[i, :] and the whole of b; output columns j read b[j, :]
         # and the whole of a (and z at the output positions, for the gate)
@@ -59,8 +66,16 @@ class TriangleMultiplication(nn.Module):
         # read a[:, j] and the whole of b
         "incoming": Split("pair_row", (Replicate(rows=-3), Shard(-2, columns=True), Shard(-3)), output=-3, also=Split(
             "pair_column", (Shard(-2, columns=True), WHOLE, Shard(-2, columns=True)), output=Shard(-2, columns=True))),
-    })
+        # in place (add_to_): b alone, channel-first [*, C, N_res, N_res] (its rows are dim -2)
+        "project_right": Split("pair_row", (Shard(-3), Slice(-2)), output=-2),
+        # outgoing in place: output rows i read z rows i (for a and the gate) and the whole of b
+        "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Slice(-2)), output=-3),
+        # incoming in place: output columns j read z columns j (for a and the gate) and the whole of b
+        "incoming_inplace": Split("pair_column", (Shard(-2, columns=True), WHOLE, Slice(-1)),
+                                  output=Shard(-2, columns=True)),
+    }, seams=["kernel", "offload"])
     chunk_size: Optional[int] = None
+    offload: str = "none"
     kernel_impl: str = "reference"
 
     def __init__(self, c_z: int, c_hidden: int, outgoing: bool):
@@ -87,10 +102,13 @@ class TriangleMultiplication(nn.Module):
 
     def _project(self, z: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Gated projections of the normalised z: a, b ``[*, I, J, C]``."""
-        mask = pair_mask[..., None]
-        a = self.left_projection(z) * torch.sigmoid(self.left_gate(z)) * mask  # [*, I, J, C]
-        b = self.right_projection(z) * torch.sigmoid(self.right_gate(z)) * mask  # [*, I, J, C]
-        return a, b
+        return self._left(z, pair_mask), self._right(z, pair_mask)
+
+    def _left(self, z: Tensor, pair_mask: Tensor) -> Tensor:
+        return self.left_projection(z) * torch.sigmoid(self.left_gate(z)) * pair_mask[..., None]
+
+    def _right(self, z: Tensor, pair_mask: Tensor) -> Tensor:
+        return self.right_projection(z) * torch.sigmoid(self.right_gate(z)) * pair_mask[..., None]
 
     def _output(self, a: Tensor, b: Tensor, z: Tensor) -> Tensor:
         """Output rows from a, b and the normalised z rows."""
@@ -98,8 +116,72 @@ class TriangleMultiplication(nn.Module):
             x = torch.einsum("...ikc,...jkc->...ijc", a, b)
         else:
             x = torch.einsum("...kjc,...kic->...ijc", a, b)
-        x = self.output_projection(self.center_layer_norm(x))  # [*, I, N_res, c_z]
+        return self._finish(x, z)
+
+    def _finish(self, x: Tensor, z: Tensor) -> Tensor:
+        """Center LayerNorm, output projection and gate (by the normalised z at the same positions)."""
+        x = self.output_projection(self.center_layer_norm(x))  # [*, I, J, c_z]
         return x * torch.sigmoid(self.gating_linear(z))
+
+    # -- in place (inference) --------------------------------------------------------------------------
+    def add_to_(self, target: Tensor, z: Tensor, pair_mask: Tensor) -> Tensor:
+        """``target += self(z, pair_mask)`` in place, chunk by chunk, for inference (``target`` may be z).
+
+        Outgoing, output row i depends on every row of z through b (incoming: output column j on
+        every row of z), so b (``[*, C, N_res, N_res]``, channel-first so that every chunk's product
+        is one batched matmul without copying it) is computed first, in row chunks, and then each
+        chunk of output rows (incoming: columns) computes its own a and gate from its z rows
+        (columns) and is added at once. That buffer is the only pair-sized tensor besides z; with
+        ``offload="buffers"`` on an accelerator it is kept in host memory in row blocks and
+        streamed back for every chunk. Under ``kernels="triton"`` the fused kernel's update is
+        added whole. Returns ``target``.
+        """
+        if self.kernel_impl != "reference":  # the fused kernel materialises no projection; its update is added
+            return target.add_(self(z, pair_mask))
+        streamed = self.offload == "buffers" and offload_active(z.device)
+
+        def right(zc: Tensor, mc: Tensor) -> Tensor:  # [*, C, I, N_res]
+            b = self._right(self.layer_norm_input(zc), mc).movedim(-1, -3)
+            return to_host(b.contiguous()) if streamed else b
+
+        b = run_split(self, "project_right", right, z, pair_mask, collect=streamed)  # tensor, or host row blocks
+        if streamed and estimating():  # the estimator's loop cut computed two blocks: the rest, as host bytes
+            rest = (z.shape[-3] - sum(block.shape[-2] for block in b)) * b[-1].numel() // b[-1].shape[-2]
+            host_bytes(rest * b[-1].element_size())
+        step, rows = ("outgoing_inplace", self._outgoing_rows) if self.outgoing else \
+            ("incoming_inplace", self._incoming_columns)
+        run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True)
+        if streamed and estimating():
+            host_bytes(-rest * b[-1].element_size())
+        return target
+
+    def _outgoing_rows(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
+        """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (j), N_res (k)]`` or its host row blocks."""
+        zn = self.layer_norm_input(z)
+        a = self._left(zn, pair_mask).movedim(-1, -3)  # [*, C, I, k]
+        if isinstance(b, Tensor):
+            x = torch.matmul(a, b.transpose(-1, -2))  # [*, C, I, j]
+        else:  # b's row blocks are blocks of output columns j
+            x = a.new_empty(a.shape[:-1] + (zn.shape[-2],))
+            start = 0
+            for block in stream(b[:2] if estimating() else b, z.device):
+                x.narrow(-1, start, block.shape[-2]).copy_(torch.matmul(a, block.transpose(-1, -2)))
+                start += block.shape[-2]
+        return self._finish(x.movedim(-3, -1), zn)
+
+    def _incoming_columns(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
+        """Update columns from z columns ``[*, N_res, J, c_z]``; b ``[*, C, N_res (k), N_res (i)]`` or its host row blocks."""
+        zn = self.layer_norm_input(z)
+        a = self._left(zn, pair_mask).movedim(-1, -3).transpose(-1, -2)  # [*, C, J, k]
+        if isinstance(b, Tensor):
+            x = torch.matmul(a, b)  # [*, C, J, i]
+        else:  # b's row blocks are blocks of the summed index k
+            x, start = None, 0
+            for block in stream(b[:2] if estimating() else b, z.device):
+                part = torch.matmul(a.narrow(-1, start, block.shape[-2]), block)
+                x = part if x is None else x.add_(part)
+                start += block.shape[-2]
+        return self._finish(x.permute(*range(x.dim() - 3), -1, -2, -3), zn)  # [*, i, J, C]
 
 
 class TriangleAttention(nn.Module):
@@ -132,10 +214,21 @@ class TriangleAttention(nn.Module):
         self.attention = Attention(c_z, c_z, c_hidden, num_heads)
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
+        return self._run(z, pair_mask, None)
+
+    def add_to_(self, target: Tensor, z: Tensor, pair_mask: Tensor) -> Tensor:
+        """``target += self(z, pair_mask)`` in place, chunk by chunk (inference; ``target`` may be z:
+        each chunk of rows, or of columns for the ending node, reads only its own rows of z besides
+        the triangle bias, which is computed first). Returns ``target``."""
+        self._run(z, pair_mask, target)
+        return target
+
+    def _run(self, z: Tensor, pair_mask: Tensor, target: Optional[Tensor]) -> Tensor:
         if not self.starting:
             z, pair_mask = z.transpose(-2, -3), pair_mask.transpose(-1, -2)
+            target = None if target is None else target.transpose(-2, -3)
         node = "starting" if self.starting else "ending"
-        norm, z = _normalise_once(self.query_norm, z, self.chunk_size)
+        norm, z = _normalise_once(self.query_norm, z, self.chunk_size if target is None else 0)
         tri_bias = run_split(self, f"{node}_bias", lambda zc: self.feat_2d_weights(norm(zc)), z)  # [*, N_res, N_res, H]
 
         def rows(zq: Tensor, zkv: Tensor, mask_c: Tensor, bias: Tensor) -> Tensor:
@@ -145,5 +238,7 @@ class TriangleAttention(nn.Module):
             key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, I, 1, 1, N_res]
             return self.attention(q, kv, [key_bias, bias.movedim(-1, -3).unsqueeze(-4)])
 
+        if target is not None:
+            return run_split(self, f"{node}_rows", rows, z, z, pair_mask, tri_bias, out=target, accumulate=True)
         out = run_split(self, f"{node}_rows", rows, z, z, pair_mask, tri_bias)
         return out if self.starting else out.transpose(-2, -3)

@@ -11,12 +11,13 @@ import torch.nn as nn
 from ..memory.bind import bind_memory_policy, set_chunk_size
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
-from . import estimate
+from . import chooser, estimate
 
 
 class AutoChunk:
-    """Forward pre-hook of ``chunk_size="auto"``: picks the chunk size for each input size with
-    :func:`~alphafold_mem.planner.estimate.resolve_auto_chunk` (cached per size) and binds it."""
+    """Forward pre-hook of ``chunk_size="auto"``: picks the chunk size for each input with
+    :func:`~alphafold_mem.planner.chooser.resolve_auto_chunk` and binds it. Cached per (sizes, training
+    or inference, precision): a training step never reuses a choice made for a no-grad forward."""
 
     def __init__(self, policy: MemoryPolicy):
         self.policy = policy
@@ -26,11 +27,13 @@ class AutoChunk:
         batch = args[0] if args else kwargs["batch"]
         recycle_dim = args[1] if len(args) > 1 else kwargs.get("recycle_dim")
         sizes = estimate.batch_sizes(batch, recycle_dim)
-        if sizes not in self.cache:
+        training = torch.is_grad_enabled()
+        key = (sizes, training, self.policy.precision)
+        if key not in self.cache:
             device = batch["aatype"].device
-            self.cache[sizes] = estimate.resolve_auto_chunk(model.config, self.policy, *sizes,
-                                                            training=torch.is_grad_enabled(), device=device)
-        set_chunk_size(model, self.cache[sizes])
+            self.cache[key] = chooser.resolve_auto_chunk(model.config, self.policy, *sizes, training=training,
+                                                        device=device)
+        set_chunk_size(model, self.cache[key])
 
 
 def apply_memory_policy(model: nn.Module, policy: MemoryPolicy) -> nn.Module:

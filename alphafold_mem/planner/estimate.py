@@ -1,18 +1,29 @@
 """Predicting peak memory without allocating it: :func:`estimate_peak` runs the model under
 :class:`~torch._subclasses.fake_tensor.FakeTensorMode` (tensors carry shapes and dtypes, no data)
 with the same storage tracker that :func:`~alphafold_mem.memory.track_peak` uses on CPU, and adds the
-bytes of the parameters and inputs. ``chunk_size="auto"`` is resolved with it
-(:func:`resolve_auto_chunk`).
+bytes of the parameters and inputs.
 
-Shortcuts that do not change the prediction:
+Device: the prediction is for ``device``. On CPU host offload is a no-op, so nothing moves; for an
+accelerator (any other device type) the estimator simulates one
+(:func:`alphafold_mem.memory.offload.simulated_device`): what the policy parks in host memory leaves
+the count while it is there, and the host bytes are reported separately.
 
-* inference: every Evoformer-type block has the same memory profile, so the stacks run with at most
-  two blocks each and one recycling iteration (a later iteration holds the same recycled state the
-  first one creates); chunked ops run only their first chunk (:func:`first_chunk_only`);
+Shortcuts that do not change the prediction (the "full trace" runs without them; they agree to
+well under 1 %, ``tests/test_memory_estimate.py``):
+
+* inference: every Evoformer-type block has the same memory profile, so the stacks run with one
+  block each under in-place updates (two otherwise: the first block's inputs, still held by the
+  caller, are alive during the second) and one recycling iteration (a later iteration holds the
+  same recycled state the first one creates); every regular loop (chunks, low-memory attention's query/key blocks,
+  streamed templates and buffers) runs its first two iterations, and the structure module its
+  first and last layer with the outputs of the others allocated (:func:`first_chunk_only`). The
+  number of traced ops, hence the time, no longer grows with N_res;
 * training: forward and backward of a proxy loss (the squared outputs of the structure module and
   every head, a stand-in for the AF2 loss whose own transients are small), on the last recycling
   iteration only (earlier ones run without autograd and peak lower); the stacks run with one and
   two blocks and the peak is extrapolated linearly in the block counts (see :func:`estimate`).
+
+The fake model of a config is built once per process and re-bound for every policy.
 
 What the prediction is: the activation peak seen by the storage tracker (see
 :mod:`alphafold_mem.memory.tracking` for what it counts) plus parameters plus inputs. On CUDA the
@@ -21,8 +32,10 @@ caching allocator's rounding and fragmentation come on top (typically a few perc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import math
+import functools
+import threading
 from typing import Optional
 
 import torch
@@ -31,19 +44,23 @@ from torch import Tensor
 from ..config import ModelConfig, apply_overrides
 from ..memory.bind import bind_memory_policy
 from ..memory.chunking import first_chunk_only
+from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..memory.tracking import StorageTracker
 from ..model.alphafold import AlphaFold
+from .dap import bind_simulated
 
 
 @dataclasses.dataclass(frozen=True)
 class PeakEstimate:
-    """Predicted bytes: ``total = parameters + inputs + activations``."""
+    """Predicted bytes on the device: ``total = parameters + inputs + activations``; ``host``: the
+    most bytes parked in host memory at once (0 on CPU or without offload)."""
 
     parameters: int
     inputs: int
     activations: int
     chunk_size: Optional[int]
+    host: int = 0
 
     @property
     def total(self) -> int:
@@ -112,6 +129,7 @@ def _get(config: ModelConfig, path: str):
     return config
 
 
+@functools.lru_cache(maxsize=None)
 def parameter_bytes(config: ModelConfig, dtype: torch.dtype = torch.float32) -> int:
     """Bytes of the model's parameters (built on the meta device, nothing allocated)."""
     with torch.device("meta"):
@@ -119,37 +137,57 @@ def parameter_bytes(config: ModelConfig, dtype: torch.dtype = torch.float32) -> 
     return sum(p.numel() for p in model.parameters()) * torch.empty((), dtype=dtype).element_size()
 
 
-def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                     n_templ: int, training: bool, dtype: torch.dtype, dap: int = 1) -> tuple[int, int]:
-    """(inputs, activation peak) of one fake run of ``config`` exactly as given (``dap > 1``: of one
-    device of a simulated DAP group)."""
+_fakes = threading.local()
+
+
+def _fake_model(config: ModelConfig, dtype: torch.dtype):
+    """``(mode, model)``: one FakeTensorMode per thread and the fake model of ``config`` in it,
+    built once (rebinding a policy changes no parameter)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with torch.device("meta"):
-        model = AlphaFold(config).to(dtype)  # no initialisation runs on data: it is never read
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        model = model.to_empty(device="cpu")
+    if not hasattr(_fakes, "mode"):
+        _fakes.mode, _fakes.models = FakeTensorMode(allow_non_fake_inputs=True), {}
+    key = (config, dtype)
+    if key not in _fakes.models:
+        with torch.device("meta"):
+            model = AlphaFold(config).to(dtype)  # no initialisation runs on data: it is never read
+        with _fakes.mode:
+            _fakes.models[key] = model.to_empty(device="cpu")
+    return _fakes.mode, _fakes.models[key]
+
+
+def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
+                     n_templ: int, training: bool, dtype: torch.dtype, device: str,
+                     cut: bool = True, dap: int = 1) -> tuple[int, int, int]:
+    """(inputs, activation peak, host peak) of one fake run of ``config`` exactly as given (``cut``:
+    with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group)."""
+    mode, model = _fake_model(config, dtype)
+    with mode:
         bind_memory_policy(model, policy)
-        if dap > 1:
-            from .dap import bind_simulated
-            bind_simulated(model, dap, training)
+        bind_simulated(model, dap, training)  # dap 1: removes the cached model's earlier binding
         model.train(training)
+        model.zero_grad(set_to_none=True)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
         tracker = StorageTracker()
-        with torch.set_grad_enabled(training), first_chunk_only(), tracker:
+        sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
+        cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
+        grad = torch.enable_grad() if training else torch.inference_mode()
+        with grad, cut_loops, sim, tracker:
             out = model(batch)
             if training:
                 proxy_loss(out).backward()
             del out
-    return inputs, tracker.peak
+        model.zero_grad(set_to_none=True)
+    return inputs, tracker.peak, tracker.host_peak
 
 
-def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int = 0,
-             training: bool = False, dtype: torch.dtype = torch.float32, exact: bool = True,
-             dap: int = 1) -> PeakEstimate:
-    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (``dap``: per device
-    of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
+def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
+                       n_templ: int = 0, training: bool = False, dtype: torch.dtype = torch.float32,
+                       exact: bool = True, device: torch.device | str = "cpu",
+                       full_trace: bool = False, dap: int = 1) -> PeakEstimate:
+    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (cached per arguments;
+    ``dap``: per device of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
 
     Block counts: inference runs at most two blocks per stack (every block has the same profile).
     Training runs the full stacks unless ``exact=False``: then the stacks run with one block and,
@@ -157,50 +195,73 @@ def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_
     exact when the peak is set by what grows with the blocks (saved activations, checkpoint
     boundaries) at one and two blocks already, and an underestimate when a fixed transient sets it
     there but the growing part dominates at the real count (seen with bf16 checkpointed training).
+    ``full_trace=True`` runs every block, chunk and layer (the reference for the shortcuts; slow at
+    large N_res).
+
+    Raises:
+        ValueError: ``policy.chunk_size == "auto"`` (resolve it first: :func:`alphafold_mem.planner.resolve_auto_chunk`).
     """
     if policy.chunk_size == "auto":
-        chunk = resolve_auto_chunk(config, policy, n_res, n_seq, n_extra_seq, n_templ, training=training)
-        policy = policy.replace(chunk_size=chunk)
+        raise ValueError("estimate_breakdown needs a concrete chunk size; resolve chunk_size='auto' first "
+                         "(alphafold_mem.planner.resolve_auto_chunk)")
+    dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
+    return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace,
+                     dap)
+
+
+@functools.lru_cache(maxsize=4096)
+def _estimate(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int,
+              training: bool, dtype: torch.dtype, exact: bool, device: str, full_trace: bool,
+              dap: int = 1) -> PeakEstimate:
     params = parameter_bytes(config, dtype)
     config = apply_overrides(config, {"num_recycles": 0})
     stacks = [p for p in _STACKS if p != _STACKS[2] or config.template.enabled]
     counts = {p: _get(config, p) for p in stacks}
-    args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, dap)
+    args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, device)
     segments = (policy.checkpoint_evoformer, policy.checkpoint_extra_msa, policy.checkpoint_template)
-    if not training:
-        inputs, act = _activation_peak(apply_overrides(config, {p: min(n, 2) for p, n in counts.items()}), policy, *args)
+    if full_trace:
+        inputs, act, host = _activation_peak(config, policy, *args, cut=False, dap=dap)
+    elif not training:  # in place every block repeats the first; otherwise the first block's inputs,
+        # still held by the caller, make the second one peak higher than the first
+        blocks = 1 if policy.inplace and dap == 1 else 2  # under DAP updates are not added in place
+        cut = apply_overrides(config, {p: min(n, blocks) for p, n in counts.items()})
+        inputs, act, host = _activation_peak(cut, policy, *args, dap=dap)
     elif exact or max(segments) > 1 or max(counts.values()) <= 2:
-        inputs, act = _activation_peak(config, policy, *args)
+        inputs, act, host = _activation_peak(config, policy, *args, dap=dap)
     else:
         ones = {p: 1 for p in stacks}
-        inputs, base = _activation_peak(apply_overrides(config, ones), policy, *args)
+        inputs, base, host = _activation_peak(apply_overrides(config, ones), policy, *args, dap=dap)
         act = base
         for p, n in counts.items():
             if n > 1:
-                _, two = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args)
+                _, two, _ = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args, dap=dap)
                 act += (n - 1) * (two - base)
-    return PeakEstimate(params, inputs, act, policy.chunk_size)
+    return PeakEstimate(params, inputs, act, policy.chunk_size, host)
 
 
 def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                  n_templ: int = 0, training: bool = False, dap: int = 1) -> int:
+                  n_templ: int = 0, training: bool = False, device: torch.device | str = "cpu",
+                  dap: int = 1) -> int:
     """Predicted peak bytes of one forward (``training=False``, no autograd) or one training step
-    (forward + backward, ``training=True``) of ``AlphaFold(config)`` under ``policy``, without
-    allocating the memory (FakeTensorMode; see the module docstring for what is counted).
+    (forward + backward, ``training=True``) of ``AlphaFold(config)`` under ``policy`` on ``device``,
+    without allocating the memory (FakeTensorMode; see the module docstring for what is counted).
 
     Args:
         config: the model config (e.g. ``model_config("model_1")``).
-        policy: the memory policy; ``chunk_size="auto"`` is resolved first.
+        policy: the memory policy, with a concrete chunk size.
         n_res, n_seq, n_extra_seq, n_templ: N_res, N_seq (MSA clusters), N_extra, N_templ.
         training: forward + backward instead of an inference forward.
         dap: the peak of one device when ``dap`` devices share the protein (dynamic axial
             parallelism; communication buffers included). Every device holds the parameters and the
             input features whole.
+        device: ``"cpu"`` (host offload is a no-op) or an accelerator (``"cuda"``: offload simulated).
 
     Returns:
-        Peak bytes: parameters + inputs + activations (activations include gradients in training).
+        Peak bytes on the device: parameters + inputs + activations (activations include gradients
+        in training).
     """
-    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dap=dap).total
+    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device,
+                              dap=dap).total
 
 
 def available_memory(device: torch.device | str | None = None) -> int:
@@ -218,31 +279,5 @@ def available_memory(device: torch.device | str | None = None) -> int:
     raise RuntimeError("cannot determine free host memory; set MemoryPolicy.max_memory")
 
 
-def chunk_candidates(n_res: int, n_seq: int, n_extra_seq: int) -> list[Optional[int]]:
-    """``None`` (no chunking), then powers of two from the largest axis down to 1."""
-    top = max(n_res, n_seq, n_extra_seq, 1)
-    return [None] + [2 ** k for k in range(int(math.log2(top)), -1, -1) if 2 ** k < top]
-
-
-def resolve_auto_chunk(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                       n_templ: int = 0, training: bool = False,
-                       device: torch.device | str | None = None) -> Optional[int]:
-    """The largest chunk size (``None`` = unchunked first) whose predicted peak fits the budget.
-
-    Budget: ``policy.max_memory`` bytes for the whole peak (parameters and inputs included); if it is
-    ``None``, the free memory of ``device`` for the activations (parameters and inputs are already
-    resident). Falls back to 1 (the smallest) when nothing fits.
-    """
-    base = policy.replace(chunk_size=None)
-    for chunk in chunk_candidates(n_res, n_seq, n_extra_seq):
-        est = estimate_breakdown(config, base.replace(chunk_size=chunk), n_res, n_seq, n_extra_seq, n_templ, training)
-        if policy.max_memory is not None:
-            if est.total <= policy.max_memory:
-                return chunk
-        elif est.activations <= available_memory(device):
-            return chunk
-    return 1
-
-
-__all__ = ["PeakEstimate", "available_memory", "batch_sizes", "chunk_candidates", "estimate_breakdown", "estimate_peak",
-           "feature_batch", "parameter_bytes", "proxy_loss", "resolve_auto_chunk"]
+__all__ = ["PeakEstimate", "available_memory", "batch_sizes", "estimate_breakdown", "estimate_peak", "feature_batch",
+           "parameter_bytes", "proxy_loss"]

@@ -34,7 +34,9 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from ..memory.policy import MemoryPolicy
 from ..precision import PRECISIONS
+from . import preflight
 from .outputs import output_paths, write_json, write_target_outputs
 from .parallel import Parallel
 from .targets import PredictError, Target, collect_targets
@@ -116,29 +118,6 @@ def _resolve_device(device: str) -> torch.device:
     return dev
 
 
-def _memory_policy(memory_policy, precision: str, chunk_size, low_memory: bool):
-    from ..memory import MemoryPolicy
-
-    if memory_policy is not None:
-        if precision != "fp32" or chunk_size is not None or low_memory:
-            raise PredictError("give either memory_policy or precision/chunk_size/low_memory, not both")
-        if not isinstance(memory_policy, MemoryPolicy):
-            raise PredictError(f"memory_policy must be a MemoryPolicy, got {type(memory_policy).__name__}")
-        return memory_policy
-    if isinstance(chunk_size, str) and chunk_size != "auto":
-        try:
-            chunk_size = int(chunk_size)
-        except ValueError:
-            raise PredictError(f"--chunk-size {chunk_size!r}: expected a positive integer or 'auto'") from None
-    try:
-        if low_memory:
-            extra = {} if chunk_size is None else {"chunk_size": chunk_size}
-            return MemoryPolicy.low_memory_inference(precision=precision, **extra)
-        return MemoryPolicy.reference(precision=precision, chunk_size=chunk_size)
-    except ValueError as exc:
-        raise PredictError(f"memory options: {exc}") from None
-
-
 def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
     """One empty template (``template_mask`` 0) for template-enabled models run without templates,
     as AF2 pads missing templates: its pair update is multiplied by 0 and its MSA row is masked."""
@@ -162,7 +141,8 @@ def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
 def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = False, weights=None,
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
-            low_memory: bool = False, memory_policy=None, track_memory: bool = True,
+            low_memory: bool = False, memory_policy="auto", max_memory: Optional[int] = None,
+            track_memory: bool = True,
             log: Optional[Callable[[str], None]] = None, debug: bool = False, pipeline=None,
             dap: int = 1) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
@@ -188,8 +168,13 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             chunk whose predicted peak fits the free device memory); results equal unchunked ones.
         low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
             unless ``chunk_size`` is given, in-place updates, offload of idle representations on GPU).
-        memory_policy: a :class:`alphafold_mem.MemoryPolicy` to use as is (then ``precision``,
-            ``chunk_size`` and ``low_memory`` must be left at their defaults).
+        memory_policy: ``"auto"`` (default: before each target the pre-flight picks the fastest
+            policy predicted to fit, :mod:`alphafold_mem.predict.preflight`), a preset name
+            (``"reference"``, ``"low_memory_inference"``) or a :class:`alphafold_mem.MemoryPolicy`
+            (then ``chunk_size`` and ``low_memory`` must be left at their defaults). A given
+            ``chunk_size`` or ``low_memory`` also fixes the policy. Either way a target whose predicted
+            peak does not fit fails at once, before any model work, and the others still run.
+        max_memory: the memory budget in bytes (default: the device's free memory plus the weights).
         track_memory: on CPU, measure the forward's activation peak with
             :func:`alphafold_mem.memory.track_peak` (a dispatch mode that slows the CPU forward; CUDA
             measurements are free and always on).
@@ -214,7 +199,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         raise PredictError("--single-sequence cannot be combined with --msa/--msa-dir")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
-    policy = _memory_policy(memory_policy, precision, chunk_size, low_memory)
+    request = preflight.policy_request(memory_policy, precision, chunk_size, low_memory)
+    policy = MemoryPolicy(precision=precision) if request == "auto" else request
     par, dev, log = Parallel.start(dap, _resolve_device(device), log)
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
@@ -279,9 +265,11 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         apply_memory_policy(model, policy)
         par.bind(model)
         cfg = model.config
+        budget = preflight.device_budget(dev, cfg, max_memory)
         log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
-            f"memory policy {policy.name}, {cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
+            f"memory policy {'auto' if request == 'auto' else policy.name}, budget {budget / 1e9:.1f} GB, "
+            f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
 
     # 4. Targets.
     by_name = {t.name: TargetResult(name=t.name, length=len(t.sequence), msa_depth=t.msa_depth, order=t.order)
@@ -295,6 +283,15 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
+            # before any model work: a target predicted not to fit fails here, the others still run
+            fit = preflight.check(cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request,
+                                  precision, dev, budget, dap=par.dap)
+            if not fit.fits:
+                raise preflight.DoesNotFit(fit.message)
+            if fit.policy != policy:
+                policy = fit.policy
+                apply_memory_policy(model, policy)
+                par.bind(model)
             _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
             if par.active:  # ... except under DAP: the other ranks would wait for this one
@@ -357,16 +354,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     batch = stages.run(f"{t.name}/features", features)
     r.msa_depth = t.msa_depth
     batch = {k: v.to(dev) for k, v in batch.items()}
-    chunk_note = policy.chunk_size
-    if policy.chunk_size == "auto":
-        # Resolve here rather than in the model's pre-hook: the choice is reported, and the estimator's
-        # fake-tensor run stays outside the CPU peak tracker.
-        from ..planner import apply_memory_policy, batch_sizes, resolve_auto_chunk
-
-        chosen = stages.run(f"{t.name}/auto_chunk", lambda: resolve_auto_chunk(
-            cfg, policy, *batch_sizes(batch), training=False, device=dev))
-        apply_memory_policy(model, policy.replace(chunk_size=chosen))
-        chunk_note = f"auto -> {chosen}"
+    chunk_note = policy.chunk_size  # concrete: the pre-flight resolved chunk_size="auto"
 
     def forward():
         torch.manual_seed(seed)
@@ -394,7 +382,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
                 if t.msa_files else "single-sequence")
     method = (f"weights {os.path.basename(weights_path)} ({loaded.format}, preset {cfg.preset}); {msa_note}; "
               f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy.name}"
-              + (f" (chunk size {chunk_note})" if policy.chunk_size == "auto" else ""))
+              + (f" (chunk size {chunk_note})" if chunk_note is not None else ""))
     scores = {
         "id": t.name, "description": t.description, "source": t.source, "sequence": t.sequence,
         "length": len(t.sequence),
@@ -435,6 +423,8 @@ def _previous_mean_plddt(path: str) -> Optional[float]:
 def _failure_message(t: Target, exc: BaseException) -> str:
     from ..data import InputError
 
+    if isinstance(exc, preflight.DoesNotFit):
+        return f"{t.source}: record '{t.name}': does not fit: {exc}"
     cpu_oom = isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or cpu_oom:
         return (f"{t.source}: record '{t.name}': out of memory at {len(t.sequence)} residues "

@@ -1,0 +1,250 @@
+"""The one chooser: which memory policy (and chunk size) to run, given sizes and a memory budget.
+
+``chunk_size="auto"`` (:func:`resolve_auto_chunk`, the :class:`~alphafold_mem.planner.bind.AutoChunk`
+hook), ``alphafold-mem memory-plan`` and predict's pre-flight all call :func:`choose` on candidate
+lists built here: the same chunk sizes (:func:`chunk_candidates`), the same policy ladder
+(:func:`policy_candidates`), the same estimates (:func:`~alphafold_mem.planner.estimate.estimate_breakdown`,
+cached per config, policy, sizes, training or inference, precision and device).
+
+Candidates are ordered from the fastest to the slowest (a fixed cost order: unchunked before
+chunked, larger chunks before smaller, less offload before more; precision is the caller's
+choice, as it changes the results). :func:`choose` returns the first that fits. Within a run of
+candidates that differ only in chunk size it bisects (the peak falls with the chunk size), so a
+choice costs a handful of estimates, not one per candidate. When nothing fits it says so: the
+:class:`Choice` carries the smallest predicted need and the budget, and :func:`resolve_auto_chunk`
+warns and takes the smallest-peak chunk instead of silently using chunk 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from typing import Optional, Sequence
+
+import torch
+
+from ..config import ModelConfig
+from ..memory.policy import MemoryPolicy
+from .estimate import PeakEstimate, estimate_breakdown
+
+#: Default largest chunk the chooser considers (``MemoryPolicy.max_chunk_size`` overrides it).
+MAX_CHUNK_SIZE = 256
+#: Smallest chunk considered: below it the per-chunk overhead grows and the peak hardly falls.
+MIN_CHUNK_SIZE = 4
+
+
+class InsufficientMemoryWarning(UserWarning):
+    """``chunk_size="auto"`` found no chunk size whose predicted peak fits the budget."""
+
+
+def chunk_candidates(n_max: int, max_chunk_size: Optional[int] = None) -> list[Optional[int]]:
+    """``None`` (no chunking), then powers of two below the largest axis ``n_max``, from
+    ``max_chunk_size`` (default :data:`MAX_CHUNK_SIZE`) down to :data:`MIN_CHUNK_SIZE`."""
+    top = min(max_chunk_size or MAX_CHUNK_SIZE, max(n_max - 1, 1))
+    chunks, c = [], MIN_CHUNK_SIZE
+    while c <= top:
+        chunks.append(c)
+        c *= 2
+    return [None] + chunks[::-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A policy to try: ``label`` for tables, ``group`` names a run of candidates that differ only
+    in chunk size (bisected)."""
+
+    label: str
+    policy: MemoryPolicy
+    group: str = ""
+
+
+def policy_candidates(training: bool, precision: str, n_max: int, max_chunk_size: Optional[int] = None,
+                      device: torch.device | str = "cuda") -> list[Candidate]:
+    """The policy ladder, fastest first, all in ``precision``.
+
+    Inference: the reference; in place and unchunked (templates streamed, head logits reduced);
+    then ``low_memory_inference`` at every chunk size with offload ``"none"``, then, on an
+    accelerator, ``"idle"`` and ``"buffers"`` (on CPU offload moves nothing). The last candidate
+    has the smallest peak.
+    Training: the reference; ``training()`` without checkpointing, with per-block and per-update
+    checkpointing; then ``training()`` at every chunk size.
+    """
+    chunks = [c for c in chunk_candidates(n_max, max_chunk_size) if c is not None]
+    if training:
+        no_ckpt = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
+        rows = [Candidate("reference", MemoryPolicy.reference()),
+                Candidate("training, no checkpointing", MemoryPolicy.training(**no_ckpt)),
+                Candidate("training (checkpoint per block)", MemoryPolicy.training()),
+                Candidate("training, checkpoint per update", MemoryPolicy.training(checkpoint_granularity="update"))]
+        rows += [Candidate(f"training, chunk {c}", MemoryPolicy.training(chunk_size=c), "training") for c in chunks]
+    else:
+        rows = [Candidate("reference", MemoryPolicy.reference()),
+                Candidate("in place, unchunked",
+                          MemoryPolicy(inplace=True, templates="streamed", head_logits="drop"))]
+        levels = ("none",) if torch.device(device).type == "cpu" else ("none", "idle", "buffers")
+        for offload in levels:
+            rows += [Candidate(f"low_memory_inference, chunk {c}, offload {offload}",
+                               MemoryPolicy.low_memory_inference(chunk_size=c, offload=offload), offload)
+                     for c in chunks]
+    return [dataclasses.replace(r, policy=r.policy.replace(precision=precision)) for r in rows]
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One evaluated candidate."""
+
+    candidate: Candidate
+    estimate: PeakEstimate
+    fits: bool
+
+    def as_dict(self, dap: int = 1) -> dict:
+        """The ``memory-plan --json`` row."""
+        p = self.candidate.policy
+        return {"policy": self.candidate.label, "precision": p.precision, "chunk_size": p.chunk_size, "dap": dap,
+                "peak_bytes": int(self.estimate.total), "fits": bool(self.fits)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What :func:`choose` found: every evaluated row (in ladder order), the budget (bytes) and the
+    chosen row (``None``: nothing fits)."""
+
+    rows: tuple[Row, ...]
+    budget: int
+    chosen: Optional[Row]
+
+    @property
+    def policy(self) -> Optional[MemoryPolicy]:
+        return None if self.chosen is None else self.chosen.candidate.policy
+
+    @property
+    def smallest(self) -> Row:
+        """The evaluated row with the smallest predicted peak."""
+        return min(self.rows, key=lambda r: r.estimate.total)
+
+    def shortfall(self) -> str:
+        """One sentence for when nothing fits: the smallest predicted need and the budget."""
+        best = self.smallest
+        return (f"predicted need {best.estimate.total / 1e9:.2f} GB at best ({best.candidate.label}), "
+                f"budget {self.budget / 1e9:.2f} GB")
+
+
+def choose(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int, budget: int,
+           candidates: Sequence[Candidate], *, training: bool = False, device: torch.device | str = "cuda",
+           evaluate_all: bool = False, frugal_last: bool = False, dap: int = 1) -> Choice:
+    """The first candidate (in the given, fastest-first order) whose predicted total peak
+    (parameters + inputs + activations, on ``device``) is at most ``budget`` bytes.
+
+    Consecutive candidates with the same non-empty ``group`` differ only in chunk size (largest
+    first): they are bisected on the assumption that the peak falls with the chunk size.
+    ``frugal_last``: the last candidate has the smallest peak, so it is estimated first and, if it
+    does not fit, nothing else is. ``evaluate_all`` estimates every candidate (tables). ``dap``:
+    the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
+    """
+    dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
+    return _choose(config, n_res, n_seq, n_extra_seq, n_templ, int(budget), tuple(candidates), training, dev,
+                   evaluate_all, frugal_last, dap)
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all,
+            frugal_last, dap=1) -> Choice:
+    rows: dict[int, Row] = {}
+
+    def row(i: int) -> Row:
+        if i not in rows:
+            est = estimate_breakdown(config, candidates[i].policy, n_res, n_seq, n_extra_seq, n_templ, training,
+                                     device=device, dap=dap)
+            rows[i] = Row(candidates[i], est, est.total <= budget)
+        return rows[i]
+
+    chosen = None
+    i = 0
+    if frugal_last and not evaluate_all and not row(len(candidates) - 1).fits:
+        i = len(candidates)  # not even the most frugal fits
+    while i < len(candidates):
+        group = candidates[i].group
+        j = i + 1
+        while group and j < len(candidates) and candidates[j].group == group:
+            j += 1
+        if evaluate_all:
+            for k in range(i, j):
+                row(k)
+            fitting = [k for k in range(i, j) if rows[k].fits]
+            if chosen is None and fitting:
+                chosen = rows[fitting[0]]
+        elif row(j - 1).fits:  # the smallest chunk of the run fits: bisect for the largest that does
+            lo, hi = i, j - 1  # invariant: hi fits; everything before lo does not
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if row(mid).fits:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            chosen = rows[hi]
+            break
+        i = j
+    ordered = tuple(rows[k] for k in sorted(rows))
+    return Choice(ordered, budget, chosen)
+
+
+def resolve_auto_chunk(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
+                       n_templ: int = 0, training: bool = False, device: torch.device | str | None = None,
+                       budget: Optional[int] = None) -> Optional[int]:
+    """The chunk size for ``chunk_size="auto"``: the largest of :func:`chunk_candidates` (``None``,
+    unchunked, first; at most ``policy.max_chunk_size``) whose predicted peak fits the budget.
+
+    Budget (total bytes): ``budget`` if given, else ``policy.max_memory``, else the free memory of
+    ``device`` plus the parameters (already resident there). When nothing fits, an
+    :class:`InsufficientMemoryWarning` names the need and the budget and the chunk with the smallest
+    predicted peak is returned (not blindly the smallest chunk).
+    """
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if budget is None:
+        budget = policy.max_memory
+    if budget is None:
+        from .estimate import available_memory, parameter_bytes
+
+        budget = available_memory(dev) + parameter_bytes(config)
+    n_max = max(n_res, n_seq, n_extra_seq, 1)
+    candidates = [Candidate(f"chunk {c}", policy.replace(chunk_size=c), "chunks" if c else "")
+                  for c in chunk_candidates(n_max, policy.max_chunk_size)]
+    choice = choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev)
+    if choice.chosen is not None:
+        return choice.policy.chunk_size
+    choice = choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev,
+                    evaluate_all=True)
+    warnings.warn(f"chunk_size='auto': no chunk size fits N_res {n_res}, N_seq {n_seq}, N_extra {n_extra_seq} "
+                  f"({'training' if training else 'inference'}, {policy.precision}): {choice.shortfall()}; "
+                  f"using the smallest-peak one ({choice.smallest.candidate.label})",
+                  InsufficientMemoryWarning, stacklevel=2)
+    return choice.smallest.candidate.policy.chunk_size
+
+
+def max_length(config: ModelConfig, budget: int, precision: str, n_seq: int, n_extra_seq: int, n_templ: int,
+               device: torch.device | str = "cuda", policy: Optional[MemoryPolicy] = None,
+               upper: int = 100_000) -> tuple[int, Optional[Row]]:
+    """The largest N_res whose inference fits ``budget`` bytes under ``policy`` (default: the most
+    frugal candidate of :func:`policy_candidates`, the last), by bisection on N_res in
+    [16, ``upper``]. Returns ``(N_res, row at that N_res)``; ``(0, None)`` if not even 16 fits."""
+    def row(n: int) -> Row:
+        p = policy or policy_candidates(False, precision, n)[-1].policy
+        est = estimate_breakdown(config, p.replace(precision=precision), n, n_seq, n_extra_seq, n_templ,
+                                 device=device)
+        return Row(Candidate(p.name, p), est, est.total <= budget)
+
+    lo, hi = 16, upper
+    if not row(lo).fits:
+        return 0, None
+    while lo < hi:  # invariant: lo fits
+        mid = (lo + hi + 1) // 2
+        if row(mid).fits:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo, row(lo)
+
+
+__all__ = ["Candidate", "Choice", "InsufficientMemoryWarning", "MAX_CHUNK_SIZE", "MIN_CHUNK_SIZE", "Row",
+           "choose", "chunk_candidates", "max_length", "policy_candidates", "resolve_auto_chunk"]

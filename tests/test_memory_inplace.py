@@ -1,0 +1,244 @@
+"""The low-memory inference paths equal the reference: updates added in place chunk by chunk
+(``add_to_``), the triangle multiplication's one-buffer path (also with its buffer streamed from host
+memory), streamed templates (online softmax; outputs and gradients), query-chunked invariant point
+attention, row-chunked heads and embedders, host parking. fp32 on CPU, sizes that the chunk sizes do
+not divide, masks with both values."""
+
+import pytest
+import torch
+
+from alphafold_mem import MemoryPolicy, apply_memory_policy
+from alphafold_mem.memory import chunked
+from alphafold_mem.memory.offload import Parked, offload_active, simulated_device, stream, to_host
+from alphafold_mem.memory.tracking import StorageTracker
+from alphafold_mem.model.embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
+from alphafold_mem.model.heads import DistogramHead, PredictedAlignedErrorHead, compute_ptm
+from alphafold_mem.model.msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
+from alphafold_mem.model.outer_product_mean import OuterProductMean
+from alphafold_mem.model.primitives import Transition
+from alphafold_mem.model.template_attention import TemplatePointwiseAttention
+from alphafold_mem.model.triangle import TriangleAttention, TriangleMultiplication
+
+N, S, C = 13, 5, 8
+TOL = 1e-5
+
+
+def _perturbed(module, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    return module
+
+
+def _inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(1, N, N, C, generator=g)
+    pm = (torch.rand(1, N, N, generator=g) > 0.2).float()
+    pm[:, -2:] = 0
+    m = torch.randn(1, S, N, C, generator=g)
+    mm = (torch.rand(1, S, N, generator=g) > 0.2).float()
+    mm[:, :, -2:] = 0
+    return z, pm, m, mm
+
+
+def _cases():
+    z, pm, m, mm = _inputs()
+    return [  # (name, module, target, forward args)
+        ("tri_mul_out", TriangleMultiplication(C, 6, outgoing=True), z, (z, pm)),
+        ("tri_mul_in", TriangleMultiplication(C, 6, outgoing=False), z, (z, pm)),
+        ("tri_att_start", TriangleAttention(C, 4, 2, starting=True), z, (z, pm)),
+        ("tri_att_end", TriangleAttention(C, 4, 2, starting=False), z, (z, pm)),
+        ("pair_transition", Transition(C, 2), z, (z, pm)),
+        ("msa_row", MSARowAttentionWithPairBias(C, C, 4, 2), m, (m, z, mm)),
+        ("msa_col", MSAColumnAttention(C, 4, 2), m, (m, mm)),
+        ("msa_col_global", MSAColumnGlobalAttention(C, 4, 2), m, (m, mm)),
+        ("opm", OuterProductMean(C, C, 3), z, (m, mm)),
+    ]
+
+
+@pytest.mark.parametrize("attention", ["reference", "chunked"])
+def test_add_to_equals_residual_update(attention):
+    """``target.add_to_`` (in place, chunk by chunk, the target may be the input) == target + forward."""
+    for name, op, target, args in _cases():
+        _perturbed(op)
+        apply_memory_policy(op, MemoryPolicy())
+        with torch.no_grad():
+            ref = target + op(*args)
+            for cs in (None, 1, 4, 6):
+                apply_memory_policy(op, MemoryPolicy(chunk_size=cs, attention=attention, attention_chunks=(5, 4)))
+                args_c = tuple(a.clone() for a in args)
+                target_c = args_c[0] if target is args[0] else target.clone()
+                out = op.add_to_(target_c, *args_c)
+                assert out is target_c, name
+                assert (out - ref).abs().max().item() <= TOL, (name, cs)
+
+
+@pytest.mark.parametrize("outgoing", [True, False])
+def test_triangle_multiplication_streamed_buffer(outgoing):
+    """offload="buffers" under an (simulated) accelerator: the second projection lives in host row
+    blocks, streamed back for every chunk; same update."""
+    z, pm, _, _ = _inputs(1)
+    op = _perturbed(TriangleMultiplication(C, 6, outgoing=outgoing))
+    with torch.no_grad():
+        ref = z + op(z, pm)
+        tracker = StorageTracker()
+        for cs in (3, 5):
+            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, offload="buffers"))
+            with simulated_device(tracker):
+                assert offload_active(z.device)
+                out = op.add_to_(z.clone(), z.clone(), pm)
+            assert (out - ref).abs().max().item() <= TOL, cs
+
+
+def _templates(n_templ, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(1, N, N, C, generator=g)
+    t = torch.randn(1, n_templ, N, N, 6, generator=g)
+    mask = torch.ones(1, n_templ)
+    if n_templ > 1:
+        mask[0, 1] = 0  # a masked template among unmasked ones
+    return z, t, mask
+
+
+@pytest.mark.parametrize("n_templ", [1, 4])
+@pytest.mark.parametrize("chunk", [None, 4])
+def test_streamed_template_attention_equals_batched(n_templ, chunk):
+    """Online softmax over templates, one at a time == attention over the stacked templates, in
+    outputs and in gradients (training path), and in place (inference)."""
+    op = _perturbed(TemplatePointwiseAttention(C, 6, 4, 2))
+    apply_memory_policy(op, MemoryPolicy(chunk_size=chunk))
+    z, t, mask = _templates(n_templ)
+    z.requires_grad_(True)
+    t.requires_grad_(True)
+    ref = op(z, t, mask)
+    g = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, [z, t, *op.parameters()], g)
+    q, state = op.queries(z), None
+    for i in range(n_templ):
+        state = op.fold(state, q, t[:, i], mask[:, i])
+    out = op.output(state[0], torch.ones(1, 1, 1, 1))
+    # one template: the softmax weight is 1 whatever the query, so z and the query projection get
+    # no gradient (the reference's is exactly 0)
+    grads = torch.autograd.grad(out, [z, t, *op.parameters()], g, allow_unused=True)
+    assert (out - ref).abs().max().item() <= TOL
+    for a, b in zip(grads, ref_grads):
+        if a is None:
+            assert n_templ == 1 and b.abs().max() == 0
+        elif b.norm() > 0:
+            assert ((a - b).norm() / b.norm()).item() <= 1e-4
+    with torch.no_grad():  # in place
+        q, state = op.queries(z), None
+        for i in range(n_templ):
+            state = op.fold(state, q, t[:, i], mask[:, i], inplace=True)
+        target = z.detach().clone()
+        op.output(state[0], torch.ones(1, 1, 1, 1), target=target)
+        assert (target - (z + ref)).abs().max().item() <= TOL
+
+
+def test_all_templates_masked_gives_finite_zero_update():
+    op = _perturbed(TemplatePointwiseAttention(C, 6, 4, 2))
+    z, t, _ = _templates(3)
+    mask = torch.zeros(1, 3)
+    with torch.no_grad():
+        q, state = op.queries(z), None
+        for i in range(3):
+            state = op.fold(state, q, t[:, i], mask[:, i])
+        out = op.output(state[0], torch.zeros(1, 1, 1, 1))
+    assert torch.isfinite(state[0]).all() and out.abs().max() == 0
+
+
+def test_heads_in_row_chunks():
+    z, pm, _, _ = _inputs(2)
+    seq_mask = torch.ones(1, N)
+    seq_mask[:, -3:] = 0
+    dist = _perturbed(DistogramHead(C, 16))
+    pae = _perturbed(PredictedAlignedErrorHead(C, 16, 31.0))
+    with torch.no_grad():
+        ref_d = dist(z)
+        ref_p = pae(z, seq_mask)
+        for cs in (3, 4):
+            dist.chunk_size = pae.chunk_size = cs
+            assert (dist(z) - ref_d).abs().max() <= TOL
+            for keep in (True, False):
+                out = pae(z, seq_mask, keep_logits=keep)
+                assert (out["predicted_aligned_error"] - ref_p["predicted_aligned_error"]).abs().max() <= TOL
+                assert (out["ptm"] - ref_p["ptm"]).abs().max() <= 1e-6
+                assert ("pae_logits" in out) == keep
+                if keep:
+                    assert torch.equal(out["pae_logits"], ref_p["pae_logits"])
+    assert (ref_p["ptm"] - compute_ptm(ref_p["pae_logits"], 31.0, seq_mask)).abs().max() <= 1e-6
+
+
+def test_embedders_chunked_and_by_lookup():
+    g = torch.Generator().manual_seed(3)
+    emb = _perturbed(InputEmbedder(22, 49, C, C, relpos_k=4))
+    tf = torch.randn(1, N, 22, generator=g)
+    ri = torch.arange(N)[None] * 2
+    msa_feat = torch.randn(1, S, N, 49, generator=g)
+    rec = _perturbed(RecyclingEmbedder(C, C, 15, 3.25, 20.75))
+    z_prev = torch.randn(1, N, N, C, generator=g)
+    x_prev = torch.randn(1, N, 3, generator=g) * 10
+    extra = _perturbed(ExtraMsaEmbedder(C))
+    tokens = torch.randint(0, 22, (1, S, N), generator=g)
+    has_del, del_val = (torch.rand(1, S, N, generator=g) > 0.5).float(), torch.rand(1, S, N, generator=g)
+    with torch.no_grad():
+        m_ref, z_ref = emb(tf, ri, msa_feat)
+        z_upd_ref = rec(torch.zeros(1, N, C), z_prev, x_prev)[1]
+        onehot = torch.nn.functional.one_hot(tokens, 23).float()
+        e_ref = extra.extra_msa_activations(torch.cat([onehot, has_del[..., None], del_val[..., None]], -1))
+        for cs in (None, 4):
+            emb.chunk_size = rec.chunk_size = extra.chunk_size = cs
+            z = torch.zeros_like(z_ref)
+            assert (emb.add_pair_(z, tf, ri) - z_ref).abs().max() <= TOL
+            assert (emb.msa(tf, msa_feat, out=torch.empty_like(m_ref)) - m_ref).abs().max() <= TOL
+            assert (rec.pair_update(z_prev.clone(), x_prev, out=None) - z_upd_ref).abs().max() <= TOL
+            zp = z_prev.clone()
+            assert (rec.pair_update(zp, x_prev, out=zp) - z_upd_ref).abs().max() <= TOL  # in place
+            assert (extra(tokens, has_del, del_val) - e_ref).abs().max() <= TOL
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # the lookup rounds as the autocast matmul does
+            e_bf, e_ref_bf = extra(tokens, has_del, del_val), extra.extra_msa_activations(
+                torch.cat([onehot, has_del[..., None], del_val[..., None]], -1))
+        assert e_bf.dtype == e_ref_bf.dtype == torch.bfloat16
+        assert (e_bf.float() - e_ref_bf.float()).abs().max() <= 2 ** -7 * e_ref_bf.float().abs().max()
+
+
+def test_chunked_accumulate_collect_and_alias_check():
+    x = torch.randn(2, 9, 4)
+    target = torch.randn(2, 9, 4)
+    ref = target + 2 * x
+    out = chunked(lambda a: 2 * a, (x,), (-2,), 4, out_dim=-2, out=target.clone(), accumulate=True)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    blocks = chunked(lambda a: 2 * a, (x,), (-2,), 4, out_dim=-2, collect=True)
+    assert [b.shape[-2] for b in blocks] == [4, 4, 1]
+    torch.testing.assert_close(torch.cat(blocks, -2), 2 * x, rtol=0, atol=0)
+    op = TriangleMultiplication(C, 6, outgoing=True)
+    z, pm, _, _ = _inputs()
+    from alphafold_mem.memory import run_split
+    with pytest.raises(ValueError, match="whole operand"):
+        run_split(op, "outgoing_inplace", lambda *a: a[0], z, z, pm, out=z, accumulate=True)
+
+
+def test_parking_round_trip_and_simulated_counts():
+    x = torch.randn(6, 7)
+    view = x[2:4]
+    ref = x.clone()
+    parked = Parked(view, force=True)  # the accelerator path: the storage is emptied, then refilled
+    assert x.untyped_storage().nbytes() == 0
+    assert parked.restore() is view and torch.equal(x, ref)
+    tracker = StorageTracker()
+    with tracker, simulated_device(tracker):
+        a = torch.empty(1000)  # 4000 bytes
+        b = to_host(torch.empty(500))  # straight to host memory
+        assert tracker.live == 4000 and tracker.host == 2000
+        p = Parked(a)
+        assert tracker.live == 0 and tracker.host == 6000
+        p.restore()
+        blocks = [to_host(torch.empty(250)) for _ in range(3)]  # 1000 bytes each
+        seen = []
+        for blk in stream(blocks, torch.device("cpu")):
+            seen.append(tracker.live)
+        assert seen == [5000, 5000, 5000] and tracker.peak == 6000  # two blocks at once, while fetching
+        assert tracker.live == 4000
+        del a, b, p, blocks, blk
+    assert tracker.live == 0 and tracker.host == 0 and tracker.peak == 6000
