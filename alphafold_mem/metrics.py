@@ -24,7 +24,7 @@ _CA = rc.atom_order["CA"]
 
 
 def lddt(pred: Tensor, true: Tensor, mask: Tensor, cutoff: float = 15.0, per_residue: bool = False,
-         eps: float = 1e-10) -> Tensor:
+         eps: float = 1e-10, no_pairs: float = 0.0) -> Tensor:
     """Local distance difference test on one atom per residue (superposition-free).
 
     For every pair (i, j), i != j, both present and with reference distance < ``cutoff``, the
@@ -35,8 +35,12 @@ def lddt(pred: Tensor, true: Tensor, mask: Tensor, cutoff: float = 15.0, per_res
         per_residue: return ``[*, N]`` (each residue's mean over its pairs) instead of ``[*]``
             (mean over all pairs).
 
+        no_pairs: the score of a residue (or structure) without any scored pair. AF2's pLDDT
+            target, ``(1e-10 + sum) / (1e-10 + count)`` (``lddt`` in alphafold/model/lddt.py), gives
+            such a residue 1.0; as a metric 0 is the honest value.
+
     Returns:
-        lDDT in [0, 1]; residues (or structures) without any pair get 0.
+        lDDT in [0, 1].
     """
     d_true = torch.sqrt(eps + ((true[..., :, None, :] - true[..., None, :, :]) ** 2).sum(-1))  # [*, N, N]
     d_pred = torch.sqrt(eps + ((pred[..., :, None, :] - pred[..., None, :, :]) ** 2).sum(-1))
@@ -48,7 +52,7 @@ def lddt(pred: Tensor, true: Tensor, mask: Tensor, cutoff: float = 15.0, per_res
     dims = (-1,) if per_residue else (-1, -2)
     num = (pair * score).sum(dims)
     den = pair.sum(dims)
-    return torch.where(den > 0, num / den.clamp(min=eps), torch.zeros_like(num))
+    return torch.where(den > 0, num / den.clamp(min=eps), torch.full_like(num, no_pairs))
 
 
 def lddt_ca(pred_atom37: Tensor, true_atom37: Tensor, mask_atom37: Tensor, cutoff: float = 15.0,

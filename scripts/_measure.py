@@ -16,21 +16,26 @@ import time
 ALLOCATORS = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}}
 
 
-def status_kb(field: str) -> int:
-    """A field of /proc/self/status in kB (e.g. ``VmRSS``, ``VmHWM``)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
+def host_module():
+    """``alphafold_mem/memory/host.py`` loaded by file path: an OpenFold worker runs in a Python that
+    need not have our package's dependencies, and host.py needs only the standard library and torch."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "alphafold_mem" / "memory" / "host.py"
+    spec = importlib.util.spec_from_file_location("_alphafold_mem_host", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def rss_growth(fn) -> tuple[float, float]:
-    """``(seconds, bytes)``: wall time of ``fn()`` and the growth of the resident set's peak during it."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # reset VmHWM to the current RSS
-    before = status_kb("VmRSS")
-    t0 = time.perf_counter()
-    fn()
-    seconds = time.perf_counter() - t0
-    return seconds, (status_kb("VmHWM") - before) * 1024.0
+    """``(seconds, bytes)``: wall time of ``fn()`` and the growth of the resident set's peak during it
+    (:func:`alphafold_mem.memory.host.rss_growth`)."""
+    with host_module().rss_growth() as rss:
+        t0 = time.perf_counter()
+        fn()
+        seconds = time.perf_counter() - t0
+    return seconds, float(rss.bytes)

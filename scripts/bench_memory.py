@@ -35,7 +35,8 @@ the largest measure over the bytes of the representations (pair + MSA + extra MS
 pair, in the representations' dtype); ``s`` the median wall time of ``--repeats`` runs (interleaved
 across the rows); ``dx`` the max |Δ| of the final atom positions (Å), ``dplddt`` of pLDDT, ``grad``
 the largest per-tensor relative gradient error (training) — all against the first policy in the
-same run.
+same run. A training step is forward, the real AF2 loss on ground truth of the right shapes
+(:mod:`alphafold_mem.planner.training_loss`) and backward.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_co
 from alphafold_mem.memory import track_peak
 from alphafold_mem.memory.tracking import StorageTracker
 from alphafold_mem.planner import max_length
-from alphafold_mem.planner.estimate import estimate_breakdown, proxy_loss
+from alphafold_mem.planner.estimate import estimate_breakdown
+from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
 from alphafold_mem.testing import random_features
 
 NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
@@ -91,8 +93,8 @@ def _step(model, batch, training: bool):
     model.zero_grad(set_to_none=True)
     with torch.set_grad_enabled(training):
         out = model(batch)
-        if training:
-            proxy_loss(out).backward()
+        if training:  # the real AF2 loss on ground truth of the right shapes, as the planner counts it
+            training_loss(model.config, out, batch).backward()
     return {k: out[k].detach() for k in ("final_atom_positions", "plddt")}
 
 
@@ -161,6 +163,7 @@ def _build(args):
     model.to(dev)
     batch = random_features(cfg, args.n_res, args.n_seq, args.n_extra, n_templ=args.templates)
     batch["seq_mask"][-5:] = 0  # padding, so masks hold both values
+    batch.update(ground_truth_batch(cfg, args.n_res, args.n_seq))  # read by the training loss only
     return cfg, dev, model, {k: v.to(dev) for k, v in batch.items()}
 
 
@@ -186,6 +189,7 @@ def _worker(args) -> int:
     cfg, dev, model, batch = _build(args)
     apply_memory_policy(model, policy)
     small = random_features(cfg, 16, 4, 8, n_templ=args.templates)
+    small.update(ground_truth_batch(cfg, 16, 4))
     _step(model, {k: v.to(dev) for k, v in small.items()}, training)
     model.zero_grad(set_to_none=True)
     seconds, rss = _measure.rss_growth(lambda: _step(model, batch, training))

@@ -10,7 +10,8 @@ and ``dm-tree``: give a Python that has them with ``--openfold-python`` (e.g. a 
 
 Measure, the same for both sides: one forward (inference: ``eval()`` + ``no_grad``; training:
 ``train()``, forward + backward of a proxy loss) in a fresh subprocess with 1 torch thread, after
-one warm-up call at a small size; ``seconds`` is its wall time; ``rss_mb`` is the growth of the
+one warm-up call at a small size; ``seconds`` is its wall time, ``cpu_s`` the process's CPU time
+(user + system) during it; ``rss_mb`` is the growth of the
 process's resident set during it (``/proc/self/clear_refs`` reset to the current RSS, then
 ``VmHWM`` minus ``VmRSS`` before), in MB (10^6 bytes). For our side ``counter_mb`` is the storage
 counter of :func:`alphafold_mem.memory.track_peak` in a second run (a different mechanism: tensor
@@ -55,13 +56,27 @@ def forward_(x, rows, cols):
     x.copy_(torch.softmax(x, -1))
 
 
-def backward_(out, grad, rows, cols):
-    grad.copy_(out * (grad - (out * grad).sum(-1, keepdim=True)))
+def backward_(attn, grad_output, v, rows, cols, head_dim):
+    """In place: the softmax probabilities ``attn`` become the gradient of the logits, given the
+    gradient of ``attn @ v`` (what OpenFold's kernel computes in its training path without LMA)."""
+    d_attn = torch.matmul(grad_output, v.transpose(-1, -2))
+    attn.copy_(attn * (d_attn - (attn * d_attn).sum(-1, keepdim=True)))
 '''
 
 
 # ------------------------------------------------------------------------------------------------
 # workers (run in a fresh process each)
+
+def _timed(fn) -> dict:
+    """Wall seconds, CPU seconds (user + system of this process: steadier than wall time when
+    other jobs share the cores) and RSS growth in MB of ``fn()``
+    (:func:`alphafold_mem.memory.host.rss_growth`)."""
+    with _measure.host_module().rss_growth() as rss:
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"seconds": seconds, "cpu_s": cpu, "rss_mb": rss.bytes / 1e6}
+
 
 def _proxy_loss(out: dict):
     return sum(out[k].float().pow(2).mean() for k in ("final_atom_positions", "distogram_logits") if k in out)
@@ -102,8 +117,7 @@ def worker_openfold(args, torch) -> dict:
     small = _batch(args.warmup_features, torch)
     _run_model(model, small, args.mode == "training", torch, lambda m, b: m(b))
     model.zero_grad(set_to_none=True)
-    seconds, rss = _measure.rss_growth(lambda: _run_model(model, batch, args.mode == "training", torch, lambda m, b: m(b)))
-    return {"seconds": seconds, "rss_mb": rss / 1e6}
+    return _timed(lambda: _run_model(model, batch, args.mode == "training", torch, lambda m, b: m(b)))
 
 
 def worker_ours(args, torch) -> dict:
@@ -127,12 +141,11 @@ def worker_ours(args, torch) -> dict:
     call = lambda m, b: m(b, recycle_dim=-1)  # noqa: E731
     _run_model(model, small, training, torch, call)
     model.zero_grad(set_to_none=True)
-    seconds, rss = _measure.rss_growth(lambda: _run_model(model, batch, training, torch, call))
-    rss /= 1e6
+    result = _timed(lambda: _run_model(model, batch, training, torch, call))
     model.zero_grad(set_to_none=True)
     with track_peak() as mem:
         _run_model(model, batch, training, torch, call)
-    return {"seconds": seconds, "rss_mb": rss, "counter_mb": mem.peak / 1e6}
+    return {**result, "counter_mb": mem.peak / 1e6}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -213,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
           f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, fresh process per run, "
           f"median of {args.repeats}")
-    print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold RSS MB | ours RSS MB | ours counter MB "
-          "| ours/OpenFold s | ours/OpenFold RSS |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
+          "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         pathlib.Path(tmp, "attn_core_inplace_cuda.py").write_text(STAND_IN)
         write_features(os.path.join(tmp, "warmup.npz"), 16, 4, 8, args.templates)
@@ -248,11 +261,12 @@ def _row(cell: dict) -> str:
             return f"error: {d['error'][:60]}"
         return format(d[k], spec) if k in d else "—"
 
-    ratio_s = f"{ours['seconds'] / of['seconds']:.2f}" if "seconds" in of and "seconds" in ours else "—"
-    ratio_m = f"{ours['rss_mb'] / of['rss_mb']:.2f}" if "rss_mb" in of and "rss_mb" in ours and of["rss_mb"] > 0 else "—"
+    def ratio(k):
+        return f"{ours[k] / of[k]:.2f}" if k in of and k in ours and of[k] > 0 else "—"
+
     return (f"| {cell['n_res']} | {cell['allocator']} | {cell['setting']} | {f(of, 'seconds')} | {f(ours, 'seconds')} "
-            f"| {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} | {f(ours, 'counter_mb', '.0f')} "
-            f"| {ratio_s} | {ratio_m} |")
+            f"| {f(of, 'cpu_s')} | {f(ours, 'cpu_s')} | {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} "
+            f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} |")
 
 
 if __name__ == "__main__":

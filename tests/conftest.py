@@ -11,6 +11,11 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
     skip_repatching()  # about 2x faster interpreted kernels, same results
 
+# The CLI sets glibc's allocator to return freed memory (--malloc release); tests that call the CLI
+# in-process must not change the allocator of the whole test session (tests/test_host_memory.py
+# checks the setting in fresh processes).
+os.environ.setdefault("ALPHAFOLD_MEM_MALLOC", "default")
+
 import pathlib  # noqa: E402
 
 # One intra-op thread per test process: the suite runs in 2 processes (-n 2) on 2 shared cores, and

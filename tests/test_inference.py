@@ -149,12 +149,14 @@ def test_batch_with_one_invalid_record(tmp_path, tiny_weights):
     for name in ("1lcd_A", "5AWL_1"):
         assert (tmp_path / "out" / f"{name}.pdb").exists() and (tmp_path / "out" / f"{name}_scores.json").exists()
     assert not any(p.name.startswith("broken") for p in (tmp_path / "out").iterdir())
-    # 'X' is written as UNK with its Cα at the backbone frame's origin, so the sequence round-trips.
+    # 'X' is written as UNK with its backbone N, CA, C, O (placed like glycine's), so the sequence
+    # round-trips and the chain stays continuous.
     with_x = PDBParser(QUIET=True).get_structure("x", tmp_path / "out" / "with_x.pdb")
     assert _sequence(with_x) == "MKVXLAG"
     unk = _residues(with_x)[3]
-    assert unk.get_resname() == "UNK" and [a.get_id() for a in unk] == ["CA"]
-    assert np.linalg.norm(unk["CA"].coord) > 0
+    assert unk.get_resname() == "UNK" and [a.get_id() for a in unk] == ["N", "CA", "C", "O"]
+    assert abs(np.linalg.norm(unk["N"].coord - unk["CA"].coord) - 1.458) < 0.01  # ideal N-CA, Å
+    assert abs(np.linalg.norm(unk["C"].coord - unk["O"].coord) - 1.23) < 0.02  # ideal C=O, Å
     assert "invalid" in run.summary_table()
 
 

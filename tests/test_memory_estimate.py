@@ -9,8 +9,9 @@ import torch
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import track_peak
 from alphafold_mem.planner import (InsufficientMemoryWarning, PeakEstimate, choose, chunk_candidates,
-                                   estimate_breakdown, policy_candidates, resolve_auto_chunk)
-from alphafold_mem.planner.estimate import parameter_bytes, proxy_loss
+                                   estimate_breakdown, estimate_peak, policy_candidates, resolve_auto_chunk)
+from alphafold_mem.planner.estimate import parameter_bytes
+from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
 from alphafold_mem.testing import random_features
 
 N_RES, N_SEQ, N_EXTRA, N_TEMPL = 23, 6, 10, 1
@@ -47,11 +48,13 @@ def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     cfg, model, batch = tiny
     apply_memory_policy(model, policy)
     model.zero_grad(set_to_none=True)
+    if training:  # the real AF2 loss, as the estimate runs it
+        batch = {**batch, **ground_truth_batch(cfg, N_RES, N_SEQ)}
     grad = torch.enable_grad() if training else torch.inference_mode()
     with grad, track_peak() as mem:
         out = model(batch)
         if training:
-            proxy_loss(out).backward()
+            training_loss(cfg, out, batch).backward()
         del out
     apply_memory_policy(model, MemoryPolicy.reference())
     est = estimate_breakdown(cfg, policy, N_RES, N_SEQ, N_EXTRA, N_TEMPL, training=training)

@@ -90,7 +90,7 @@ def test_predict_from_bare_fasta_with_search_templates_and_relax(tmp_path):
             "--out", str(tmp_path), "--no-track-memory", "--no-progress"]
     assert main(args) == 0
     scores = json.loads((tmp_path / "1lcd_A_scores.json").read_text())
-    assert scores["msa_files"] == [str(tmp_path / "1lcd_A" / "homologs_hits.a3m")] and scores["msa_depth"] > 100
+    assert scores["msa_files"] == ["1lcd_A/homologs_hits.a3m"] and scores["msa_depth"] > 100  # no local paths
     hits = {h["name"]: h for h in scores["templates"]["hits"]}
     assert hits["1lcd_A"]["status"] == "dropped" and "identical to the query" in hits["1lcd_A"]["reason"]
     relax = scores["relax"]

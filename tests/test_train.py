@@ -53,7 +53,7 @@ def _cfg(**kw):
 
 def _fit(data_dir, out, max_steps, resume=None, precision="32", tc=None, module=None, callbacks=()):
     torch.manual_seed(0)
-    cfg = _cfg()
+    cfg = module.model_config if module is not None else _cfg()
     tc = tc or TrainConfig(warmup_steps=3, held_out=("1a8o",), val_every_steps=0, seed=0)
     module = module or AlphaFoldLightning(cfg, tc)
     dm = AF2DataModule(data_dir, cfg, tc, cache_dir=out / "idx", max_steps=max_steps)

@@ -1,6 +1,9 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
 (:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`); each module's ``register`` adds its options and
-sets ``func``, which receives the parsed arguments and returns the exit status."""
+sets ``func``, which receives the parsed arguments and returns the exit status. ``train`` and
+``predict`` first set glibc's allocator to return freed memory (``--malloc release``, their default:
+:func:`alphafold_mem.memory.host.apply_malloc_remedy`; ``--malloc default`` or
+``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import sys
 
 from ..version import __version__
 from . import memory_plan, predict, relax, search, train
+from .malloc import apply_malloc_option
 
 SUBCOMMANDS = (predict, search, relax, train, memory_plan)
 
@@ -31,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    apply_malloc_option(args)
     return int(args.func(args) or 0)
 
 

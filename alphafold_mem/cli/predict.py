@@ -19,6 +19,8 @@ import argparse
 import sys
 import traceback
 
+from .malloc import add_malloc_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
@@ -34,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
                "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
                "Exit status 1 if any target failed, 2 for bad options or weights.")
-    p.add_argument("input", help="FASTA file, directory of FASTA files, or .a3m/.sto alignment (first row = query)")
+    p.add_argument("input", help="FASTA file, .a3m/.sto alignment (first row = query), mmCIF/PDB file (one target per "
+                                 "protein chain), or a directory of FASTA/structure files")
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     msa = p.add_mutually_exclusive_group()
     msa.add_argument("--msa", metavar="FILE", help="alignment (.a3m or .sto) for a single-record input")
@@ -72,8 +75,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="share each target among P processes (dynamic axial parallelism): spawns P local processes "
                         "(CPU: gloo; CUDA: one GPU each), or joins torchrun's group when started by torchrun "
                         "(default: 1)")
-    p.add_argument("--overwrite", action="store_true", help="recompute targets whose outputs already exist")
+    p.add_argument("--overwrite", action="store_true",
+                   help="recompute targets whose outputs already exist (default: skip them if they were produced "
+                        "from the same sequence, MSA, weights and options; fail them, naming what changed, if not)")
+    p.add_argument("--min-msa-depth", type=int, default=0, metavar="N",
+                   help="fail targets whose MSA has fewer than N distinct rows, query included (default: 0); "
+                        "the scores JSON records the depth and Neff at 80%% identity")
+    p.add_argument("--record-paths", action="store_true",
+                   help="write local paths of inputs, MSAs and weights into the output files (default: file names "
+                        "only, so that results can be shared as they are)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_malloc_option(p)
     add_pipeline_arguments(p)
     p.set_defaults(func=run)
 
@@ -134,7 +146,8 @@ def run_one(args: argparse.Namespace) -> int:
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
             low_memory=args.low_memory, memory_policy=args.memory_policy, max_memory=args.max_memory,
-            track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap, pipeline=pipeline)
+            track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap, pipeline=pipeline,
+            min_msa_depth=args.min_msa_depth, record_paths=args.record_paths)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

@@ -6,7 +6,13 @@ Examples::
     alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
         --precision bf16-mixed --max-steps 100000 --out runs/af2
     alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
+    alphafold-mem train --data data/ --init-weights params_model_1.npz --preset finetuning
     alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
+
+--resume CKPT restores everything the checkpoint saved (model config, training settings, data
+directory, max steps, precision, checkpoint interval, memory policy): repeat no flag. A flag given
+again with another value is applied as a logged 'override:' line; --seed and --batch-size cannot
+change on resume (the data position is numbered by them).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+
+from .malloc import add_malloc_option
 
 
 def _parse_assignments(items: list[str], what: str) -> dict:
@@ -38,77 +46,129 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=PRESETS, default=None,
                    help="model preset (default: demo, or the preset stored in --resume)")
-    p.add_argument("--data", default="data", help="data directory or chain-index JSON (default: data)")
-    p.add_argument("--out", default="runs/train", help="checkpoints and logs go here (default: runs/train)")
-    p.add_argument("--max-steps", type=int, default=1000, help="optimiser steps (default: 1000)")
-    p.add_argument("--precision", choices=("32", "bf16-mixed"), default="32")
-    p.add_argument("--memory-policy", choices=("reference", "training"), default="training",
+    p.add_argument("--data", default=None, help="data directory or chain-index JSON (default: data)")
+    p.add_argument("--out", default=None,
+                   help="checkpoints and logs go here (default: runs/train; on --resume the checkpoint's run directory)")
+    p.add_argument("--max-steps", type=int, default=None, help="optimiser steps in all (default: 1000)")
+    p.add_argument("--precision", choices=("32", "bf16-mixed"), default=None, help="default: 32")
+    p.add_argument("--memory-policy", choices=("reference", "training"), default=None,
                    help="training: every Evoformer/extra-MSA/template block checkpointed "
                         "and low-memory attention, same results as reference (default: training)")
     p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
                    help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")
-    p.add_argument("--devices", default=None, help="device count or 'auto' (default: 1, or the --dap size)")
+    p.add_argument("--devices", default=None,
+                   help="device count per node or 'auto' (default: 1, or the --dap size)")
+    p.add_argument("--num-nodes", type=int, default=1,
+                   help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')")
     p.add_argument("--dap", type=int, default=1, metavar="P",
                    help="devices sharing each sample (dynamic axial parallelism); --devices must be a multiple "
                         "(dp = devices / P data-parallel replicas, DDP over all); default: 1")
     p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
-    p.add_argument("--resume", metavar="CKPT", default=None, help="continue from a training checkpoint")
+    p.add_argument("--resume", metavar="CKPT", default=None,
+                   help="continue from a training checkpoint with the settings it saved (see above)")
+    p.add_argument("--init-weights", metavar="FILE", default=None,
+                   help="start from these weights (AF2 .npz, OpenFold .pt, alphafold-mem checkpoints), EMA "
+                        "included; the architecture comes from the file unless --preset is given")
     p.add_argument("--batch-size", type=int, default=None, help="per-device batch size (default: 1)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 1e-3, AF2)")
     p.add_argument("--warmup-steps", type=int, default=None, help="linear warm-up steps (default: 1000, AF2)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--val-every", type=int, default=None, help="validate every N steps (default: 200)")
-    p.add_argument("--ckpt-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
+    p.add_argument("--ckpt-every", type=int, default=None, help="checkpoint every N steps (default: 200)")
     p.add_argument("--held-out", nargs="*", default=None,
                    help="PDB ids kept out of training for validation (default: the demo hold-out set)")
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (default: 0)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--logger", nargs="+", choices=("csv", "tensorboard"), default=["csv"])
+    p.add_argument("--logger", nargs="+", choices=("csv", "tensorboard"), default=["csv"],
+                   help="<out>/logs/metrics.csv is always written; 'tensorboard' adds <out>/tensorboard "
+                        "(optional extra: pip install 'alphafold_mem[tensorboard]')")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="model config override, dotted path (repeatable), e.g. loss.violation_weight=1.0")
     p.add_argument("--train-set", dest="train_overrides", action="append", metavar="KEY=VALUE",
                    help="TrainConfig override (repeatable), e.g. ema_decay=0.99")
     p.add_argument("--no-progress-bar", action="store_true")
+    add_malloc_option(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+#: Run settings a checkpoint stores (:mod:`alphafold_mem.train.resume`): CLI attribute -> (key, default).
+_RUN_SETTINGS = {"data": ("data_dir", "data"), "max_steps": ("max_steps", 1000), "precision": ("precision", "32"),
+                 "ckpt_every": ("ckpt_every_steps", 200), "memory_policy": ("memory_policy", "training"),
+                 "memory_overrides": ("memory_overrides", None)}
+
+
+def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
+    """Fill the run settings not given on the command line from the checkpoint (``saved``, or the
+    defaults without --resume); returns the settings this run stores in its checkpoints."""
+    from pathlib import Path
+
+    from ..train.resume import default_out_dir
+
+    stored = saved.run if saved is not None else {}
+    for attr, (key, default) in _RUN_SETTINGS.items():
+        if getattr(args, attr) is None:
+            setattr(args, attr, stored.get(key, default))
+    if args.out is None:
+        args.out = default_out_dir(args.resume, stored.get("out_dir")) if saved is not None else "runs/train"
+    data = Path(args.data)
+    return {"data_dir": str(data.resolve()) if data.exists() else str(data), "max_steps": args.max_steps,
+            "precision": args.precision, "ckpt_every_steps": args.ckpt_every, "memory_policy": args.memory_policy,
+            "memory_overrides": list(args.memory_overrides or []), "out_dir": str(Path(args.out).resolve())}
+
+
+def _train_config(args: argparse.Namespace, saved):
+    """The saved TrainConfig (or the defaults) with the flags given on the command line applied."""
     import dataclasses
 
+    from ..train import DEFAULT_HELD_OUT, TrainConfig
+    from ..train.config import check_removed
+
+    base = saved.train_config if saved is not None and saved.train_config is not None else None
+    tc_kwargs = {}
+    if args.held_out is not None or base is None:
+        tc_kwargs["held_out"] = tuple(args.held_out) if args.held_out is not None else DEFAULT_HELD_OUT
+    for name, field in (("batch_size", "batch_size"), ("lr", "lr"), ("warmup_steps", "warmup_steps"),
+                        ("seed", "seed"), ("val_every", "val_every_steps")):
+        if getattr(args, name) is not None:
+            tc_kwargs[field] = getattr(args, name)
+    train_overrides = _parse_assignments(args.train_overrides, "--train-set")
+    check_removed(train_overrides)
+    tc_kwargs.update(train_overrides)
+    return dataclasses.replace(base or TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v
+                                                         for k, v in tc_kwargs.items()})
+
+
+def run(args: argparse.Namespace) -> int:
     import torch
 
     from ..config import apply_overrides, model_config
     from ..memory.policy import preset
-    from ..train import DEFAULT_HELD_OUT, TrainConfig, train
-    from ..train.config import check_removed
-    from ..train.checkpoint import read_checkpoint_config
+    from ..train import train
+    from ..train.init_weights import weights_config
+    from ..train.resume import read_saved_run
 
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
+        saved = read_saved_run(args.resume) if args.resume else None
+        run_settings = _restore_run_settings(args, saved)
         overrides = _parse_assignments(args.overrides, "--set")
-        if args.resume and args.preset is None:
-            cfg = apply_overrides(read_checkpoint_config(args.resume)[0], overrides)
+        if saved is not None and args.preset is None:
+            cfg = apply_overrides(saved.model_config, overrides)
+        elif args.init_weights and args.preset is None:
+            cfg = apply_overrides(weights_config(args.init_weights), overrides)
         else:
             cfg = model_config(args.preset or "demo", **overrides)
-        tc_kwargs = {"held_out": tuple(args.held_out) if args.held_out is not None else DEFAULT_HELD_OUT}
-        for name, field in (("batch_size", "batch_size"), ("lr", "lr"), ("warmup_steps", "warmup_steps"),
-                            ("seed", "seed"), ("val_every", "val_every_steps")):
-            if getattr(args, name) is not None:
-                tc_kwargs[field] = getattr(args, name)
-        train_overrides = _parse_assignments(args.train_overrides, "--train-set")
-        check_removed(train_overrides)
-        tc_kwargs.update(train_overrides)
-        tc = dataclasses.replace(TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v
-                                                   for k, v in tc_kwargs.items()})
+        tc = _train_config(args, saved)
         devices = args.devices or str(args.dap)
         devices = devices if devices == "auto" else int(devices)
         policy = preset(args.memory_policy, **_parse_assignments(args.memory_overrides, "--memory-set"))
         train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
               strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
               ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
-              progress_bar=not args.no_progress_bar, memory_policy=policy, dap=args.dap)
+              progress_bar=not args.no_progress_bar, memory_policy=policy, run_settings=run_settings,
+              init_weights=args.init_weights, num_nodes=args.num_nodes, dap=args.dap)
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)

@@ -14,11 +14,13 @@ Entry points:
   :func:`collate` stacks padded samples.
 
 Bad input raises :class:`InputError` (file, record, 1-based line:column); recoverable oddities emit
-an :class:`InputWarning`.
+an :class:`InputWarning`, harmless changes an :class:`InputNote`. Modules added for the input rules:
+:mod:`.molecule` (record kind), :mod:`.neff` (effective MSA depth), :mod:`.drops` (what the
+training data left out, by reason), :mod:`.features.values` (value checks before the model).
 """
 
 from .dataset import ChainIndex, ProteinChainDataset, build_chain_index
-from .errors import InputError, InputWarning
+from .errors import InputError, InputNote, InputWarning
 from .fasta import FastaRecord, parse_fasta, parse_fasta_string
 from .features import (FEATURES, Batch, FeatureSpec, Sample, check_features, collate, make_features,
                        make_template_features, pad_features)
@@ -32,5 +34,5 @@ __all__ = [
     "parse_fasta", "parse_fasta_string", "parse_msa", "parse_a3m", "parse_stockholm", "parse_mmcif",
     "parse_pdb", "read_structure", "make_features", "make_template_features", "FEATURES", "FeatureSpec",
     "check_features", "ProteinChainDataset", "ChainIndex", "build_chain_index", "collate", "pad_features",
-    "Sample", "Batch", "FastaRecord", "Msa", "ProteinChain", "Structure", "InputError", "InputWarning",
+    "Sample", "Batch", "FastaRecord", "Msa", "ProteinChain", "Structure", "InputError", "InputWarning", "InputNote",
 ]

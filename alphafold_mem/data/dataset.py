@@ -17,8 +17,12 @@ its sequence, resolution, release date, number of resolved residues and alignmen
 points to a per-chain ``.npz`` cache of the parsed coordinates so that training never re-parses
 mmCIF. Paths in the index are relative to the index file.
 
-Robustness: required inputs (index, files it names) are validated when the dataset is built; an
-entry that fails to load later (unreadable structure, corrupt cache, bad alignment) is skipped with
+Nothing is dropped without a record: unreadable structures, protein chains without modelled atoms,
+duplicate chains and alignment folders that no chain uses are listed in the index's ``skipped``
+list with a ``reason`` (:mod:`.drops`); the parser's notes and warnings per structure go to its
+``notes`` list. Robustness: required inputs (index, files it names) are validated when the dataset
+is built (rejected entries are kept in ``rejected``, with reasons, and an index with nothing usable
+fails with the counted reasons); an entry that fails to load later (unreadable structure, corrupt cache, bad alignment) is skipped with
 an :class:`~alphafold_mem.data.errors.InputWarning`, counted in ``num_skipped``, and replaced by the
 next entry, so an epoch never ends early on bad data. Counters are per process (per DataLoader
 worker).
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -38,8 +43,10 @@ import torch
 
 from ..io import atomic_write
 from .alignment_layout import alignment_files
-from .errors import InputError, warn_input
+from .drops import counted_lines, drop
+from .errors import InputError, InputNote, warn_input
 from .features import Sample, make_features
+from .features.values import check_feature_values
 from .msa import Msa, parse_msa
 from .structure import ProteinChain
 from .structure_io import STRUCTURE_SUFFIXES, read_structure
@@ -73,6 +80,7 @@ class ChainIndex:
     entries: list = field(default_factory=list)
     root: Path = field(default_factory=Path)
     skipped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
     def resolve(self, rel: str | None) -> Path | None:
         """Absolute path of an index-relative path."""
@@ -81,7 +89,7 @@ class ChainIndex:
     def save(self, path: str | os.PathLike) -> None:
         with atomic_write(path) as tmp:
             Path(tmp).write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
-                                             "skipped": self.skipped}, indent=1))
+                                             "skipped": self.skipped, "notes": self.notes}, indent=1))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ChainIndex":
@@ -95,7 +103,8 @@ class ChainIndex:
             raise InputError(f"cannot read chain index: {exc}", file=path) from exc
         if data.get("version") != INDEX_VERSION or not isinstance(data.get("chains"), list):
             raise InputError(f"not a version-{INDEX_VERSION} chain index", file=path)
-        return cls(entries=data["chains"], root=path.parent.resolve(), skipped=data.get("skipped", []))
+        return cls(entries=data["chains"], root=path.parent.resolve(), skipped=data.get("skipped", []),
+                   notes=data.get("notes", []))
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -131,9 +140,11 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
         verbose: print one line per structure with its parse time.
 
     Returns:
-        The :class:`ChainIndex` (also saved). Unreadable structures, and chains already indexed from
-        another file (e.g. the same entry as .cif and .pdb; the first file in sorted order wins), are
-        listed in ``skipped`` with a warning, not fatal.
+        The :class:`ChainIndex` (also saved). Unreadable structures, protein chains without modelled
+        atoms, chains already indexed from another file (e.g. the same entry as .cif and .pdb; the
+        first file in sorted order wins) and alignment folders no chain uses are listed in
+        ``skipped`` with a ``reason`` and a warning, not fatal; the parser's warnings and notes per
+        file (re-emitted) are kept in ``notes``.
     """
     out_path = Path(out_path)
     root = out_path.parent.resolve()
@@ -151,14 +162,28 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
     index = ChainIndex(root=root)
     seen: dict[str, str] = {}
     timings = []
+    used_folders: set[Path] = set()
     for path in _iter_structures(structure_dirs):
         t0 = time.perf_counter()
-        try:
-            structure = read_structure(path)
-        except (InputError, OSError, ValueError) as exc:
-            warn_input(f"skipping unreadable structure: {exc}", file=path)
-            index.skipped.append({"structure": _rel(path, root), "error": str(exc)})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                structure = read_structure(path)
+            except (InputError, OSError, ValueError) as exc:
+                structure, error = None, exc
+        for w in caught:  # kept in the index and passed on
+            index.notes.append({"structure": _rel(path, root), "message": str(w.message),
+                                "kind": "note" if issubclass(w.category, InputNote) else "warning"})
+            warnings.warn(w.message, w.category, stacklevel=2)
+        if structure is None:
+            warn_input(f"skipping unreadable structure: {error}", file=path)
+            index.skipped.append(drop("unreadable structure", _rel(path, root), getattr(error, "reason", str(error)),
+                                      structure=_rel(path, root), error=str(error)))
             continue
+        for chain_id, reason in structure.dropped:
+            warn_input(f"skipping protein chain: {reason}", file=path, record=chain_id)
+            index.skipped.append(drop("protein chain without modelled atoms", f"{structure.pdb_id}_{chain_id}",
+                                      reason, structure=_rel(path, root), chain=chain_id, error=reason))
         timings.append(time.perf_counter() - t0)
         if verbose:
             print(f"{path}: {len(structure.chains)} protein chains, {timings[-1]:.3f} s")
@@ -166,8 +191,9 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
             if chain.name in seen:
                 warn_input(f"duplicate chain {chain.name} (already indexed from {seen[chain.name]}); skipped",
                            file=path, record=chain.name)
-                index.skipped.append({"structure": _rel(path, root), "chain": chain.chain_id,
-                                      "error": f"duplicate of {seen[chain.name]}"})
+                index.skipped.append(drop("duplicate chain", chain.name, f"already indexed from {seen[chain.name]}",
+                                          structure=_rel(path, root), chain=chain.chain_id,
+                                          error=f"duplicate of {seen[chain.name]}"))
                 continue
             seen[chain.name] = _rel(path, root)
             folder = folders.get(chain.name) or folders.get(f"{chain.pdb_id}_{chain.chain_id}".lower())
@@ -178,6 +204,8 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
                         if q is not None:
                             by_query.setdefault(q, sub)
                 folder = by_query.get(chain.sequence)
+            if folder is not None:
+                used_folders.add(folder)
             cache = None
             if cache_dir is not None:
                 cache = Path(cache_dir) / f"{chain.name}.npz"
@@ -190,7 +218,13 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
                 "alignment_dir": None if folder is None else _rel(folder, root),
                 "sequence": chain.sequence, "length": len(chain), "num_resolved": chain.num_resolved,
                 "resolution": chain.resolution, "release_date": chain.release_date, "method": chain.method,
+                "modified": [list(m) for m in chain.modified],
             })
+    for name, sub in folders.items():
+        if sub not in used_folders:
+            warn_input("alignment folder without a structure: no indexed chain uses it", file=sub)
+            index.skipped.append(drop("alignment folder without a structure", name, "no indexed chain uses it",
+                                      alignment_dir=_rel(sub, root)))
     index.timings = timings  # type: ignore[attr-defined]
     index.save(out_path)
     return index
@@ -207,51 +241,62 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         max_resolution: drop chains with a resolution above this (Å; unknown passes), AF2 Suppl. 1.2.5.
         max_single_residue_fraction: drop chains where one residue type exceeds this fraction.
         min_resolved: drop chains with fewer resolved residues.
+        recycling_slices: ``None``, or ``R``: every sample carries a trailing recycling dim of size
+            ``R`` with one MSA cluster draw per slice (see ``make_features``; training uses
+            ``config.num_recycles + 1``).
 
     Raises:
         InputError: the index cannot be read, or no usable entry remains.
     """
 
     def __init__(self, index, config, *, mode: str = "train", seed: int = 0, max_resolution: float = 9.0,
-                 max_single_residue_fraction: float = 0.8, min_resolved: int = 1):
+                 max_single_residue_fraction: float = 0.8, min_resolved: int = 1,
+                 recycling_slices: int | None = None):
         if mode not in ("train", "eval"):
             raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
         self.index = index if isinstance(index, ChainIndex) else ChainIndex.load(index)
         self.config = config
         self.mode = mode
         self.seed = seed
+        self.recycling_slices = recycling_slices
         self.epoch = 0
         self.num_skipped = 0
         self.num_skipped_files = 0
         self.entries = []
+        self.rejected: list[dict] = []  # drop entries (.drops) of the index entries left out
         for entry in self.index.entries:
-            reason = self._reject(entry, max_resolution, max_single_residue_fraction, min_resolved)
-            if reason is not None:
+            found = self._reject(entry, max_resolution, max_single_residue_fraction, min_resolved)
+            if found is not None:
                 self.num_skipped += 1
-                warn_input(f"skipping index entry: {reason}", file=self.index.resolve(entry.get("structure")),
+                self.rejected.append(drop(found[0], entry.get("name", "?"), found[1]))
+                warn_input(f"skipping index entry: {found[1]}", file=self.index.resolve(entry.get("structure")),
                            record=entry.get("name"))
                 continue
             self.entries.append(entry)
         if not self.entries:
-            raise InputError(f"no usable chains in the index ({self.num_skipped} skipped)")
+            reasons = counted_lines(list(self.index.skipped) + self.rejected)
+            raise InputError(f"no usable chains in the index ({len(self.index.entries)} indexed, "
+                             f"{self.num_skipped} left out here, {len(self.index.skipped)} skipped while indexing"
+                             + (f"; {'; '.join(reasons)}" if reasons else "") + ")")
 
-    def _reject(self, e: dict, max_res: float, max_frac: float, min_resolved: int) -> str | None:
+    def _reject(self, e: dict, max_res: float, max_frac: float, min_resolved: int) -> tuple[str, str] | None:
+        """``(reason, detail)`` (:mod:`.drops`) when the entry cannot be used, else None."""
         required = ("name", "chain_id", "structure", "sequence")
         if any(k not in e for k in required):
-            return f"missing fields {[k for k in required if k not in e]}"
+            return "missing index fields", f"missing fields {[k for k in required if k not in e]}"
         cache = self.index.resolve(e.get("cache"))
         structure = self.index.resolve(e["structure"])
         if not ((cache is not None and cache.is_file()) or structure.is_file()):
-            return f"structure file not found: {structure}"
+            return "structure file not found", f"structure file not found: {structure}"
         if e.get("alignment_dir") and not self.index.resolve(e["alignment_dir"]).is_dir():
-            return f"alignment folder not found: {self.index.resolve(e['alignment_dir'])}"
+            return "alignment folder not found", f"alignment folder not found: {self.index.resolve(e['alignment_dir'])}"
         if e.get("resolution") and e["resolution"] > max_res:
-            return f"resolution {e['resolution']} Å > {max_res} Å"
+            return "resolution above the limit", f"resolution {e['resolution']} Å > {max_res} Å"
         seq = e["sequence"]
         if seq and max(seq.count(c) for c in set(seq)) / len(seq) > max_frac:
-            return f"one residue type makes up more than {max_frac:.0%} of the sequence"
+            return "one residue type dominates", f"one residue type makes up more than {max_frac:.0%} of the sequence"
         if e.get("num_resolved", min_resolved) < min_resolved:
-            return f"only {e.get('num_resolved')} resolved residues"
+            return "too few resolved residues", f"only {e.get('num_resolved')} resolved residues"
         return None
 
     def __len__(self) -> int:
@@ -316,7 +361,8 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         chain = self.load_chain(entry)
         rng = np.random.default_rng([self.seed, self.epoch, i])
         feats = make_features(chain, self.load_msas(entry), self.config, structure=chain, mode=self.mode,
-                              seed=rng)
+                              seed=rng, recycling_slices=self.recycling_slices)
+        check_feature_values(feats, record=entry["name"], file=chain.path)  # finite, masks 0/1, tokens in range
         return Sample(sample_id=entry["name"], features=feats)
 
     def __getitem__(self, i: int) -> Sample:

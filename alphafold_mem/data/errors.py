@@ -3,7 +3,10 @@
 Every parser raises :class:`InputError` (a ``ValueError``) for input it cannot use. Its ``str`` is
 one line in the compiler style ``path:line:col: record 'name': message`` so that editors and CI logs
 can jump to it. Recoverable oddities are reported with :func:`warn_input` (a ``warnings.warn`` with
-an :class:`InputWarning` carrying the same location).
+an :class:`InputWarning` carrying the same location). Harmless changes the user should still hear
+about (a stripped trailing ``*``, a modified residue mapped to its parent) are
+:class:`InputNote` s, emitted by :func:`note_input`; they are warnings too, so a caller that
+records warnings gets both, and front ends print them as ``note:`` lines.
 """
 
 from __future__ import annotations
@@ -57,9 +60,21 @@ class InputWarning(UserWarning):
     """A recoverable oddity in the input (skipped record, unusual residue, ...)."""
 
 
-def warn_input(reason: str, *, file=None, record=None, line=None, column=None, stacklevel=3) -> None:
-    """Emit an :class:`InputWarning` whose one-line message starts with the location."""
+class InputNote(InputWarning):
+    """Information about a harmless change made to the input (printed as a ``note:`` line)."""
+
+
+def _message(reason, file, record, line, column) -> str:
     loc = _location(None if file is None else os.fspath(file), line, column,
                     None if record is None else _one_line(record)[:80])
-    msg = f"{loc}: {_one_line(reason)}" if loc else _one_line(reason)
-    warnings.warn(msg, InputWarning, stacklevel=stacklevel)
+    return f"{loc}: {_one_line(reason)}" if loc else _one_line(reason)
+
+
+def warn_input(reason: str, *, file=None, record=None, line=None, column=None, stacklevel=3) -> None:
+    """Emit an :class:`InputWarning` whose one-line message starts with the location."""
+    warnings.warn(_message(reason, file, record, line, column), InputWarning, stacklevel=stacklevel)
+
+
+def note_input(reason: str, *, file=None, record=None, line=None, column=None, stacklevel=3) -> None:
+    """Emit an :class:`InputNote` (same message layout as :func:`warn_input`)."""
+    warnings.warn(_message(reason, file, record, line, column), InputNote, stacklevel=stacklevel)

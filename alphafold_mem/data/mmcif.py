@@ -9,6 +9,11 @@ label chain id) and :func:`read_mmcif` (all protein chains).
 
 * residues: ``_entity_poly_seq`` (first monomer where microheterogeneity lists several); atoms are
   placed by ``label_seq_id`` so author numbering, insertion codes and offsets do not matter;
+* a protein chain without ``label_seq_id`` (and often without ``_entity``/``_entity_poly``, as some
+  tools write them) is read from ``_atom_site`` alone: author chain, residues by author number and
+  insertion code in file order, with a warning that missing residues cannot be detected;
+* protein chains named by ``_entity_poly.pdbx_strand_id`` without atoms are listed in
+  ``Structure.dropped``;
 * one model (the first, or ``model=``); NMR ensembles keep their other models out;
 * metadata: resolution, first release date and experimental method from the entry's categories.
 """
@@ -85,8 +90,47 @@ def parse_mmcif(path, chain_id: str | None = None, *, id_type: str = "auto",
     return read_mmcif(path, model=model).chain(chain_id, id_type=id_type)
 
 
+def _strands(d: dict, proteins: set[str] | None) -> list[str]:
+    """Author chain ids of the protein entities (``_entity_poly.pdbx_strand_id``), in file order."""
+    ids, strands = d.get("_entity_poly.entity_id"), d.get("_entity_poly.pdbx_strand_id")
+    if not ids or not strands or proteins is None:
+        return []
+    out = []
+    for e, text in zip(ids, strands):
+        if e in proteins and text not in ("?", "."):
+            out.extend(c.strip() for c in text.split(",") if c.strip())
+    return out
+
+
+def _residue_keys(seq_num: np.ndarray, ins: np.ndarray) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Residue index (file order of first appearance) of every atom, keyed by author number and
+    insertion code, and the keys in that order."""
+    keys = list(zip(seq_num.tolist(), np.where(np.isin(ins, ["?", "."]), "", ins).tolist()))
+    order: dict[tuple[str, str], int] = {}
+    pos = np.array([order.setdefault(k, len(order)) for k in keys], dtype=np.int64)
+    return pos, list(order)
+
+
+def _numbering_gaps(keys: list[tuple[str, str]]) -> list[tuple[int, int]]:
+    """``(before, after)`` author numbers where consecutive residues skip numbers."""
+    nums = []
+    for number, _ in keys:
+        try:
+            nums.append(int(number))
+        except ValueError:
+            return []
+    return [(a, b) for a, b in zip(nums[:-1], nums[1:]) if b > a + 1]
+
+
 def read_mmcif(path, *, model: int | None = None) -> Structure:
     """Parse the protein chains of an mmCIF file (optionally ``.gz``).
+
+    Residues come from ``_entity_poly_seq`` and atoms are placed by ``label_seq_id``. A protein
+    chain whose atoms carry no ``label_seq_id`` ('.', '?' or no such column; files written by some
+    modelling and conversion tools, often without ``_entity`` / ``_entity_poly`` too) is read from
+    ``_atom_site`` alone: author chain, residues in file order keyed by author number
+    (``auth_seq_id``) and insertion code; a warning says that residues missing from the model cannot
+    be detected there.
 
     Args:
         path: the file.
@@ -94,7 +138,9 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
 
     Returns:
         :class:`Structure` with one :class:`ProteinChain` per author chain id of a
-        ``polypeptide`` entity that has at least one atom in the chosen model.
+        ``polypeptide`` entity that has at least one atom in the chosen model; the protein chains
+        named by ``_entity_poly.pdbx_strand_id`` without any atom there are listed in
+        ``Structure.dropped``.
 
     Raises:
         InputError: unreadable file, no ``_atom_site`` loop, the requested model absent, or no
@@ -108,15 +154,20 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
         raise InputError("no _atom_site coordinates", file=path)
     pdb_id = (_valid(d.get("_entry.id")) or [Path(path).name.split(".")[0]])[0].lower()
     pdb_id = pdb_id.split("-")[0]
-
-    col = {k: np.asarray(d[f"_atom_site.{k}"]) for k in (
-        "label_atom_id", "label_comp_id", "label_asym_id", "label_entity_id", "label_seq_id",
-        "auth_asym_id", "Cartn_x", "Cartn_y", "Cartn_z")}
-    n_atoms = len(col["Cartn_x"])
+    n_atoms = len(d["_atom_site.Cartn_x"])
 
     def optional(name, default):
         v = d.get(f"_atom_site.{name}")
         return np.asarray(v) if v is not None else np.full(n_atoms, default)
+
+    col = {k: optional(k, ".") for k in (
+        "label_atom_id", "label_comp_id", "label_asym_id", "label_entity_id", "label_seq_id",
+        "Cartn_x", "Cartn_y", "Cartn_z")}
+    for label, auth in (("label_atom_id", "auth_atom_id"), ("label_comp_id", "auth_comp_id")):
+        if f"_atom_site.{label}" not in d and f"_atom_site.{auth}" in d:
+            col[label] = optional(auth, ".")
+    col["auth_asym_id"] = optional("auth_asym_id", ".")
+    col["auth_asym_id"] = np.where(col["auth_asym_id"] == ".", col["label_asym_id"], col["auth_asym_id"])
 
     models = optional("pdbx_PDB_model_num", "1")
     model_ids = list(dict.fromkeys(models.tolist()))
@@ -125,12 +176,26 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
         raise InputError(f"model {model} not in file (models: {', '.join(model_ids[:10])})", file=path)
 
     proteins = _protein_entities(d)
-    polymer = (col["label_seq_id"] != ".") & (col["label_seq_id"] != "?") & (models == chosen)
+    in_model = models == chosen
+    has_seq_id = (col["label_seq_id"] != ".") & (col["label_seq_id"] != "?")
+    names_u, inverse = np.unique(col["label_comp_id"], return_inverse=True)  # one lookup per residue name
+    amino = np.array([one_letter(c) != "X" or c == "UNK" for c in names_u], dtype=bool)[inverse.reshape(-1)]
     if proteins is not None:
-        polymer &= np.isin(col["label_entity_id"], list(proteins))
+        protein_atom = np.isin(col["label_entity_id"], list(proteins))
     else:  # no _entity_poly: decide by residue names
-        polymer &= np.array([one_letter(c) != "X" or c == "UNK" for c in col["label_comp_id"]])
-    idx = np.flatnonzero(polymer)
+        protein_atom = amino
+    polymer = has_seq_id & in_model & protein_atom
+    # _atom_site fallback: author chains of amino-acid residues with no label_seq_id at all (an
+    # entity that is known not to be a protein, e.g. a ligand, stays out).
+    candidate = in_model & amino & ~has_seq_id
+    if proteins is not None:
+        candidate &= protein_atom | np.isin(col["label_entity_id"], ["?", "."])
+    no_seq_chains = set(col["auth_asym_id"][candidate].tolist())
+    no_seq_chains -= set(col["auth_asym_id"][has_seq_id & in_model].tolist())
+    group = optional("group_PDB", "ATOM")
+    no_seq_chains &= set(col["auth_asym_id"][in_model & (group == "ATOM")].tolist())  # not a lone ligand
+    fallback = candidate & np.isin(col["auth_asym_id"], sorted(no_seq_chains))
+    idx = np.flatnonzero(polymer | fallback)
     if idx.size == 0:
         raise InputError("no protein chain with coordinates", file=path)
 
@@ -146,7 +211,8 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
     )
     entity_seqs = _entity_sequences(d)
     entity_letters = _entity_letters(d)
-    seq_id = np.asarray(col["label_seq_id"][idx], dtype=np.int64)
+    seq_id = np.where(has_seq_id[idx], col["label_seq_id"][idx], "0").astype(np.int64)
+    from_atom_site = fallback[idx]
     xyz = np.stack([col["Cartn_x"][idx], col["Cartn_y"][idx], col["Cartn_z"][idx]], -1).astype(np.float32)
     occupancy = optional("occupancy", "1.0")[idx]
     occupancy = np.where(np.isin(occupancy, ["?", "."]), "1.0", occupancy).astype(np.float32)
@@ -156,31 +222,51 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
     auth, entity = col["auth_asym_id"][idx], col["label_entity_id"][idx]
     label_asym = col["label_asym_id"][idx]
     altloc = optional("label_alt_id", ".")[idx]
+    auth_seq, ins_code = optional("auth_seq_id", "?")[idx], optional("pdbx_PDB_ins_code", "?")[idx]
 
     chains: dict[str, ProteinChain] = {}
     for chain_id in dict.fromkeys(auth.tolist()):
         sel = np.flatnonzero(auth == chain_id)
         ent = entity[sel[0]]
-        sel = sel[entity[sel] == ent]  # one polymer entity per author chain
-        seqres = entity_seqs.get(ent)
-        if seqres is None:  # no _entity_poly_seq (e.g. re-processed assembly files)
-            amino = np.array([one_letter(c) != "X" or c == "UNK" for c in comps[sel]], dtype=bool)
-            sel = sel[amino]
-            if sel.size == 0:
-                continue
-            by_pos = dict(zip(seq_id[sel].tolist(), comps[sel].tolist()))
-            last = max(by_pos)
-            if len(by_pos) != last:
-                warn_input(f"no _entity_poly_seq; {last - len(by_pos)} unobserved residues filled "
-                           "with UNK", file=path, record=chain_id)
-            seqres = [by_pos.get(i, "UNK") for i in range(1, last + 1)]
-        pos = seq_id[sel] - 1
-        if pos.min() < 0 or pos.max() >= len(seqres):
-            raise InputError(f"label_seq_id outside 1..{len(seqres)} of entity {ent}", file=path,
-                             record=chain_id)
+        if from_atom_site[sel[0]]:
+            if np.isin(auth_seq[sel], ["?", "."]).any():
+                raise InputError("no label_seq_id and no auth_seq_id: residues cannot be numbered",
+                                 file=path, record=chain_id)
+            pos, keys = _residue_keys(auth_seq[sel], ins_code[sel])
+            first = np.unique(pos, return_index=True)[1]  # first atom of each residue
+            seqres = [str(c) for c in comps[sel][first]]
+            gaps = _numbering_gaps(keys)
+            jumps = (f"; author numbering jumps {len(gaps)} time(s) (first {gaps[0][0]} -> {gaps[0][1]}), "
+                     "so residues are probably missing there") if gaps else ""
+            warn_input("no label_seq_id (and no _entity_poly_seq) for this chain: residues taken from "
+                       "_atom_site by author number and insertion code; residues missing from the model "
+                       f"cannot be detected{jumps}", file=path, record=chain_id)
+            letters = None
+        else:
+            sel = sel[(entity[sel] == ent) & ~from_atom_site[sel]]  # one polymer entity per author chain
+            seqres = entity_seqs.get(ent)
+            if seqres is None:  # no _entity_poly_seq (e.g. re-processed assembly files)
+                amino_sel = np.array([one_letter(c) != "X" or c == "UNK" for c in comps[sel]], dtype=bool)
+                sel = sel[amino_sel]
+                if sel.size == 0:
+                    continue
+                by_pos = dict(zip(seq_id[sel].tolist(), comps[sel].tolist()))
+                last = max(by_pos)
+                if len(by_pos) != last:
+                    warn_input(f"no _entity_poly_seq; {last - len(by_pos)} unobserved residues filled "
+                               "with UNK", file=path, record=chain_id)
+                seqres = [by_pos.get(i, "UNK") for i in range(1, last + 1)]
+            pos = seq_id[sel] - 1
+            if pos.min() < 0 or pos.max() >= len(seqres):
+                raise InputError(f"label_seq_id outside 1..{len(seqres)} of entity {ent}", file=path,
+                                 record=chain_id)
+            letters = entity_letters.get(ent)
         chains[chain_id] = build_chain(
             pdb_id=pdb_id, chain_id=chain_id, seqres_names=seqres, pos=pos, atom_names=names[sel],
             comp_ids=comps[sel], xyz=xyz[sel], occupancy=occupancy[sel], bfactor=bfactor[sel],
-            meta=meta, path=path, letters=entity_letters.get(ent), altloc=altloc[sel],
-            label_asym_id=str(label_asym[sel[0]]))
-    return Structure(pdb_id=pdb_id, chains=chains, num_models=len(model_ids), path=path, **meta)
+            meta=meta, path=path, letters=letters, altloc=altloc[sel],
+            label_asym_id=None if label_asym[sel[0]] in ("?", ".") else str(label_asym[sel[0]]))
+    dropped = tuple((c, "no modelled atoms" + (f" in model {chosen}" if len(model_ids) > 1 else ""))
+                    for c in dict.fromkeys(_strands(d, proteins)) if c not in chains)
+    return Structure(pdb_id=pdb_id, chains=chains, num_models=len(model_ids), path=path, dropped=dropped,
+                     **meta)

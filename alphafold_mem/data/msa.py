@@ -8,8 +8,10 @@ the query immediately before query column ``j``). A3M records are split like FAS
 
 A3M rules: lower-case letters are insertions (deletion matrix), ``.`` is dropped, ``#`` lines are
 ignored, wrapped rows are joined, non-printable bytes are rejected with their position, rows whose
-match-column count differs from the query's are listed by number, exact duplicate rows are
-removed (first kept), and with ``query=`` the first row must equal the query. An empty alignment
+match-column count differs from the query's are listed by number with the likely cause (upper-case
+insertions, missing ``-``), exact duplicate rows are removed (first kept), and with ``query=`` the
+first row must equal the query. All problems of one file are reported in one error (up to
+:data:`MAX_PROBLEMS`). An empty alignment
 gives a query-only MSA (with ``query=``) or an empty one, with a warning.
 """
 
@@ -24,7 +26,7 @@ from typing import Iterable
 import numpy as np
 from Bio import AlignIO
 
-from .errors import InputError, warn_input
+from .errors import InputError, note_input, warn_input
 from .names import sanitize_name
 from .text import check_file, describe_char, open_text, split_records
 
@@ -105,18 +107,22 @@ def _a3m_row(row: str) -> tuple[bytes, np.ndarray, int]:
     return b[keep].tobytes(), deletions, -1
 
 
+def _query_problem(first: str, query: str) -> str | None:
+    """Why an MSA's first row (match columns) is not ``query``, or ``None`` when it is."""
+    q = query.upper()
+    if first == q:
+        return None
+    if len(first) != len(q):
+        return f"first row has {len(first)} match columns but the query has {len(q)} residues"
+    k = next(i for i, (a, b) in enumerate(zip(first, q)) if a != b)
+    return f"first row differs from the query at position {k + 1} ({first[k]!r} in the MSA, {q[k]!r} in the query)"
+
+
 def _check_query(msa: Msa, query: str, label: str) -> None:
     """Raise unless the MSA's first row equals ``query`` (upper case, insertions removed)."""
-    q = query.upper()
-    first = msa.query
-    if first == q:
-        return
-    if len(first) != len(q):
-        raise InputError(f"first row has {len(first)} match columns but the query has {len(q)} "
-                         "residues", file=msa.path, record=label, line=1)
-    k = next(i for i, (a, b) in enumerate(zip(first, q)) if a != b)
-    raise InputError(f"first row differs from the query at position {k + 1} "
-                     f"({first[k]!r} in the MSA, {q[k]!r} in the query)", file=msa.path, record=label)
+    problem = _query_problem(msa.query, query)
+    if problem:
+        raise InputError(problem, file=msa.path, record=label, line=1 if "columns" in problem else None)
 
 
 def _finish_msa(seqs, dels, descs, path, query, max_sequences) -> Msa:
@@ -142,6 +148,39 @@ def _finish_msa(seqs, dels, descs, path, query, max_sequences) -> Msa:
     return msa
 
 
+#: At most this many problems of one alignment file are listed in its error.
+MAX_PROBLEMS = 10
+
+
+def _length_hint(row: str, width: int, n_match: int) -> str:
+    """The likely cause of an A3M row whose match-column count differs from the query's."""
+    if n_match > width:
+        return (f"{n_match - width} more than the query: likely insertions written in upper case "
+                "(a3m insertions are lower case)")
+    if any(c.islower() for c in row) or "-" in row:
+        return f"{width - n_match} fewer than the query: likely missing '-' for deleted query columns"
+    return (f"{width - n_match} fewer than the query: likely an unaligned (FASTA) sequence; a3m rows need "
+            "one upper-case letter or '-' per query column")
+
+
+def _raise_problems(problems: list[tuple], path: str) -> None:
+    """One :class:`InputError` for every problem found in one file (up to :data:`MAX_PROBLEMS`);
+    ``problems`` holds ``(line, column, record, text)``. A single problem keeps its exact location."""
+    if not problems:
+        return
+    problems = sorted(problems, key=lambda p: (p[0] is None, p[0] or 0))
+    if len(problems) == 1:
+        line, column, record, text = problems[0]
+        raise InputError(text, file=path, line=line, column=column, record=record)
+    parts = []
+    for line, column, record, text in problems[:MAX_PROBLEMS]:
+        where = f"line {line}" + (f":{column}" if column else "") if line else ""
+        who = f"row '{record}'" if record else ""
+        parts.append(" ".join(p for p in (where, who) if p) + f": {text}")
+    more = f"; and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+    raise InputError(f"{len(problems)} problems: {'; '.join(parts)}{more}", file=path, line=problems[0][0])
+
+
 def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequences: int | None) -> Msa:
     tracked, raw = split_records(lines)
     if tracked.preamble is not None:
@@ -152,32 +191,38 @@ def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequ
     dels: list[np.ndarray] = []
     descs: list[str] = []
     width = None
-    wrong: list[tuple[int, int, int]] = []  # (row number, header line, match columns)
+    problems: list[tuple] = []  # (line, column, record, text): all problems of the file, reported at once
     for i, (title, row) in enumerate(raw):
         name = sanitize_name(title, f"row_{i + 1}")
         if i == 0 and row.endswith("*"):
             row = row[:-1]
+            note_input("one trailing '*' (stop) removed from the query row", file=path, record=name,
+                       line=tracked.headers[i], stacklevel=5)
         aligned, d, bad = _a3m_row(row)
         if bad >= 0:
             line, column = tracked.position(i, bad)
-            raise InputError(f"invalid character {describe_char(row[bad])} in A3M row {i + 1}",
-                             file=path, record=name, line=line, column=column)
+            problems.append((line, column, name, f"invalid character {describe_char(row[bad])} in A3M row {i + 1}"))
+            if i == 0:
+                break  # without a usable query row the others cannot be checked
+            continue
         if width is None:
             width = len(aligned)
             if width == 0:
                 raise InputError("first row (query) has no match columns", file=path, record=name,
                                  line=tracked.headers[i])
         elif len(aligned) != width:
-            wrong.append((i + 1, tracked.headers[i], len(aligned)))
+            problems.append((tracked.headers[i], None, name,
+                             f"row {i + 1} has {len(aligned)} match columns, "
+                             f"{_length_hint(row, width, len(aligned))}"))
             continue
         seqs.append(aligned.decode("ascii"))
         dels.append(d)
         descs.append(title)
-    if wrong:
-        listed = ", ".join(f"row {r} (line {ln}: {n})" for r, ln, n in wrong[:10])
-        more = f" and {len(wrong) - 10} more" if len(wrong) > 10 else ""
-        raise InputError(f"{len(wrong)} rows have a match-column count different from the query's "
-                         f"{width}: {listed}{more}", file=path, line=wrong[0][1])
+    if query is not None and width is not None and seqs:
+        mismatch = _query_problem(seqs[0], query)
+        if mismatch:
+            problems.append((tracked.headers[0], None, sanitize_name(descs[0], "query"), mismatch))
+    _raise_problems(problems, path)
     return _finish_msa(seqs, dels, descs, path, query, max_sequences)
 
 

@@ -24,9 +24,9 @@ import numpy as np
 from Bio.Data.PDBData import protein_letters_3to1_extended
 
 from ..geometry import residue_constants as rc
-from .errors import InputError, warn_input
+from .errors import InputError, note_input, warn_input
 
-__all__ = ["ProteinChain", "Structure", "build_chain", "one_letter"]
+__all__ = ["ProteinChain", "Structure", "build_chain", "modified_residues", "one_letter"]
 
 _BACKBONE = np.zeros(rc.atom_type_num, dtype=np.float32)
 for _a in ("N", "CA", "C", "O"):
@@ -55,6 +55,8 @@ class ProteinChain:
         atom37_mask: ``[N_res, 37]`` float32, 1 where the atom was resolved (occupancy > 0).
         b_factors: ``[N_res, 37]`` float32, Å^2.
         label_asym_id: the mmCIF ``label_asym_id`` of the chain (``None`` for PDB files).
+        modified: ``(name, parent, count)`` per non-standard residue name of the SEQRES and the
+            standard residue it was mapped to (``("MSE", "MET", 4)``; ``"UNK"`` when it has none).
         resolution: Å; ``None`` when the entry gives none ('?', '.', or absent, e.g. NMR).
         release_date: ``YYYY-MM-DD`` of the first release (or deposition), or ``None``.
         method: experimental method(s), e.g. ``"X-RAY DIFFRACTION"``.
@@ -70,6 +72,7 @@ class ProteinChain:
     atom37_mask: np.ndarray
     b_factors: np.ndarray
     label_asym_id: str | None = None
+    modified: tuple = ()
     resolution: float | None = None
     release_date: str | None = None
     method: str = ""
@@ -106,6 +109,8 @@ class Structure:
     Attributes:
         pdb_id, resolution (Å), release_date, method, model, num_models, path: entry metadata.
         chains: author chain id -> :class:`ProteinChain`, in file order.
+        dropped: ``(chain id, reason)`` for protein chains the file names that yield no record
+            (e.g. ``"no modelled atoms"``), so that callers can report them.
     """
 
     pdb_id: str
@@ -116,6 +121,7 @@ class Structure:
     model: int = 1
     num_models: int = 1
     path: str | None = None
+    dropped: tuple = ()
 
     def chain(self, chain_id: str | None = None, *, id_type: str = "auto") -> ProteinChain:
         """Select a protein chain.
@@ -208,6 +214,24 @@ def build_chain(*, pdb_id, chain_id, seqres_names, pos, atom_names, comp_ids, xy
         swap = arg & (d1 > d2)
         positions[swap, nh1], positions[swap, nh2] = positions[swap, nh2].copy(), positions[swap, nh1].copy()
         bfac[swap, nh1], bfac[swap, nh2] = bfac[swap, nh2].copy(), bfac[swap, nh1].copy()
+    modified = modified_residues(seqres_names, sequence)
+    if modified:
+        note_input("modified residues mapped to their parents: " + ", ".join(
+            f"{name}->{parent} ({count})" for name, parent, count in modified), file=path, record=chain_id,
+            stacklevel=5)
     return ProteinChain(pdb_id=pdb_id, chain_id=chain_id, sequence=sequence, aatype=aatype,
                         atom37_positions=positions, atom37_mask=mask, b_factors=bfac,
-                        label_asym_id=label_asym_id, path=path, **meta)
+                        label_asym_id=label_asym_id, modified=modified, path=path, **meta)
+
+
+def modified_residues(seqres_names, sequence: str) -> tuple:
+    """``(name, parent, count)`` for every residue name outside the 20 standard ones and UNK, with
+    the standard residue ``sequence`` holds at its positions (``"UNK"`` for X), in order of first
+    appearance."""
+    counts: dict[tuple[str, str], int] = {}
+    for name, letter in zip(seqres_names, sequence):
+        if name in rc.restype_3to1 or name == rc.unk_restype:
+            continue
+        key = (str(name), rc.restype_1to3.get(letter, rc.unk_restype))
+        counts[key] = counts.get(key, 0) + 1
+    return tuple((name, parent, n) for (name, parent), n in counts.items())

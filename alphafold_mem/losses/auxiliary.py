@@ -98,7 +98,7 @@ def _resolution_ok(resolution: Tensor, min_resolution: float, max_resolution: fl
 
 def plddt_loss(lddt_logits: Tensor, final_atom_positions: Tensor, all_atom_positions: Tensor,
                all_atom_mask: Tensor, resolution: Tensor, cutoff: float = 15.0,
-               min_resolution: float = 0.1, max_resolution: float = 3.0, eps: float = 1e-10) -> Tensor:
+               min_resolution: float = 0.1, max_resolution: float = 3.0, eps: float = 1e-8) -> Tensor:
     """pLDDT head loss (Suppl. 1.9.6, Alg. 29): cross-entropy between the head's ``B`` bins and the
     per-residue lDDT-Cα of the (detached) final prediction binned into ``B`` equal bins on [0, 1].
 
@@ -117,7 +117,7 @@ def plddt_loss(lddt_logits: Tensor, final_atom_positions: Tensor, all_atom_posit
     mask = all_atom_mask[..., ca]
     with torch.no_grad():
         score = lddt(final_atom_positions[..., ca, :].detach(), all_atom_positions[..., ca, :], mask,
-                     cutoff=cutoff, per_residue=True)  # [*, N]
+                     cutoff=cutoff, per_residue=True, no_pairs=1.0)  # [*, N] (1.0 without pairs: AF2)
         bins = torch.clamp(torch.floor(score * num_bins), max=num_bins - 1).long()
     ce = _cross_entropy(lddt_logits, bins)
     loss = (ce * mask).sum(-1) / (eps + mask.sum(-1))
@@ -161,8 +161,10 @@ def tm_loss(pae_logits: Tensor, sm_final_frames: Tensor, backbone_rigid_tensor: 
     pred = Rigid.from_tensor_4x4(sm_final_frames.detach())
     true = Rigid.from_tensor_4x4(backbone_rigid_tensor)
     with torch.no_grad():
-        local_pred = pred.invert()[..., None].apply(pred.trans[..., None, :, :])  # [*, I, J, 3]
-        local_true = true.invert()[..., None].apply(true.trans[..., None, :, :])
+        # R_i^T (t_j - t_i), as AF2's QuatAffine.invert_point: exactly 0 on the diagonal, so i == j
+        # falls in bin 0 (the first edge is 0 Å; a rounding residue would move it to bin 1)
+        local_pred = pred[..., None].invert_apply(pred.trans[..., None, :, :])  # [*, I, J, 3]
+        local_true = true[..., None].invert_apply(true.trans[..., None, :, :])
         err2 = ((local_pred - local_true) ** 2).sum(-1, keepdim=True)  # [*, I, J, 1]
         num_bins = pae_logits.shape[-1]
         edges = torch.linspace(0.0, max_bin, num_bins - 1, device=pae_logits.device, dtype=err2.dtype)

@@ -74,7 +74,10 @@ def between_residue_bond_loss(pos: Tensor, mask: Tensor, residue_index: Tensor, 
     n_ca_unit = (next_ca - next_n) / n_ca_len[..., None]
 
     cos1 = (c_ca_unit * c_n_unit).sum(-1)  # cos(CA-C-N)
-    mean1, std1 = rc.between_res_cos_angles_ca_c_n
+    # AF2's definition (``between_residue_bond_loss`` in alphafold/model/all_atom.py, reproduced by
+    # OpenFold): the CA-C-N angle is judged against the C-N *bond length* standard deviation (0.014),
+    # not the angle's own (0.0311). We follow AF2 so that the loss is AF2's number for number.
+    mean1, std1 = rc.between_res_cos_angles_ca_c_n[0], rc.between_res_bond_length_stddev_c_n[0]
     err1 = torch.sqrt(eps + (cos1 - mean1) ** 2)
     mask1 = mask[..., :-1, ca] * mask[..., :-1, c] * mask[..., 1:, n] * no_gap
     loss1 = F.relu(err1 - tolerance_factor_soft * std1)
@@ -102,8 +105,10 @@ def between_residue_clash_loss(pos: Tensor, mask: Tensor, residue_index: Tensor,
                                eps: float = 1e-10) -> dict[str, Tensor]:
     """Steric clashes between atoms of different residues (Suppl. 1.9.11, Eq. 46): a penalty
     relu(r_a + r_b - tolerance - d) for every non-bonded inter-residue atom pair. The peptide
-    bond C(i)-N(i+1) and the SG-SG pair of two cysteines (disulfides) are excluded. (AF2 excludes
-    the atom14 slot-5 pair of *any* two residues; we restrict it to CYS-CYS, the pair it means.)
+    bond C(i)-N(i+1) and the disulfide pair are excluded. As in AF2 (and OpenFold), the disulfide
+    exclusion removes the atom14 slot-5 pair (CYS SG) of *any* two residues, not only of two
+    cysteines: that is AF2's definition, kept so the loss matches it number for number
+    (``tests/test_loss_parity.py``).
 
     Args:
         pos: ``[*, N_res, 14, 3]`` (Å); mask: ``[*, N_res, 14]``; residue_index, aatype ``[*, N_res]``.
@@ -122,11 +127,10 @@ def between_residue_clash_loss(pos: Tensor, mask: Tensor, residue_index: Tensor,
     c_n = torch.zeros(14, 14, dtype=pos.dtype, device=pos.device)
     c_n[2, 0] = 1.0  # C of residue i with N of residue i+1
     pair_mask = pair_mask * (1.0 - bonded[..., None, None] * c_n)
-    cys = (restype == rc.resname_to_idx["CYS"]).to(pos.dtype)
     sg = rc.restype_name_to_atom14_names["CYS"].index("SG")
     ss = torch.zeros(14, 14, dtype=pos.dtype, device=pos.device)
     ss[sg, sg] = 1.0
-    pair_mask = pair_mask * (1.0 - (cys[..., :, None] * cys[..., None, :])[..., None, None] * ss)
+    pair_mask = pair_mask * (1.0 - ss)
 
     lower = pair_mask * (radius[..., :, None, :, None] + radius[..., None, :, None, :])
     err = pair_mask * F.relu(lower - overlap_tolerance_soft - d)  # [*, N, N, 14, 14]

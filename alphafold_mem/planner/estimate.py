@@ -18,10 +18,10 @@ well under 1 %, ``tests/test_memory_estimate.py``):
   streamed templates and buffers) runs its first two iterations, and the structure module its
   first and last layer with the outputs of the others allocated (:func:`first_chunk_only`). The
   number of traced ops, hence the time, no longer grows with N_res;
-* training: forward and backward of a proxy loss (the squared outputs of the structure module and
-  every head, a stand-in for the AF2 loss whose own transients are small), on the last recycling
-  iteration only (earlier ones run without autograd and peak lower); the stacks run with one and
-  two blocks and the peak is extrapolated linearly in the block counts (see :func:`estimate`).
+* training: forward and backward of the real AF2 loss on fake ground truth of the right shapes
+  (:mod:`.training_loss`), on the last recycling iteration only (earlier ones run without autograd
+  and peak lower); the stacks run with one and two blocks and the peak is extrapolated linearly in
+  the block counts (see :func:`estimate`).
 
 The fake model of a config is built once per process and re-bound for every policy.
 
@@ -49,6 +49,7 @@ from ..memory.policy import MemoryPolicy
 from ..memory.tracking import StorageTracker
 from ..model.alphafold import AlphaFold
 from .dap import bind_simulated
+from .training_loss import ground_truth_batch, training_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +114,8 @@ def batch_sizes(batch: dict[str, Tensor], recycle_dim: Optional[int] = None) -> 
 
 
 def proxy_loss(out: dict[str, Tensor]) -> Tensor:
-    """The training-step stand-in loss of the estimator and the benchmark: mean squares of the
-    structure-module positions and of every head's output."""
+    """A stand-in loss (mean squares of the structure-module positions and of every head's output),
+    kept for comparisons with OpenFold's model alone; the training estimate runs the real loss."""
     keys = ("final_atom_positions", "sm_positions", "sm_frames", "lddt_logits", "distogram_logits",
             "masked_msa_logits", "experimentally_resolved_logits", "pae_logits")
     return sum(out[k].float().pow(2).mean() for k in keys if k in out)
@@ -168,6 +169,8 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
         model.train(training)
         model.zero_grad(set_to_none=True)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
+        if training:  # the real AF2 loss on fake ground truth (planner/training_loss.py)
+            batch.update(ground_truth_batch(config, n_res, n_seq))
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
         tracker = StorageTracker()
         sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
@@ -176,7 +179,7 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
         with grad, cut_loops, sim, tracker:
             out = model(batch)
             if training:
-                proxy_loss(out).backward()
+                training_loss(config, out, batch).backward()
             del out
         model.zero_grad(set_to_none=True)
     return inputs, tracker.peak, tracker.host_peak

@@ -8,8 +8,9 @@ One run:
    neither: single-sequence mode, said so);
 2. validates every input before any model work: a bad record or MSA is reported in one line naming
    file, record and position, and the other targets still run;
-3. skips targets whose outputs are complete (``<id>_scores.json`` is written last) unless
-   ``overwrite``;
+3. skips targets whose outputs are complete and were produced from the same sequence, MSA,
+   weights and result-changing options (:mod:`.provenance`); a finished target that differs fails
+   with a line naming what changed, unless ``overwrite``;
 4. loads the weights once (any format :mod:`alphafold_mem.weights` detects), then for each target
    builds features, runs the model (a failure such as running out of memory fails that target only)
    and writes ``<id>.pdb`` (pLDDT in the B-factor column), ``<id>.cif`` (ModelCIF, pLDDT as local QA
@@ -39,8 +40,10 @@ from ..precision import PRECISIONS
 from . import preflight
 from .outputs import output_paths, write_json, write_target_outputs
 from .parallel import Parallel
-from .targets import PredictError, Target, collect_targets
+from .provenance import partition_finished, shareable_scores
+from .targets import PredictError, Target, collect_targets, measure_searched
 from .timings import Stages
+from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
 
@@ -142,9 +145,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
             low_memory: bool = False, memory_policy="auto", max_memory: Optional[int] = None,
-            track_memory: bool = True,
-            log: Optional[Callable[[str], None]] = None, debug: bool = False, pipeline=None,
-            dap: int = 1) -> PredictionRun:
+            track_memory: bool = True, log: Optional[Callable[[str], None]] = None, debug: bool = False,
+            pipeline=None, min_msa_depth: int = 0, record_paths: bool = False, dap: int = 1) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -163,7 +165,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         precision: ``"fp32"``, ``"bf16"`` (the model's one autocast, fp32 islands and fp32
             representations) or ``"bf16-full"`` (bf16 representations too; see :mod:`alphafold_mem.precision`).
         seed: seed of MSA cluster sampling/masking and of torch.
-        overwrite: re-run targets whose outputs are complete (default: skip them).
+        overwrite: re-run finished targets (default: skip them if their provenance matches, else fail them).
         chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest
             chunk whose predicted peak fits the free device memory); results equal unchunked ones.
         low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
@@ -182,6 +184,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         debug: include tracebacks in the log for failures.
         pipeline: :class:`alphafold_mem.predict.stages.PipelineOptions`: sequence search before the
             features (cached under ``out_dir/<id>/``), templates from hits, Amber relaxation after the outputs.
+        min_msa_depth: fail targets whose MSA has fewer distinct rows (query included).
+        record_paths: write local paths (inputs, MSAs, weights) into the outputs (default: file names).
         dap: processes sharing each target (DAP; this process is one, :mod:`.parallel`): rank 0 writes.
 
     Returns:
@@ -206,7 +210,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     t_start = time.perf_counter()
 
     # 1-2. Inputs, validated before any model work.
-    targets, rejected = collect_targets(inputs, msa, msa_dir, log)
+    searching = pipeline is not None and pipeline.searching  # then depth and Neff after the search
+    targets, rejected = collect_targets(inputs, msa, msa_dir, log, single_sequence=single_sequence,
+                                        min_msa_depth=0 if searching else min_msa_depth)
     results = [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
                for x in rejected]
     if single_sequence:
@@ -221,6 +227,10 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             targets.remove(t)
             results.append(TargetResult(name=t.name, length=len(t.sequence), status="failed", message=message,
                                         order=t.order))
+        if searching:
+            targets, shallow = measure_searched(targets, min_msa_depth, log)
+            results += [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message,
+                                     order=x.order) for x in shallow]
     no_msa = [t.name for t in targets if not t.msa_files]
     if no_msa and not single_sequence:
         shown = ", ".join(no_msa[:5]) + (f" and {len(no_msa) - 5} more" if len(no_msa) > 5 else "")
@@ -235,17 +245,15 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     from ..planner import apply_memory_policy
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
-    todo, skipped = [], []
-    for t in targets:
-        # A PAE model also writes _pae files, but _scores.json (written last) marks completion.
-        marker = os.path.join(out_dir, f"{t.name}_scores.json")
-        if os.path.exists(marker) and not overwrite:
-            skipped.append(t)
-        else:
-            todo.append(t)
+    options = {"preset": preset, "num_recycles": num_recycles, "precision": policy.precision, "seed": seed}
+    todo, skipped, conflicts = partition_finished(targets, out_dir, weights_path, options, overwrite=overwrite,
+                                                  record_paths=record_paths, log=log, pipeline=pipeline)
+    results += [TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order)
+                for x in conflicts]
+    targets = todo + skipped
     todo, skipped = par.agree_targets(targets, todo, skipped)
     for t in skipped:
-        log(f"skip: {t.name}: finished outputs exist in {out_dir} (use --overwrite to recompute)")
+        log(f"skip: {t.name}: finished outputs of the same inputs and options in {out_dir} (--overwrite reruns)")
 
     stages = Stages(dev, track_cpu=track_memory)
     loaded = None
@@ -311,7 +319,8 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     ordered = sorted(results + [by_name[t.name] for t in targets], key=lambda r: r.order)
     run = PredictionRun(ordered, out_dir, weights=weights_path)
     timings = {
-        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name, "weights": weights_path,
+        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name,
+        "weights": weights_path if record_paths else os.path.basename(weights_path),
         "memory_measure": stages.describe(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "stages": stages.records,
@@ -334,6 +343,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
     from ..data.alignment_layout import msa_row_cap
+    from ..data.features.values import check_feature_values
 
     precision = policy.precision
     cfg = model.config
@@ -352,6 +362,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         return batch
 
     batch = stages.run(f"{t.name}/features", features)
+    check_feature_values(batch, record=t.name, file=t.source)  # finite, masks 0/1, tokens in range
     r.msa_depth = t.msa_depth
     batch = {k: v.to(dev) for k, v in batch.items()}
     chunk_note = policy.chunk_size  # concrete: the pre-flight resolved chunk_size="auto"
@@ -366,8 +377,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
             "max_predicted_aligned_error", "ptm")
     arrays = {k: v.detach().float().cpu().numpy() for k, v in par.gather(model, out, keep).items()}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
-    # UNK ('X') has no atoms in the atom37 tables; its Cα is the final backbone frame's origin.
-    arrays["backbone_origin"] = out["sm_frames"][-1][..., :3, 3].detach().float().cpu().numpy()
+    fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
     del out, batch
     if "ptm" in arrays:
         arrays["ptm"] = float(arrays["ptm"])
@@ -397,6 +407,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     if pipeline is not None:
         scores["templates"] = pipeline.template_record(found.get("templates"), pipeline.hits_file(t),
                                                        cfg.template.enabled)
+    scores = shareable_scores(scores, t, r.outputs)
     if "predicted_aligned_error" in arrays:
         pae = arrays["predicted_aligned_error"]
         scores["ptm"] = round(r.ptm, 4)

@@ -129,7 +129,7 @@ class PipelineOptions:
         try:
             result = relax_structure(outputs["pdb"], relaxed, device=self.relax_device, threads=self.cpus,
                                      remarks=[f"relaxed from {os.path.basename(outputs['pdb'])}"])
-            record = {"status": "ok", "relaxed_pdb": relaxed, **result.as_dict()}
+            record = {"status": "ok", "relaxed_pdb": os.path.basename(relaxed), **result.as_dict()}
             record.pop("path", None)
             outputs["relaxed_pdb"] = relaxed
             self.log(f"relax: {name}: {result.seconds:.1f} s, energy {result.initial_energy:.0f} -> "

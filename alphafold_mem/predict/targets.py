@@ -1,10 +1,12 @@
-"""Prediction targets: collect FASTA records / alignment inputs and their MSAs, and validate all of
-them before any model work.
+"""Prediction targets: collect FASTA records / alignment inputs / structure chains and their MSAs, and
+validate all of them before any model work (which files are read: :mod:`.inputs`).
 
 A FASTA file goes through :func:`alphafold_mem.data.parse_fasta` whole; only if it is rejected is it
 split at its headers so that every other record still runs. MSAs are parsed once here to validate
-them (and count their rows) and parsed again when the target runs, so a large batch never holds all
-of its alignments in memory. Every rejection is one line naming file, record and position.
+them (count their rows, compute Neff at 80 % identity, :mod:`alphafold_mem.data.neff`) and parsed
+again when the target runs, so a large batch never holds all of its alignments in memory. Every
+rejection is one line naming file, record and position. An MSA that holds only the query gets the
+single-sequence warning; ``min_msa_depth`` rejects targets with fewer distinct rows.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-__all__ = ["PredictError", "Target", "Rejected", "collect_targets", "FASTA_SUFFIXES", "MSA_SUFFIXES"]
+from ..data.alignment_layout import msa_row_cap
+from ..data.neff import neff
 
-FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fas", ".fsa", ".seq")
-MSA_SUFFIXES = (".a3m", ".sto", ".stockholm")
+from .errors import PredictError
+from .inputs import FASTA_SUFFIXES, MSA_SUFFIXES, input_files
 
-
-class PredictError(ValueError):
-    """A problem with the run as a whole (options, weights, no usable input): one line."""
+__all__ = ["PredictError", "Target", "Rejected", "collect_targets", "measure_msa", "measure_searched",
+           "FASTA_SUFFIXES", "MSA_SUFFIXES"]
 
 
 @dataclass
@@ -39,7 +41,10 @@ class Target:
         msa_files: alignment files for this target (merged in order); empty = single-sequence.
         from_alignment: the input itself was an ``.a3m``/``.sto`` (its first row is the query).
         msa_depth: distinct rows of the merged MSA, query included (1 without MSA).
+        neff: Neff at 80 % identity of those rows (:class:`alphafold_mem.data.neff.NeffResult`).
         order: position among the run's inputs (for the summary table).
+        provenance: what produced (will produce) the outputs (:mod:`.provenance`), set by the run.
+        record_paths: write local paths (inputs, weights) into the output files.
     """
 
     name: str
@@ -51,6 +56,10 @@ class Target:
     from_alignment: bool = False  # the input itself was an .a3m/.sto
     msa_depth: int = 1
     order: int = 0
+    neff: Optional[object] = None
+    provenance: dict = field(default_factory=dict, repr=False)
+    record_paths: bool = False
+    measured_files: tuple = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -68,34 +77,11 @@ def _is_msa_file(path: str) -> bool:
     return base.lower().endswith(MSA_SUFFIXES)
 
 
-def _is_fasta_file(path: str) -> bool:
-    base = path[:-3] if path.endswith(".gz") else path
-    return base.lower().endswith(FASTA_SUFFIXES)
-
-
-def _input_files(inputs) -> list[str]:
-    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    if not items:
-        raise PredictError("no input given")
-    files = []
-    for item in items:
-        path = os.fspath(item)
-        if os.path.isdir(path):
-            found = sorted(os.path.join(path, f) for f in os.listdir(path)
-                           if _is_fasta_file(f) and os.path.isfile(os.path.join(path, f)))
-            if not found:
-                raise PredictError(f"{path}: directory without FASTA files ({', '.join(FASTA_SUFFIXES)})")
-            files.extend(found)
-        elif not os.path.exists(path):
-            raise PredictError(f"{path}: input not found")
-        else:
-            files.append(path)
-    return files
-
-
 def _emit_warnings(caught, log) -> None:
+    from ..data.errors import InputNote
+
     for w in caught:
-        log(f"warning: {w.message}")
+        log(f"{'note' if issubclass(w.category, InputNote) else 'warning'}: {w.message}")
 
 
 def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
@@ -173,16 +159,20 @@ def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
     return found
 
 
-def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] = print
+def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] = print, *,
+                    single_sequence: bool = False, min_msa_depth: int = 0
                     ) -> tuple[list[Target], list[Rejected]]:
     """Parse and validate every input and MSA before any model work.
 
     Args:
-        inputs: a FASTA file, a directory of FASTA files, an ``.a3m``/``.sto`` (first row = query), or
-            a list of these.
+        inputs: a FASTA file, an ``.a3m``/``.sto`` (first row = query), an mmCIF/PDB file (one target
+            per protein chain), a directory of such files (:mod:`.inputs`), or a list of these.
         msa: one alignment file for a single-target input.
         msa_dir: directory with ``<id>.a3m``/``<id>.sto`` or a folder ``<id>/`` of alignment files.
-        log: receives ``error:``/``warning:`` lines as they are found.
+        log: receives ``error:``/``warning:``/``note:`` lines as they are found.
+        single_sequence: ignore alignments (alignment inputs give their query only).
+        min_msa_depth: reject targets whose MSA has fewer distinct rows (query included; 1 without
+            an MSA).
 
     Returns:
         The valid targets (unique names) and one :class:`Rejected` per rejected record or MSA.
@@ -202,8 +192,16 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
         log(f"error: {message}")
         rejected.append(Rejected(name, message, next(counter) if order is None else order, length))
 
-    for path in _input_files(inputs):
-        if _is_msa_file(path):
+    for path, kind in input_files(inputs, log):
+        if kind == "structure":
+            found, problem = _read_structure_targets(path, log)
+            for t in found:
+                t.order = next(counter)
+                targets.append(t)
+            if problem:
+                reject(Path(path).name, problem)
+            continue
+        if kind == "msa":
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
@@ -223,6 +221,7 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
                 continue
             stem = Path(path[:-3] if path.endswith(".gz") else path).stem
             name = sanitize_name(parsed.descriptions[0], stem)
+            _warn_unknown(query, f"{path}:1: record '{name}'", log)
             targets.append(Target(name, query, parsed.descriptions[0], path, (path,), [parsed],
                                    from_alignment=True, order=next(counter)))
             continue
@@ -268,11 +267,13 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
 
     valid = []
     for t in targets:
+        if single_sequence:
+            t.msa_files, t.msas = (), []
         if t.msa_files and not t.msas:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    t.msas = [parse_msa(f, query=t.sequence) for f in t.msa_files]
+                    t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
                 except InputError as exc:
                     _emit_warnings(caught, log)
                     message = str(exc)
@@ -281,11 +282,100 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
                     reject(t.name, message, t.order, len(t.sequence))
                     continue
             _emit_warnings(caught, log)
-        rows = [t.sequence] + [s for m in t.msas for s in m.sequences]
-        t.msa_depth = len(dict.fromkeys(rows))
-        t.msas = []  # parsed again when the target runs: a large batch never holds every MSA at once
+        problem = measure_msa(t, min_msa_depth, log)
+        if problem:
+            reject(t.name, problem, t.order, len(t.sequence))
+            continue
         valid.append(t)
     return valid, rejected
+
+
+def measure_searched(targets: list[Target], min_msa_depth: int, log: Callable[[str], None] = print
+                     ) -> tuple[list[Target], list[Rejected]]:
+    """After a search stage gave targets their MSAs: depth, Neff and ``min_msa_depth`` again
+    (:func:`measure_msa`), as :func:`collect_targets` does for given MSAs; targets whose MSA files
+    were measured already are not read again. An MSA that does not parse rejects its target."""
+    from ..data import InputError
+
+    kept, rejected = [], []
+    for t in targets:
+        try:
+            problem = (measure_msa(t, min_msa_depth, log) if t.measured_files != t.msa_files
+                       else _depth_problem(t, min_msa_depth))
+        except InputError as exc:
+            problem = str(exc) if exc.record else f"{exc} (MSA for record '{t.name}')"
+        if problem:
+            log(f"error: {problem}")
+            rejected.append(Rejected(t.name, problem, t.order, len(t.sequence)))
+        else:
+            kept.append(t)
+    return kept, rejected
+
+
+def measure_msa(t: Target, min_msa_depth: int = 0, log: Callable[[str], None] = print) -> Optional[str]:
+    """Set ``t.msa_depth`` (distinct rows, query included, AF2's per-file row caps) and ``t.neff``
+    from ``t.msas`` (parsed here from ``t.msa_files`` when empty), warn when an MSA holds only the
+    query, and return the rejection message when the depth is below ``min_msa_depth`` (else None).
+
+    Raises:
+        InputError: an MSA file that does not parse (only when ``t.msas`` is empty).
+    """
+    from ..data import parse_msa
+
+    if t.msa_files and not t.msas:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # reported when the file was first read
+            t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
+    rows = list(dict.fromkeys([t.sequence] + [s for m in t.msas for s in m.sequences]))
+    t.msa_depth = len(rows)
+    t.neff = neff(rows)
+    t.msas = []  # parsed again when the target runs: a large batch never holds every MSA at once
+    t.measured_files = t.msa_files
+    if t.msa_files and t.msa_depth == 1:
+        log(f"warning: {t.source}: record '{t.name}': the MSA ({', '.join(Path(f).name for f in t.msa_files)}) "
+            "holds only the query (depth 1): this is single-sequence mode (expect low confidence)")
+    return _depth_problem(t, min_msa_depth)
+
+
+def _depth_problem(t: Target, min_msa_depth: int) -> Optional[str]:
+    if t.msa_depth < min_msa_depth:
+        return (f"{t.source}: record '{t.name}': MSA depth {t.msa_depth} (Neff {t.neff.describe()}) "
+                f"is below --min-msa-depth {min_msa_depth}")
+    return None
+
+
+def _warn_unknown(sequence: str, where: str, log) -> None:
+    from ..data.fasta import unknown_residue_message
+
+    message = unknown_residue_message(sequence)
+    if message:
+        log(f"warning: {where}: {message}")
+
+
+def _read_structure_targets(path: str, log) -> tuple[list[Target], Optional[str]]:
+    """One target per protein chain of an mmCIF/PDB file (its SEQRES, or the modelled residues when
+    the file has none); ``(targets, error line or None)``."""
+    from ..data import InputError, read_structure
+    from ..data.names import sanitize_name
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            structure = read_structure(path)
+        except (InputError, OSError, ValueError) as exc:
+            _emit_warnings(caught, log)
+            return [], str(exc) if isinstance(exc, InputError) else f"{path}: cannot read structure ({exc})"
+    _emit_warnings(caught, log)
+    for chain_id, reason in structure.dropped:
+        log(f"warning: {path}: record '{chain_id}': protein chain not predicted: {reason}")
+    out = []
+    stem = Path(path[:-3] if path.endswith(".gz") else path).stem
+    for chain in structure.chains.values():
+        name = sanitize_name(f"{stem}_{chain.chain_id}", f"chain_{chain.chain_id}")
+        _warn_unknown(chain.sequence, f"{path}: record '{name}'", log)
+        out.append(Target(name, chain.sequence, f"{structure.pdb_id} chain {chain.chain_id} ({Path(path).name})",
+                          path))
+    return out, None
 
 
 def _record_of(message: str) -> Optional[str]:

@@ -35,6 +35,9 @@ class TrainConfig:
     held_out: tuple[str, ...] = ()  # PDB ids (lower case) kept out of training for validation
     val_every_steps: int = 200
     max_val_chains: int = 8
+    #: AF2 Suppl. 1.10: each step runs a number of recycling iterations drawn uniformly from
+    #: 1..num_recycles + 1 (False: always all of them); validation always runs all of them.
+    uniform_recycling: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -14,14 +14,18 @@ index and coordinate cache are then built once under ``cache_dir``.
 
 Chains whose PDB id is in ``TrainConfig.held_out`` (or that share a sequence with one) are kept
 out of training and used for validation (full length, no cropping).
+
+At set-up the data left out (and why) is reported: one counted line per reason, the full list in
+``<report_dir>/data_report.json`` (:mod:`.data_report`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import lightning as L
 import numpy as np
@@ -31,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ..config import ModelConfig
 from ..data import ChainIndex, ProteinChainDataset, build_chain_index, collate
 from .config import TrainConfig
+from .data_report import DataReport
 
 __all__ = ["AF2DataModule", "resolve_index", "split_index"]
 
@@ -64,8 +69,8 @@ def split_index(index: ChainIndex, held_out: tuple[str, ...]) -> tuple[ChainInde
     held_seqs = {e["sequence"] for e in index.entries if e.get("pdb_id", "").lower() in held}
     train = [e for e in index.entries if e["sequence"] not in held_seqs]
     val = [e for e in index.entries if e["sequence"] in held_seqs]
-    mk = lambda entries: ChainIndex(root=index.root, entries=entries)  # noqa: E731
-    return mk(train), mk(val)
+    return (ChainIndex(root=index.root, entries=train, skipped=list(index.skipped)),
+            ChainIndex(root=index.root, entries=val))
 
 
 class _Draws(Dataset):
@@ -115,11 +120,14 @@ class AF2DataModule(L.LightningDataModule):
         max_steps: optimiser steps planned (sets the length of a loader pass; passes repeat).
         num_workers: DataLoader worker processes (results do not depend on it).
         max_val_length: skip held-out chains longer than this (residues).
+        report_dir: where ``data_report.json`` goes (``None``: nowhere; the lines are still logged).
+        log: receives the report lines (default: stderr).
     """
 
     def __init__(self, data_dir: str | os.PathLike, model_config: ModelConfig, train_config: TrainConfig,
                  cache_dir: str | os.PathLike, max_steps: int = 1000, num_workers: int = 0,
-                 max_val_length: int = 400):
+                 max_val_length: int = 400, report_dir: str | os.PathLike | None = None,
+                 log: Optional[Callable[[str], None]] = None):
         super().__init__()
         self.data_dir, self.cache_dir = Path(data_dir), Path(cache_dir)
         self.model_config, self.train_config = model_config, train_config
@@ -128,6 +136,9 @@ class AF2DataModule(L.LightningDataModule):
         self.train_set: Optional[ProteinChainDataset] = None
         self.val_set: Optional[ProteinChainDataset] = None
         self.index_path: Optional[Path] = None
+        self.report_dir = None if report_dir is None else Path(report_dir)
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.report: Optional[DataReport] = None
 
     def prepare_data(self) -> None:
         self.index_path = resolve_index(self.data_dir, self.cache_dir)
@@ -138,17 +149,24 @@ class AF2DataModule(L.LightningDataModule):
         self.index_path = self.index_path or resolve_index(self.data_dir, self.cache_dir)
         index = ChainIndex.load(self.index_path)
         train_idx, val_idx = split_index(index, self.train_config.held_out)
+        report = self.report = _split_report(index, val_idx, self.max_val_length, self.train_config.max_val_chains)
         val_idx.entries = [e for e in val_idx.entries if e.get("length", 0) <= self.max_val_length]
         val_idx.entries = val_idx.entries[: self.train_config.max_val_chains]
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("ignore")  # every entry left out is in the report below
             self.train_set = ProteinChainDataset(train_idx, self.model_config, mode="train",
-                                                 seed=self.train_config.seed)
+                                                 seed=self.train_config.seed,
+                                                 recycling_slices=self.model_config.num_recycles + 1)
             self.val_set = (ProteinChainDataset(val_idx, self.model_config, mode="eval", seed=self.train_config.seed)
                             if val_idx.entries else None)
+        report.add("dropped", self.train_set.rejected + (self.val_set.rejected if self.val_set else []))
+        report.counts.update(train=len(self.train_set), validation=len(self.val_set) if self.val_set else 0)
+        if self._rank_world()[0] == 0:
+            report.emit(self.log, None if self.report_dir is None else self.report_dir / "data_report.json")
 
     def _rank_world(self) -> tuple[int, int]:
-        """(rank, world) of the data-parallel replicas: under DAP the devices of one group are one replica."""
+        """``(rank, world size)`` of the data-parallel replicas of the attached trainer, ``(0, 1)``
+        without one: under DAP the devices of one group are one replica."""
         t = getattr(self, "trainer", None)
         if t is None:
             return 0, 1
@@ -180,3 +198,20 @@ class AF2DataModule(L.LightningDataModule):
 
     def load_state_dict(self, state: dict) -> None:
         self.start_batch = int(state["batches_seen"])
+
+
+def _split_report(index: ChainIndex, val_idx: ChainIndex, max_val_length: int, max_val_chains: int) -> DataReport:
+    """A :class:`DataReport` with the index's drops and notes and the validation split's choices."""
+    from ..data.drops import drop
+
+    report = DataReport()
+    report.add_index(index)
+    report.counts["indexed"] = len(index.entries)
+    held = [drop("held out for validation", e["name"]) for e in val_idx.entries]
+    too_long = [drop("validation chain longer than the limit", e["name"], f"{e.get('length')} > {max_val_length}")
+                for e in val_idx.entries if e.get("length", 0) > max_val_length]
+    short = [e for e in val_idx.entries if e.get("length", 0) <= max_val_length]
+    extra = [drop("validation chains beyond max_val_chains", e["name"], f"max_val_chains={max_val_chains}")
+             for e in short[max_val_chains:]]
+    report.add("held_out", held + too_long + extra)
+    return report

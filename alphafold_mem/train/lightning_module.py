@@ -1,6 +1,7 @@
 """LightningModule wrapping the plain :class:`alphafold_mem.AlphaFold` module.
 
-Manual optimisation, so that one step is explicit: forward, fp32 loss, a non-finite check (agreed
+Manual optimisation, so that one step is explicit: an input check (finite features, masks 0/1,
+tokens in range; a bad batch is skipped like a non-finite step), forward, fp32 loss, a non-finite check (agreed
 across ranks), backward, a gradient check, clipping at global norm 0.1, Adam, the AF2 schedule, the
 EMA update (Jumper et al. 2021, Suppl. 1.11). A step with a non-finite loss term or gradient is
 skipped (no update, the data position still advances) and logged with the term, step and sample
@@ -23,6 +24,8 @@ import torch
 
 from ..config import ModelConfig
 from ..data import Batch
+from ..data.features.recycling import first_iterations, last_iteration
+from ..data.features.values import feature_value_problem
 from ..losses import AlphaFoldLoss
 from ..memory.policy import MemoryPolicy
 from ..planner import apply_memory_policy
@@ -32,7 +35,9 @@ from ..weights import normalize_state_dict_keys
 from .checkpoint import check_config_compatible
 from .config import TrainConfig
 from .ema import EMA
+from .recycling import sample_num_iterations
 from .schedules import af2_scheduler
+from .strategies import check_strategy
 
 __all__ = ["AlphaFoldLightning", "NonFiniteLossError", "evaluate_lddt"]
 
@@ -99,8 +104,13 @@ class AlphaFoldLightning(L.LightningModule):
         self.batches_seen = 0
         self.bad_steps = 0
         self.skipped_steps = 0
+        self.last_num_iterations = 0
         self._pending_rng: Optional[dict] = None
         self._ema_ctx = None
+
+    def setup(self, stage: str) -> None:
+        """Refuse sharded strategies (FSDP, DeepSpeed) however the Trainer was built."""
+        check_strategy(self.trainer.strategy)
 
     def configure_model(self) -> None:
         """Under DAP: build the ``("dp", "dap")`` mesh of the processes and shard the model over "dap"."""
@@ -122,20 +132,59 @@ class AlphaFoldLightning(L.LightningModule):
 
     def _use_clamped_fape(self, n: int, k: int) -> torch.Tensor:
         """Per-sample 0/1, 1 with probability ``loss.fape_clamp_probability`` (AF2 Suppl. 1.11.5: the
-        backbone FAPE is clamped at 10 Å in 90 % of the samples); a function of (seed, k, rank)."""
-        g = np.random.default_rng([self.train_config.seed, 11, k, self.global_rank if self.dap == 1 else self.dp_rank])
+        backbone FAPE is clamped at 10 Å in 90 % of the samples) for the ``n`` samples of batch
+        ``k`` on this rank: a function of (seed, global draw number) only, the draw number of sample
+        ``j`` being ``(k * world + rank) * n + j`` as in the data module, so a global batch gets the
+        same draws whatever its split over ranks."""
+        rank, world = self._replica()
         p = self.model_config.loss.fape_clamp_probability
-        return torch.from_numpy((g.random(n) < p).astype(np.float32))
+        draws = [np.random.default_rng([self.train_config.seed, 11, (k * world + rank) * n + j]).random()
+                 for j in range(n)]
+        return torch.tensor([float(u < p) for u in draws], dtype=torch.float32)
+
+    def _replica(self) -> tuple[int, int]:
+        """``(rank, world size)`` of the data-parallel replicas: the devices of one DAP group share
+        each sample (and its dropout masks), so they are one replica."""
+        if self.dap > 1:
+            return self.dp_rank, self.dp_size
+        trainer = getattr(self, "_trainer", None)
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    def num_iterations(self, k: int, max_iterations: int) -> int:
+        """Recycling iterations of training step ``k`` (the number of batches consumed before it):
+        uniform on 1..``max_iterations`` (:func:`sample_num_iterations`, AF2 Suppl. 1.10), a function
+        of (seed, k) only, hence the same on every rank and after a resume."""
+        return sample_num_iterations(self.train_config.seed, k, max_iterations, self.train_config.uniform_recycling)
+
+    def _run(self, feats: dict[str, torch.Tensor], k: int) -> tuple[dict, dict]:
+        """The forward of training step ``k``: features with a trailing recycling dim (the data
+        module's) run a sampled number of iterations (:func:`sample_num_iterations`); returns the
+        outputs and the features of the last iteration run (what the loss reads). With several
+        replicas the torch RNG (dropout) is first seeded from (seed, k, replica): Lightning seeds every
+        rank alike, which would give all replicas the same dropout masks."""
+        rank, world = self._replica()
+        if world > 1:  # dropout: independent masks per replica and step
+            torch.manual_seed(int(np.random.default_rng([self.train_config.seed, 17, k, rank]).integers(2 ** 62)))
+        if feats["aatype"].dim() < 3:  # no recycling dim: every iteration on the same features
+            self.last_num_iterations = self.model_config.num_recycles + 1
+            return self.model(feats), feats
+        n = self.num_iterations(k, feats["aatype"].shape[-1])
+        self.last_num_iterations = n
+        feats = first_iterations(feats, n)
+        return self.model(feats, recycle_dim=-1), last_iteration(feats)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Optional[torch.Tensor]:
-        feats = dict(batch.features)
         k = self.batches_seen
         self.batches_seen += 1
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        feats = dict(batch.features)
+        bad_input = feature_value_problem(feats, sample_ids=batch.sample_ids, batched=True)  # before the model
+        if not self._all_ranks_ok(bad_input is None):
+            return self._skip([f"or out-of-range input ({bad_input or 'on another rank'})"], batch, None)
+
+        out, feats = self._run(feats, k)
         n = feats["aatype"].shape[0]
         feats["use_clamped_fape"] = self._use_clamped_fape(n, k).to(self.device)
-        opt, sched = self.optimizers(), self.lr_schedulers()
-
-        out = self.model(feats)
         loss, terms = self.loss_fn(out, feats)
         bad = [name for name, t in terms.items() if not torch.isfinite(t).all()]
         if not self._all_ranks_ok(not bad):
@@ -160,6 +209,7 @@ class AlphaFoldLightning(L.LightningModule):
         self.log("train/loss", loss.detach(), prog_bar=True, batch_size=bs)
         self.log("train/lddt_ca", lddt, prog_bar=True, batch_size=bs)
         self.log("train/lr", lr, batch_size=bs)
+        self.log("train/recycling_iterations", float(self.last_num_iterations), batch_size=bs)
         for name, t in terms.items():
             self.log(f"train/{name}", t.detach().mean(), batch_size=bs)
         return loss.detach()

@@ -26,11 +26,12 @@ from ...config import model_config
 from ...geometry import all_atom
 from ...geometry import residue_constants as rc
 from ..errors import InputError
-from ..fasta import FastaRecord
+from ..fasta import FastaRecord, empty_chains
 from ..msa import Msa, parse_msa
 from ..structure import ProteinChain
 from .crop import crop_indices
 from .ground_truth import make_ground_truth_features
+from .recycling import add_recycling_dim
 from .msa import (block_delete_msa, deletion_value, make_hhblits_profile, make_masked_msa, make_msa_feat,
                   make_msa_features, nearest_neighbor_clusters, sample_msa, summarize_clusters)
 from .templates import empty_template_features, make_template_features
@@ -88,7 +89,7 @@ def _as_msas(msa, sequence: str) -> list[Msa]:
 def make_features(sequence, msa=None, config=None, train: bool = False, *,
                   structure: ProteinChain | None = None, templates: Sequence = (), mode: str | None = None,
                   seed: int | np.random.Generator = 0, block_delete: bool | None = None,
-                  spatial_crop_prob: float = 0.0) -> dict[str, Tensor]:
+                  spatial_crop_prob: float = 0.0, recycling_slices: int | None = None) -> dict[str, Tensor]:
     """Build one sample's model inputs (see :data:`~.spec.FEATURES` and the table in :mod:`.spec`).
 
     Args:
@@ -107,6 +108,11 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
         seed: int seed or ``np.random.Generator``; the same seed gives the same sample.
         block_delete: override MSA block deletion (default: on in training only).
         spatial_crop_prob: probability of a spatial instead of a contiguous crop in training.
+        recycling_slices: ``None``: one draw of the MSA clusters. An int ``R``: every feature gets a
+            trailing recycling dim of size ``R`` (OpenFold's layout, ``AlphaFold.forward(...,
+            recycle_dim=-1)``), and each slice has its own cluster sample, BERT masking and masked-MSA
+            targets (AF2 Suppl. 1.10: the MSA is resampled for every recycling iteration); the
+            other features are the same in every slice (crop, templates, ground truth).
 
     Returns:
         ``dict[str, Tensor]`` without a batch dim, accepted by ``AlphaFold.forward``. MSA masking
@@ -127,7 +133,9 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
     if not sequence:
         raise InputError("empty sequence", record=name)
     if ":" in sequence:
-        raise InputError("':' chain separator is not supported by the monomer pipeline", record=name)
+        empty = empty_chains(sequence)
+        detail = f" (and chain {empty[0][0]} of {empty[0][1]} is empty)" if empty else ""
+        raise InputError(f"':' chain separator is not supported by the monomer pipeline{detail}", record=name)
     data = config.data
     with_gt = mode in ("train", "eval")
     if with_gt:
@@ -160,21 +168,10 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
     if use_templates and data.reduce_msa_clusters_by_max_templates:
         max_clusters = max(1, max_clusters - config.template.max_templates)
 
-    # Cluster sampling, masking and summaries (Suppl. 1.2.7).
+    # Cluster sampling, masking and summaries (Suppl. 1.2.7), once per recycling slice (Suppl. 1.10).
     profile = make_hhblits_profile(tokens)
-    centres, rest = sample_msa(tokens.shape[0], max_clusters, rng)
-    msa_c, del_c = tokens[centres], deletions[centres]
-    extra, del_e = tokens[rest], deletions[rest]
-    masked, bert_mask = make_masked_msa(
-        msa_c, profile, rng, replace_fraction=data.masked_msa_fraction,
-        uniform_prob=data.masked_msa_uniform_prob, profile_prob=data.masked_msa_profile_prob,
-        same_prob=data.masked_msa_same_prob)
-    msa_mask = np.ones(msa_c.shape, dtype=np.float32)
-    extra_mask = np.ones(extra.shape, dtype=np.float32)
-    assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)
-    profile_c, del_mean = summarize_clusters(masked, msa_mask, del_c, extra, extra_mask, del_e, assignment)
-    n_extra = data.max_extra_msa
-    extra, del_e, extra_mask = extra[:n_extra], del_e[:n_extra], extra_mask[:n_extra]
+    slices = [_sample_clusters(tokens, deletions, profile, data, max_clusters, rng)
+              for _ in range(recycling_slices or 1)]
 
     aatype = torch.from_numpy(feats["aatype"])
     n = aatype.shape[0]
@@ -189,12 +186,7 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
         "between_segment_residues": torch.from_numpy(feats["between_segment_residues"]),
         "seq_length": torch.from_numpy(feats["seq_length"]),
         "target_feat": target_feat,
-        "msa_feat": torch.from_numpy(make_msa_feat(masked, del_c, profile_c, del_mean)),
-        "msa_mask": torch.from_numpy(msa_mask),
-        "extra_msa": torch.from_numpy(np.ascontiguousarray(extra)),
-        "extra_msa_mask": torch.from_numpy(np.ascontiguousarray(extra_mask)),
-        "extra_has_deletion": torch.from_numpy(np.clip(del_e, 0.0, 1.0).astype(np.float32)),
-        "extra_deletion_value": torch.from_numpy(deletion_value(del_e)),
+        **{k: v for k, v in slices[0].items() if k not in _GT_MSA_KEYS},
     }
     out.update(all_atom.make_atom14_masks(aatype))
 
@@ -212,10 +204,44 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
         out.update({key: v[:, idx] if v.dim() > 1 else v for key, v in tfeats.items()})
 
     if with_gt:
-        out["true_msa"] = torch.from_numpy(msa_c)
-        out["bert_mask"] = torch.from_numpy(bert_mask)
+        out.update({k: slices[0][k] for k in _GT_MSA_KEYS})
         pos = torch.from_numpy(np.array(structure.atom37_positions[crop]))
         mask = torch.from_numpy(np.array(structure.atom37_mask[crop]))
         out.update(make_ground_truth_features(aatype, pos, mask))
         out["resolution"] = torch.tensor(float(structure.resolution or 0.0), dtype=torch.float32)
+    if recycling_slices is not None:
+        out = add_recycling_dim(out, [{k: v for k, v in sl.items() if k in out} for sl in slices])
     return out
+
+
+_GT_MSA_KEYS = ("true_msa", "bert_mask")
+
+
+def _sample_clusters(tokens: np.ndarray, deletions: np.ndarray, profile: np.ndarray, data, max_clusters: int,
+                     rng: np.random.Generator) -> dict[str, Tensor]:
+    """One draw of the MSA cluster features (Suppl. 1.2.7): cluster centres and extra rows
+    (:func:`sample_msa`), BERT masking of the centres, nearest-neighbour cluster profiles, ``msa_feat``
+    and the extra-MSA features, plus the masked-MSA targets ``true_msa`` / ``bert_mask``."""
+    centres, rest = sample_msa(tokens.shape[0], max_clusters, rng)
+    msa_c, del_c = tokens[centres], deletions[centres]
+    extra, del_e = tokens[rest], deletions[rest]
+    masked, bert_mask = make_masked_msa(
+        msa_c, profile, rng, replace_fraction=data.masked_msa_fraction,
+        uniform_prob=data.masked_msa_uniform_prob, profile_prob=data.masked_msa_profile_prob,
+        same_prob=data.masked_msa_same_prob)
+    msa_mask = np.ones(msa_c.shape, dtype=np.float32)
+    extra_mask = np.ones(extra.shape, dtype=np.float32)
+    assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)
+    profile_c, del_mean = summarize_clusters(masked, msa_mask, del_c, extra, extra_mask, del_e, assignment)
+    n_extra = data.max_extra_msa
+    extra, del_e, extra_mask = extra[:n_extra], del_e[:n_extra], extra_mask[:n_extra]
+    return {
+        "msa_feat": torch.from_numpy(make_msa_feat(masked, del_c, profile_c, del_mean)),
+        "msa_mask": torch.from_numpy(msa_mask),
+        "extra_msa": torch.from_numpy(np.ascontiguousarray(extra)),
+        "extra_msa_mask": torch.from_numpy(np.ascontiguousarray(extra_mask)),
+        "extra_has_deletion": torch.from_numpy(np.clip(del_e, 0.0, 1.0).astype(np.float32)),
+        "extra_deletion_value": torch.from_numpy(deletion_value(del_e)),
+        "true_msa": torch.from_numpy(msa_c),
+        "bert_mask": torch.from_numpy(bert_mask),
+    }

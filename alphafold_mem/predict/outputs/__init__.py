@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from ...geometry import residue_constants as rc
 from ...version import __version__
 from ..targets import Target
 from .modelcif import write_modelcif
@@ -31,15 +30,8 @@ def output_paths(out_dir: str, name: str, with_pae: bool) -> dict[str, str]:
 def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: dict, method: str) -> None:
     """Write every output file of one target (paths from :func:`output_paths`); the scores JSON is
     written last, so its presence marks the target as finished."""
-    aatype = out["aatype"]
-    mask = out["final_atom_mask"].copy()
-    pos, plddt = out["final_atom_positions"].copy(), out["plddt"]
-    unk = aatype >= rc.restype_num
-    # UNK has no atoms in the atom37 tables: write its Cα, the origin of its final backbone frame.
-    ca = rc.atom_order["CA"]
-    mask[unk, :] = 0.0
-    mask[unk, ca] = 1.0
-    pos[unk, ca] = out["backbone_origin"][unk]
+    aatype, mask = out["aatype"], out["final_atom_mask"]
+    pos, plddt = out["final_atom_positions"], out["plddt"]
     remarks = [f"target {t.name}: {t.description[:200]}", method]
     write_pdb(paths["pdb"], t.name, aatype, pos, mask, plddt, remarks=remarks)
     write_modelcif(paths["cif"], t.name, aatype, pos, mask, plddt, ptm=out.get("ptm"),

@@ -1,0 +1,158 @@
+"""Host (CPU) memory as the machine sees it: glibc's allocator setting that returns freed memory,
+and two measures beside :func:`~alphafold_mem.memory.track_peak`'s storage counter.
+
+Why: the storage counter counts bytes of live tensor storages. What a CPU user's machine sees is
+the resident set (RSS), which is larger for three reasons, from the largest:
+
+1. glibc keeps freed memory. Blocks of 128 KiB and more are mmapped and returned on ``free``, but
+   glibc's *dynamic* threshold rises to the size of every mmapped block freed (up to 32 MiB), so
+   after the first large tensors die, later ones of that size come from the heap, and a freed heap
+   block is only returned when it sits at the top of the heap. A training step, which frees and
+   reallocates activations of many sizes, then leaves the heap at several times the live bytes.
+   :func:`apply_malloc_remedy` fixes the threshold at 64 KiB (``M_MMAP_THRESHOLD``, which also
+   turns the dynamic adjustment off) and trims the heap top on every free (``M_TRIM_THRESHOLD`` 0):
+   what ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` does from the environment.
+   ``alphafold-mem`` applies it at start (opt out: ``ALPHAFOLD_MEM_MALLOC=default``). Cost: one
+   mmap/munmap pair and fresh zeroed pages per large allocation (measured in
+   ``scripts/bench_training_step.py``).
+2. Memory that is malloc'ed but not a tensor storage seen by the counter: buffers allocated inside
+   a kernel (BLAS/oneDNN packing, temporaries of composite kernels), autograd graph nodes, Python
+   objects. :class:`MallocPeak` measures what malloc holds (glibc ``mallinfo2``: heap in use plus
+   mmapped blocks), sampled after every ATen op.
+3. Page granularity and heap fragmentation of blocks below the threshold.
+
+The measures are Linux/glibc facilities; elsewhere :func:`apply_malloc_remedy` does nothing and
+:func:`malloc_in_use` returns None.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import os
+from typing import Iterator, Optional
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["apply_malloc_remedy", "malloc_in_use", "MallocPeak", "rss_growth", "OPT_OUT_ENV"]
+
+#: ``ALPHAFOLD_MEM_MALLOC=default`` leaves glibc's allocator as it is.
+OPT_OUT_ENV = "ALPHAFOLD_MEM_MALLOC"
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") else None
+
+
+def apply_malloc_remedy(mmap_threshold: int = 65536, trim_threshold: int = 0) -> str:
+    """Make glibc return freed memory to the system (see the module docstring, point 1).
+
+    Does nothing when ``ALPHAFOLD_MEM_MALLOC=default`` is set, when the user already set
+    ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` (their choice stands), or when the C
+    library is not glibc.
+
+    Args:
+        mmap_threshold: bytes; blocks at least this large are mmapped (and unmapped on free).
+        trim_threshold: bytes of free memory at the heap top above which it is returned.
+
+    Returns:
+        What was done, one line (``"applied: ..."`` or ``"not applied: <why>"``).
+    """
+    if os.environ.get(OPT_OUT_ENV, "").lower() == "default":
+        return f"not applied: {OPT_OUT_ENV}=default"
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return "not applied: MALLOC_*_THRESHOLD_ set in the environment"
+    libc = _libc()
+    if libc is None or not hasattr(libc, "gnu_get_libc_version"):
+        return "not applied: not glibc"
+    ok = libc.mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold)) == 1
+    ok = libc.mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)) == 1 and ok
+    if not ok:
+        return "not applied: mallopt refused the values"
+    return f"applied: M_MMAP_THRESHOLD {mmap_threshold} B, M_TRIM_THRESHOLD {trim_threshold} B"
+
+
+_LIBC = _libc()
+if _LIBC is not None and hasattr(_LIBC, "mallinfo2"):
+    _LIBC.mallinfo2.restype = _MallInfo2
+
+
+def malloc_in_use() -> Optional[int]:
+    """Bytes malloc currently hands out (glibc ``mallinfo2``: ``uordblks`` in the heaps of every
+    arena + ``hblkhd`` in mmapped blocks), or None without glibc >= 2.33."""
+    if _LIBC is None or not hasattr(_LIBC, "mallinfo2"):
+        return None
+    info = _LIBC.mallinfo2()
+    return int(info.uordblks + info.hblkhd)
+
+
+class MallocPeak(TorchDispatchMode):
+    """Peak of :func:`malloc_in_use` above its value on entry, sampled after every ATen op (and at
+    exit): ``peak`` in bytes. Independent of the storage counter: it is malloc's own accounting and
+    sees every byte malloc'ed (tensors, kernel buffers, graph nodes), at op granularity (a buffer
+    allocated and freed inside one op is missed; the RSS high-water mark catches those)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.baseline = self.peak = 0
+
+    def __enter__(self):
+        base = malloc_in_use()
+        if base is None:
+            raise RuntimeError("MallocPeak needs glibc >= 2.33 (mallinfo2)")
+        self.baseline, self.peak = base, 0
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._sample()
+        return super().__exit__(*exc)
+
+    def _sample(self) -> None:
+        self.peak = max(self.peak, malloc_in_use() - self.baseline)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self._sample()
+        return out
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+@dataclasses.dataclass
+class RssGrowth:
+    """Growth of the resident set's high-water mark during a block, in bytes."""
+
+    bytes: int = 0
+
+
+@contextlib.contextmanager
+def rss_growth() -> Iterator[RssGrowth]:
+    """Measure how far the process's peak resident set (VmHWM) rises above its resident set on
+    entry (Linux: ``/proc/self/clear_refs`` resets VmHWM to the current RSS)."""
+    result = RssGrowth()
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    before = _status_kb("VmRSS")
+    try:
+        yield result
+    finally:
+        result.bytes = (_status_kb("VmHWM") - before) * 1024

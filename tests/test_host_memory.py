@@ -1,0 +1,69 @@
+"""Host memory a CPU machine sees: the glibc setting the CLI applies (fresh processes: the test
+session itself keeps glibc's default, see conftest.py) and the malloc-level measure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from alphafold_mem.memory.host import MallocPeak, malloc_in_use, rss_growth
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Frees a large block (glibc's dynamic threshold then rises to its size), then makes 40 blocks of
+#: 4 MB and frees all but the last (which pins the heap top): prints the RSS left (MB).
+RETENTION = """
+import sys
+from alphafold_mem.memory.host import apply_malloc_remedy, _status_kb
+print(apply_malloc_remedy() if sys.argv[1] == "release" else "default", file=sys.stderr)
+import torch
+big = torch.ones(2 * 2 ** 20); del big  # 8 MB: below the 32 MiB cap of the dynamic threshold
+keep = [torch.ones(2 ** 20) for _ in range(40)]
+base = _status_kb("VmRSS")
+keep = keep[-1:]
+print((base - _status_kb("VmRSS")) / 1024)
+"""
+
+
+def _run(code: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "ALPHAFOLD_MEM_MALLOC"))}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env={**clean, "PYTHONPATH": ROOT, **env}, cwd=ROOT)
+
+
+@pytest.mark.skipif(malloc_in_use() is None, reason="needs glibc >= 2.33")
+def test_remedy_returns_freed_memory_and_can_be_declined():
+    default = _run(RETENTION, "default")
+    release = _run(RETENTION, "release")
+    assert release.stderr.startswith("applied: M_MMAP_THRESHOLD 65536"), release.stderr
+    freed_default, freed_release = float(default.stdout), float(release.stdout)
+    assert freed_release > 140  # 39 of the 40 blocks of 4 MB go back to the system at once
+    assert freed_default < 20  # glibc keeps them: the heap top is pinned by the last block
+    declined = _run(RETENTION, "release", ALPHAFOLD_MEM_MALLOC="default")
+    assert declined.stderr.startswith("not applied: ALPHAFOLD_MEM_MALLOC=default")
+    own = _run(RETENTION, "release", MALLOC_MMAP_THRESHOLD_="131072")
+    assert own.stderr.startswith("not applied: MALLOC_*_THRESHOLD_ set")
+
+
+def test_cli_applies_it_unless_told_not_to(monkeypatch, tmp_path):
+    import alphafold_mem.cli.malloc as cli_malloc
+    from alphafold_mem.cli import main
+
+    calls = []
+    monkeypatch.setattr(cli_malloc, "apply_malloc_remedy", lambda: calls.append(1) or "applied: test")
+    main(["train", "--data", str(tmp_path / "none"), "--out", str(tmp_path), "--max-steps", "1"])
+    main(["train", "--malloc", "default", "--data", str(tmp_path / "none"), "--out", str(tmp_path)])
+    assert calls == [1]
+
+
+@pytest.mark.skipif(malloc_in_use() is None, reason="needs glibc >= 2.33")
+def test_malloc_peak_and_rss_growth_see_an_allocation():
+    with MallocPeak() as m, rss_growth() as r:
+        x = torch.ones(25 * 10 ** 6 // 4)  # 25 MB, touched
+        del x
+    assert 25e6 <= m.peak <= 26e6
+    assert r.bytes >= 24e6
