@@ -7,6 +7,10 @@ Examples::
     alphafold-mem memory-plan --preset model_1 --n-res 10000 --budget 48GB --precision bf16-full --json
     alphafold-mem memory-plan --preset model_1 --max-length --budget 24GB --precision bf16-full
     alphafold-mem memory-plan --preset initial_training --training --budget 40GB
+    alphafold-mem memory-plan --preset model_1 --n-res 30000 --dap 8 --precision bf16-full
+
+With ``--dap P`` the peak is the one of each of P devices sharing the protein (dynamic axial
+parallelism; communication buffers included, parameters and inputs held whole by every device).
 
 The candidates and the search are those of :func:`alphafold_mem.planner.choose` (the chooser that
 ``chunk_size="auto"`` and predict's pre-flight use): fastest first, the first that fits is
@@ -56,23 +60,27 @@ def run(args: argparse.Namespace) -> int:
         print("memory-plan: --max-length is for inference", file=sys.stderr)
         return 2
     n_res, n_seq, n_extra, n_templ = _sizes(args, config)
+    if args.dap < 1 or (args.dap > 1 and (n_res <= args.dap or args.max_length)):
+        print(f"memory-plan: --dap {args.dap} needs 1 <= P < N_res (and no --max-length)", file=sys.stderr)
+        return 2
     precisions = [args.precision] if args.precision else list(PRECISION_CHOICES)
     conf = {"preset": args.preset, "n_res": n_res, "n_seq": n_seq, "n_extra": n_extra, "n_templ": n_templ,
-            "training": bool(args.training), "budget_bytes": budget, "device": args.device}
+            "training": bool(args.training), "budget_bytes": budget, "device": args.device, "dap": args.dap}
     say = (lambda *a, **k: None) if args.json else print
     t0 = time.perf_counter()
     if args.max_length:
         return _max_length(args, config, budget, precisions, conf, say, t0, max_length)
     kind = "training step" if args.training else "inference"
     say(f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
-        f"budget {budget / 1e9:.1f} GB; device {args.device}")
+        f"budget {budget / 1e9:.1f} GB; device {args.device}"
+        + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else ""))
     say(f"{'policy':52s} {'precision':>9s} {'peak GB':>9s} {'fits':>5s}")
     rows, recommended = [], None
     for precision in precisions:
         cands = policy_candidates(args.training, precision, max(n_res, n_seq, n_extra), args.max_chunk_size,
                                   device=args.device)
         choice = choose(config, n_res, n_seq, n_extra, n_templ, budget, cands, training=args.training,
-                        device=args.device, evaluate_all=args.all, frugal_last=not args.training)
+                        device=args.device, evaluate_all=args.all, frugal_last=not args.training, dap=args.dap)
         for row in choice.rows:
             rows.append(row.as_dict())
             say(f"{row.candidate.label:52s} {precision:>9s} {row.estimate.total / 1e9:9.2f} "
@@ -136,6 +144,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op")
     p.add_argument("--max-chunk-size", type=int, default=None, help="largest chunk size considered (default 256)")
     p.add_argument("--training", action="store_true", help="a training step (forward + backward) instead of inference")
+    p.add_argument("--dap", type=int, default=1, metavar="P",
+                   help="the peak of each of P devices sharing the protein (dynamic axial parallelism; default: 1)")
     p.add_argument("--max-length", action="store_true",
                    help="print the largest N_res that fits --budget under the most frugal policy")
     p.add_argument("--all", action="store_true", help="estimate every candidate, not just what the search needs")

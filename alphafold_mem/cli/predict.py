@@ -71,6 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
                    help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
                         "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
+    p.add_argument("--dap", type=int, default=1, metavar="P",
+                   help="share each target among P processes (dynamic axial parallelism): spawns P local processes "
+                        "(CPU: gloo; CUDA: one GPU each), or joins torchrun's group when started by torchrun "
+                        "(default: 1)")
     p.add_argument("--overwrite", action="store_true",
                    help="recompute targets whose outputs already exist (default: skip them if they were produced "
                         "from the same sequence, MSA, weights and options; fail them, naming what changed, if not)")
@@ -108,7 +112,22 @@ def _chunk_size(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``predict`` from parsed arguments; returns the exit status."""
+    """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
+    :mod:`alphafold_mem.cli.dap_launch`)."""
+    if args.dap > 1:
+        from .dap_launch import run_with_dap
+
+        if getattr(args, "db", None) or getattr(args, "template_db", None):  # P ranks would search at once
+            print("error: --dap does not run the sequence search: run `alphafold-mem search` first, then "
+                  "predict --dap with --msa-dir", file=sys.stderr)
+            return 2
+
+        return run_with_dap(args, run_one)
+    return run_one(args)
+
+
+def run_one(args: argparse.Namespace) -> int:
+    """``predict`` in this process (one rank of a ``--dap`` run when one is set up)."""
     from ..predict import PredictError, predict
 
     def log(line: str) -> None:
@@ -127,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
             precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
             low_memory=args.low_memory, memory_policy=args.memory_policy, max_memory=args.max_memory,
-            track_memory=args.track_memory, log=log, debug=args.debug, pipeline=pipeline,
+            track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap, pipeline=pipeline,
             min_msa_depth=args.min_msa_depth, record_paths=args.record_paths)
     except PredictError as exc:
         log(f"error: {exc}")

@@ -56,9 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and low-memory attention, same results as reference (default: training)")
     p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
                    help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")
-    p.add_argument("--devices", default="1", help="device count per node or 'auto' (default: 1)")
+    p.add_argument("--devices", default=None,
+                   help="device count per node or 'auto' (default: 1, or the --dap size)")
     p.add_argument("--num-nodes", type=int, default=1,
                    help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')")
+    p.add_argument("--dap", type=int, default=1, metavar="P",
+                   help="devices sharing each sample (dynamic axial parallelism); --devices must be a multiple "
+                        "(dp = devices / P data-parallel replicas, DDP over all); default: 1")
     p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
     p.add_argument("--resume", metavar="CKPT", default=None,
@@ -157,13 +161,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             cfg = model_config(args.preset or "demo", **overrides)
         tc = _train_config(args, saved)
-        devices = args.devices if args.devices == "auto" else int(args.devices)
+        devices = args.devices or str(args.dap)
+        devices = devices if devices == "auto" else int(devices)
         policy = preset(args.memory_policy, **_parse_assignments(args.memory_overrides, "--memory-set"))
         train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
               strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
               ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
               progress_bar=not args.no_progress_bar, memory_policy=policy, run_settings=run_settings,
-              init_weights=args.init_weights, num_nodes=args.num_nodes)
+              init_weights=args.init_weights, num_nodes=args.num_nodes, dap=args.dap)
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)

@@ -11,12 +11,19 @@ written in its own class body, not inherited. Three readers use it:
 * :func:`run_split` is how a module runs one of its declared splittable steps: the row chunks of
   :func:`alphafold_mem.memory.chunking.chunked` are cut along the declared dims, and the memory
   estimator's one-chunk mode reads the same calls;
-* device sharding (dynamic axial parallelism) reads the same facts: an operand marked :data:`WHOLE`
-  must be gathered when the axis is sharded across devices.
+* device sharding (dynamic axial parallelism, :mod:`alphafold_mem.distributed`) reads the same
+  facts: which operands are representations (distributed across devices) and which are inputs every
+  device holds whole, where each representation's rows and columns are, and which operands a slice
+  needs whole (gathered piece by piece through the step's second axis, ``also``). A module bound to
+  a device-sharding runner (attribute ``dap``) runs its steps through it.
 
-Vocabulary (after PyTorch DTensor's placements): :class:`Shard` ``(dim)`` -- the operand is split
-along the op's axis, which is its dim ``dim``; :data:`WHOLE` (a :class:`Replicate`) -- every slice
-needs the whole operand. Axis names are the field's words (:data:`AXES`).
+Vocabulary (after PyTorch DTensor's placements): :class:`Shard` ``(dim)`` -- a representation
+``[*, rows, cols, (channels)]`` read in slices along dim ``dim`` (its rows, or its columns with
+``columns=True``); :class:`Slice` ``(dim)`` -- an input every device holds whole (a mask, per-residue
+features, the single representation) read in slices along ``dim``; :data:`WHOLE` (a
+:class:`Replicate`) -- every slice needs the whole operand (``Replicate(rows=...)`` when that operand
+is a representation). Axis names are the field's words (:data:`AXES`). For chunking, Shard and Slice
+are the same (the dim is narrowed); they differ for device sharding only.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ AXES = MappingProxyType({
     "pair_row": "i of a pair representation [*, N_res (i), N_res (j), c_z]",
     "pair_column": "j of a pair representation",
     "row": "the leading axis of whichever representation the op updates (msa_row for m, pair_row for z)",
+    "column": "the second axis of whichever representation the op updates (msa_column for m, pair_column for z)",
 })
 
 #: The policy seams a module may expose (non-parameter attributes the binder sets).
@@ -49,6 +57,7 @@ SEAMS = MappingProxyType({
     "offload": "offload: what waits in host memory (alphafold_mem.memory.offload.OFFLOAD_LEVELS)",
     "templates": "templates: the template stack batched or streamed one template at a time",
     "head_logits": "head_logits: the pair-sized head logits kept as outputs or reduced in row chunks",
+    "dropout": "dap: under device sharding the dropout mask is drawn at the global shape, then sliced",
 })
 
 #: Checkpointable block stacks: MemorySpec.stack -> the MemoryPolicy field giving blocks per checkpoint.
@@ -61,23 +70,57 @@ STACKS = MappingProxyType({
 
 @dataclass(frozen=True)
 class Shard:
-    """The operand is split along the op's axis, which is its dim ``dim`` (negative, counted from
-    the channels end so that leading batch dims do not matter)."""
+    """A representation operand ``[*, rows, cols, (channels)]`` (m, z, a projection of them, a bias
+    computed from them) read in slices along its dim ``dim``: its rows, or with ``columns=True`` its
+    columns (its rows are then dim ``dim - 1``). A per-residue representation (one residue axis,
+    e.g. m[0]) is declared by its columns. Dims are negative, counted from the channels end so that
+    leading batch dims do not matter."""
 
     dim: int
+    columns: bool = False
 
     def __post_init__(self) -> None:
         if self.dim >= 0:
             raise ValueError(f"Shard dims are negative (counted from the end), got {self.dim}")
 
+    @property
+    def cols(self) -> int:
+        """The dim of the operand's columns (its residue axis)."""
+        return self.dim if self.columns else self.dim + 1
+
+
+@dataclass(frozen=True)
+class Slice:
+    """An operand every device holds whole -- a mask, per-residue features, the single
+    representation -- read in slices along dim ``dim`` (negative). As an output: a per-residue result
+    that every device must hold whole (device sharding gathers it)."""
+
+    dim: int
+
+    def __post_init__(self) -> None:
+        if self.dim >= 0:
+            raise ValueError(f"Slice dims are negative (counted from the end), got {self.dim}")
+
 
 @dataclass(frozen=True)
 class Replicate:
-    """Every slice of the op needs the whole operand (and non-tensor arguments are passed as they are)."""
+    """Every slice of the op needs the whole operand (non-tensor arguments are passed as they are).
+
+    Attributes:
+        rows: for a representation operand, the (negative) dim of its rows (its columns follow):
+            device sharding then gathers it piece by piece, through the step's ``also`` split, which
+            must slice it. ``None``: an input every device holds whole.
+    """
+
+    rows: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.rows is not None and self.rows >= -1:
+            raise ValueError(f"Replicate rows must be a negative dim below the columns, got {self.rows}")
 
 
 WHOLE = Replicate()
-Placement = Union[Shard, Replicate]
+Placement = Union[Shard, Slice, Replicate]
 
 
 @dataclass(frozen=True)
@@ -87,28 +130,45 @@ class Split:
     Attributes:
         axis: a name from :data:`AXES`.
         inputs: one placement per positional argument of the step's function.
-        output: the (negative) dim of each result that carries the axis.
+        output: where each result carries the axis: a dim (a representation's rows), a
+            :class:`Shard` (``columns=True``: its columns) or a :class:`Slice` (a per-residue result
+            every device must hold whole).
+        also: the same step is also independent along a second axis, with these placements (e.g.
+            the outgoing triangle multiplication's x_ij along i given all of b, and along j given
+            all of a). Chunking uses ``inputs``; device sharding uses ``also`` when the operands'
+            layout matches it, and to gather a :class:`Replicate` representation piece by piece.
     """
 
     axis: str
     inputs: tuple[Placement, ...]
-    output: int = -3
+    output: Union[int, Shard, Slice] = -3
+    also: Optional["Split"] = None
 
     def __post_init__(self) -> None:
         if self.axis not in AXES:
             raise ValueError(f"unknown axis '{self.axis}'; valid: {', '.join(AXES)}")
-        if not any(isinstance(p, Shard) for p in self.inputs):
-            raise ValueError(f"a split along '{self.axis}' must shard at least one input")
+        if not any(isinstance(p, (Shard, Slice)) for p in self.inputs):
+            raise ValueError(f"a split along '{self.axis}' must slice at least one input")
+        if isinstance(self.output, int):
+            object.__setattr__(self, "output", Shard(self.output))
+        if self.also is not None and len(self.also.inputs) != len(self.inputs):
+            raise ValueError(f"a split's 'also' needs one placement per input ({len(self.inputs)}), "
+                             f"got {len(self.also.inputs)}")
 
     @property
     def dims(self) -> tuple[Optional[int], ...]:
         """The chunked dim of each input (``None``: passed whole), as :func:`chunked` takes them."""
-        return tuple(p.dim if isinstance(p, Shard) else None for p in self.inputs)
+        return tuple(p.dim if isinstance(p, (Shard, Slice)) else None for p in self.inputs)
 
     @property
     def whole(self) -> tuple[int, ...]:
         """Positions of the inputs every slice needs whole."""
         return tuple(i for i, p in enumerate(self.inputs) if isinstance(p, Replicate))
+
+    @property
+    def out_dim(self) -> int:
+        """The dim of each result that carries the axis."""
+        return self.output.dim
 
 
 @dataclass(frozen=True)
@@ -120,16 +180,20 @@ class MemorySpec:
         seams: policy seams from :data:`SEAMS` the module exposes.
         stack: for a stack of blocks in ``self.blocks``: its name in :data:`STACKS` (activation
             checkpointing applies to those blocks).
+        outputs: for a module returning a dict: its representation-shaped outputs, by the dim of
+            their rows (device sharding leaves them distributed unless asked to gather them).
         exempt: why a module has nothing to declare (``None`` for a declaring module).
     """
 
     splits: Mapping[str, Split] = field(default_factory=dict)
     seams: frozenset[str] = frozenset()
     stack: Optional[str] = None
+    outputs: Mapping[str, int] = field(default_factory=dict)
     exempt: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "splits", MappingProxyType(dict(self.splits)))
+        object.__setattr__(self, "outputs", MappingProxyType(dict(self.outputs)))
         object.__setattr__(self, "seams", frozenset(self.seams))
         unknown = self.seams - set(SEAMS)
         if unknown:
@@ -147,9 +211,9 @@ class MemorySpec:
 
 
 def declare(*, splits: Optional[Mapping[str, Split]] = None, seams: Sequence[str] = (),
-            stack: Optional[str] = None) -> MemorySpec:
+            stack: Optional[str] = None, outputs: Optional[Mapping[str, int]] = None) -> MemorySpec:
     """A declaring :class:`MemorySpec`."""
-    return MemorySpec(splits=splits or {}, seams=frozenset(seams), stack=stack)
+    return MemorySpec(splits=splits or {}, seams=frozenset(seams), stack=stack, outputs=outputs or {})
 
 
 def exempt(reason: str) -> MemorySpec:
@@ -211,6 +275,8 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
               accumulate: bool = False, collect: bool = False) -> Union[Result, list]:
     """Run the declared step ``step`` of ``module``: ``fn(*args)``, in slices of ``module.chunk_size``
     along the declared axis (``None``: one call on the whole tensors, the reference computation).
+    A module bound to a device-sharding runner (``module.dap``, set by
+    :func:`alphafold_mem.distributed.apply_parallel_policy`) runs the step through it instead.
 
     ``out`` / ``accumulate`` / ``collect`` are passed to :func:`~alphafold_mem.memory.chunking.chunked`:
     results written (or, with ``accumulate``, added) into existing tensors slice by slice, e.g. a
@@ -235,10 +301,24 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
             if isinstance(args[i], Tensor) and id(args[i].untyped_storage()) in written:
                 raise ValueError(f"{type(module).__qualname__}.{step}: whole operand {i} aliases the output "
                                  "it would be read while being written")
-    return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.output, out=out,
+    runner = getattr(module, "dap", None)
+    if runner is not None:  # device sharding (alphafold_mem.distributed), bound from outside
+        return _deliver(runner.run(module, step, split, fn, args), out, accumulate, collect)
+    return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.out_dim, out=out,
                    accumulate=accumulate, collect=collect)
 
 
-__all__ = ["AXES", "MemorySpec", "Placement", "Replicate", "SEAMS", "STACKS", "Shard", "Split", "TORCH_EXEMPT",
+def _deliver(res: Result, out: Optional[Result], accumulate: bool, collect: bool) -> Union[Result, list]:
+    """A whole result delivered as :func:`~alphafold_mem.memory.chunking.chunked` would deliver its slices."""
+    if collect:
+        return [res]
+    if out is None:
+        return res
+    for o, r in zip((out,) if isinstance(out, Tensor) else out, (res,) if isinstance(res, Tensor) else res):
+        o.add_(r) if accumulate else o.copy_(r)
+    return out
+
+
+__all__ = ["AXES", "MemorySpec", "Placement", "Replicate", "SEAMS", "STACKS", "Shard", "Slice", "Split", "TORCH_EXEMPT",
            "UndeclaredModuleError", "WHOLE", "declare", "declared_splits", "exempt", "run_split",
            "spec_of", "undeclared_modules"]

@@ -85,8 +85,8 @@ def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
         spec = spec_of(module)
         if spec.chunkable:
             module.chunk_size = chunk
-        for seam in spec.seams:
-            for attribute, value in settings[seam].items():
+        for seam in spec.seams:  # "dropout" has no policy field: device sharding binds it
+            for attribute, value in settings.get(seam, {}).items():
                 setattr(module, attribute, value)
         if spec.stack is not None:
             every = getattr(policy, STACKS[spec.stack])

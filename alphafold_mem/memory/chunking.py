@@ -58,7 +58,9 @@ def thread_setting(namespace: threading.local, name: str, value) -> Iterator[Non
 
 def estimating() -> bool:
     """Whether the estimator's loop cut (:func:`first_chunk_only`) is active for the current code:
-    inside the context and without autograd (a training estimate runs every iteration)."""
+    inside the context and without autograd (a training estimate runs every iteration). Other
+    regular loops (device sharding's blocks and chunks) read it to run only their first two
+    iterations, whose memory profile every later one repeats."""
     return getattr(_state, "first_only", False) and not torch.is_grad_enabled()
 
 
@@ -75,7 +77,8 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
 
     Args:
         fn: ``fn(*slices) -> Tensor`` or a tuple of tensors; it must be independent along the axis.
-        args: the arguments of ``fn`` (tensors, or anything else, passed through unchanged).
+        args: the arguments of ``fn`` (tensors, or anything else, passed through unchanged). The
+            same tensor given twice with the same dim is sliced once: ``fn`` sees one object.
         dims: for each arg, the (negative) dim that carries the chunked axis, or ``None`` to pass the
             arg whole. A tensor whose size along its dim is 1 (a broadcast) is passed whole.
         chunk_size: slice length; ``None``, or a length >= the axis length, calls ``fn(*args)`` once:
@@ -124,7 +127,9 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
     collected = []
     for start in loop_range(0, n, chunk_size):
         size = min(chunk_size, n - start)
-        sliced = [a.narrow(d, start, size) if d is not None and isinstance(a, Tensor) and a.shape[d] != 1 else a
+        views: dict[tuple[int, int], Tensor] = {}  # an arg passed twice (queries and keys) is sliced once
+        sliced = [views.setdefault((id(a), d), a.narrow(d, start, size))
+                  if d is not None and isinstance(a, Tensor) and a.shape[d] != 1 else a
                   for a, d in zip(args, dims)]
         res = fn(*sliced)
         if collect:

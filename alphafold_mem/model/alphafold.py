@@ -32,6 +32,11 @@ from .template import TemplateEmbedding
 #: matrices, OpenFold's quaternion + translation.)
 OPENFOLD_OUTPUT_NAMES = {"ptm": "ptm_score", "pae_logits": "tm_logits"}
 
+#: Outputs shaped like a representation, by the dim of their rows (their columns follow): device
+#: sharding leaves them distributed unless asked to gather them.
+REPRESENTATION_OUTPUTS = {"pair": -3, "msa": -3, "distogram_logits": -3, "masked_msa_logits": -3, "pae_logits": -3,
+                          "predicted_aligned_error": -2}
+
 _REQUIRED = ("aatype", "residue_index", "seq_mask", "target_feat", "msa_feat", "msa_mask",
              "extra_msa", "extra_msa_mask", "extra_has_deletion", "extra_deletion_value")
 _TEMPLATE_KEYS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask",
@@ -52,7 +57,7 @@ class AlphaFold(nn.Module):
     :data:`alphafold_mem.memory.offload.OFFLOAD_LEVELS`) and ``inplace`` (bool).
     """
 
-    memory_spec = declare(seams=["precision", "offload", "inplace"])
+    memory_spec = declare(seams=["precision", "offload", "inplace"], outputs=REPRESENTATION_OUTPUTS)
     precision: str = "fp32"
     offload: str = "none"
     inplace: bool = False
@@ -200,8 +205,8 @@ class AlphaFold(nn.Module):
         else:
             with embed():
                 m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
-                if z_prev is None:
-                    z_prev = z.new_zeros(z.shape).to(rep_dtype)
+                if z_prev is None:  # zeros as a broadcastable [*, 1, 1, c_z] (the same values, no N_res^2 buffer)
+                    z_prev = z.new_zeros(b, 1, 1, self.config.c_z).to(rep_dtype)
                 z_update = self.recycling_embedder.pair_update(z_prev, pb)
             del z_prev
             z = z.to(rep_dtype) + z_update
@@ -216,7 +221,7 @@ class AlphaFold(nn.Module):
         # -- the MSA representation (Alg. 2 lines 5, 6 (m part), 10-13), then the Evoformer
         with embed():
             m0_update = self.recycling_embedder.prev_msa_first_row_norm(
-                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, n, self.config.c_m).to(rep_dtype))
+                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, 1, self.config.c_m).to(rep_dtype))
         del m0_prev
         rows = None
         msa_mask = batch["msa_mask"].to(rep_dtype)
@@ -270,4 +275,4 @@ def _unbatch(key: str, value: Tensor) -> Tensor:
     return value.squeeze(0)
 
 
-__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES"]
+__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES", "REPRESENTATION_OUTPUTS"]

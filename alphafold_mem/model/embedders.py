@@ -1,5 +1,10 @@
 """Input, relative-position, recycling and extra-MSA embedders (Jumper et al. 2021, Suppl. Alg. 3-5, 32).
 
+Each embedder declares its output as a step (``memory_spec``): the MSA embeddings along residue
+columns, the pair embeddings along pair rows. Chunking then bounds their transients (the
+relative-position one-hot, the distogram), and device sharding makes every device embed only its
+own columns / rows from the inputs, which all devices hold whole.
+
 The one-hot inputs (relative positions, extra-MSA tokens) are embedded by looking up the columns
 of the linear layer's weight instead of multiplying a one-hot tensor (the same numbers; the one-hot
 of the relative positions alone would be ``[*, N_res, N_res, 65]`` int64). The pair-sized parts
@@ -16,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..memory.axes import WHOLE, Shard, Split, declare, run_split
+from ..memory.axes import WHOLE, Shard, Slice, Split, declare, run_split
 from .primitives import LayerNorm, Linear
 
 
@@ -28,6 +33,7 @@ def dgram_from_positions(x: Tensor, num_bins: int, min_bin: float, max_bin: floa
         x: positions ``[*, N, 3]`` in Å; y: the second residues ``[*, M, 3]`` (default: x).
         num_bins, min_bin, max_bin: ``num_bins`` lower edges evenly spaced from ``min_bin`` to
             ``max_bin`` (Å); the last bin is open-ended.
+        x_j: positions of the columns j ``[*, M, 3]`` (default: x).
 
     Returns:
         ``[*, N, M, num_bins]`` (dtype of x).
@@ -63,9 +69,13 @@ class InputEmbedder(nn.Module):
     """
 
     memory_spec = declare(splits={
-        # rows i of the relative-position term read the residue indices of i and all of them
-        "pair": Split("pair_row", (Shard(-2), Shard(-1), WHOLE, WHOLE), output=-3),
-        "msa": Split("msa_row", (Shard(-3), WHOLE), output=-3),
+        # m[s, i] reads msa_feat[s, i] and target_feat[i]
+        "msa": Split("msa_column", (Slice(-2), Slice(-2)), output=Shard(-2, columns=True)),
+        # z[i, j] reads target_feat and residue_index at i and at j
+        "pair": Split("pair_row", (Slice(-2), WHOLE, Slice(-1), WHOLE), output=-3),
+        # in place (inference): m in MSA row chunks; rows i of z += left_i + right_j + relpos_ij
+        "msa_rows": Split("msa_row", (Slice(-3), WHOLE), output=-3),
+        "pair_add": Split("pair_row", (Slice(-2), Slice(-1), WHOLE, WHOLE), output=-3),
     })
     chunk_size: Optional[int] = None
 
@@ -86,16 +96,21 @@ class InputEmbedder(nn.Module):
         return one_hot_linear(self.pair_activations, torch.clamp(d, -self.relpos_k, self.relpos_k) + self.relpos_k)
 
     def forward(self, target_feat: Tensor, residue_index: Tensor, msa_feat: Tensor) -> tuple[Tensor, Tensor]:
-        tf_m = self.preprocess_1d(target_feat)  # [*, N_res, c_m]
-        m = self.preprocess_msa(msa_feat) + tf_m[..., None, :, :]  # [*, N_seq, N_res, c_m]
-        z = self.left_single(target_feat)[..., :, None, :] + self.right_single(target_feat)[..., None, :, :]
-        z = z + self.relpos(residue_index)  # [*, N_res, N_res, c_z]
-        return m, z
+        m = run_split(self, "msa", self._msa, msa_feat, target_feat)  # [*, N_seq, N_res, c_m]
+        z = run_split(self, "pair", self._pair, target_feat, target_feat, residue_index, residue_index)
+        return m, z  # z: [*, N_res, N_res, c_z]
+
+    def _msa(self, msa_feat: Tensor, target_feat: Tensor) -> Tensor:
+        return self.preprocess_msa(msa_feat) + self.preprocess_1d(target_feat)[..., None, :, :]
+
+    def _pair(self, tf_i: Tensor, tf_j: Tensor, ri_i: Tensor, ri_j: Tensor) -> Tensor:
+        z = self.left_single(tf_i)[..., :, None, :] + self.right_single(tf_j)[..., None, :, :]
+        return z + self.relpos(ri_j, rows=ri_i)
 
     def msa(self, target_feat: Tensor, msa_feat: Tensor, out: Tensor) -> Tensor:
         """m written into ``out`` ``[*, N_seq, N_res, c_m]`` in chunks of MSA rows (inference)."""
         tf_m = self.preprocess_1d(target_feat)[..., None, :, :]
-        return run_split(self, "msa", lambda f, t: self.preprocess_msa(f) + t, msa_feat, tf_m, out=out)
+        return run_split(self, "msa_rows", lambda f, t: self.preprocess_msa(f) + t, msa_feat, tf_m, out=out)
 
     def add_pair_(self, z: Tensor, target_feat: Tensor, residue_index: Tensor) -> Tensor:
         """``z += `` the pair embedding (left_i + right_j + relpos_ij), row chunk by row chunk (inference)."""
@@ -104,7 +119,8 @@ class InputEmbedder(nn.Module):
         def rows(tf_i: Tensor, ri_i: Tensor, ri: Tensor, right_: Tensor) -> Tensor:
             return (self.left_single(tf_i)[..., :, None, :] + right_) + self.relpos(ri, rows=ri_i)
 
-        return run_split(self, "pair", rows, target_feat, residue_index, residue_index, right, out=z, accumulate=True)
+        return run_split(self, "pair_add", rows, target_feat, residue_index, residue_index, right, out=z,
+                         accumulate=True)
 
 
 class RecyclingEmbedder(nn.Module):
@@ -116,8 +132,8 @@ class RecyclingEmbedder(nn.Module):
     """
 
     memory_spec = declare(splits={
-        # rows i read z_prev rows i, the positions of i and all positions
-        "pair": Split("pair_row", (Shard(-3), Shard(-2), WHOLE), output=-3),
+        # z_update[i, j] reads z_prev[i, j] and the positions of i and j
+        "pair": Split("pair_row", (Shard(-3), Slice(-2), WHOLE), output=-3),
     })
     chunk_size: Optional[int] = None
 
@@ -132,8 +148,9 @@ class RecyclingEmbedder(nn.Module):
         return self.prev_msa_first_row_norm(m0_prev), self.pair_update(z_prev, x_prev)
 
     def pair_update(self, z_prev: Tensor, x_prev: Tensor, out: Optional[Tensor] = None) -> Tensor:
-        """The update of z ``[*, N_res, N_res, c_z]``; with ``out``, written into it chunk by chunk
-        (``out`` may be ``z_prev``: each chunk reads its own rows)."""
+        """The update of z ``[*, N_res, N_res, c_z]`` (z_prev may be a broadcastable ``[*, 1, 1, c_z]``
+        of zeros); with ``out``, written into it chunk by chunk (``out`` may be ``z_prev``: each chunk
+        reads its own rows)."""
         def rows(z_rows: Tensor, x_rows: Tensor, x: Tensor) -> Tensor:
             dgram = dgram_from_positions(x_rows, self.num_bins, self.min_bin, self.max_bin, y=x)
             return self.prev_pos_linear(dgram) + self.prev_pair_norm(z_rows)
@@ -149,7 +166,8 @@ class ExtraMsaEmbedder(nn.Module):
     extra_deletion_value ``[*, N_extra, N_res]``. Returns ``[*, N_extra, N_res, c_e]``.
     """
 
-    memory_spec = declare(splits={"rows": Split("msa_row", (Shard(-2), Shard(-2), Shard(-2)), output=-3)})
+    memory_spec = declare(splits={
+        "columns": Split("msa_column", (Slice(-1), Slice(-1), Slice(-1)), output=Shard(-2, columns=True))})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_e: int, num_classes: int = 23):
@@ -158,7 +176,7 @@ class ExtraMsaEmbedder(nn.Module):
         self.extra_msa_activations = Linear(num_classes + 2, c_e)
 
     def forward(self, extra_msa: Tensor, extra_has_deletion: Tensor, extra_deletion_value: Tensor) -> Tensor:
-        return run_split(self, "rows", self._rows, extra_msa, extra_has_deletion, extra_deletion_value)
+        return run_split(self, "columns", self._rows, extra_msa, extra_has_deletion, extra_deletion_value)
 
     def _rows(self, extra_msa: Tensor, has_deletion: Tensor, deletion_value: Tensor) -> Tensor:
         lin = self.extra_msa_activations

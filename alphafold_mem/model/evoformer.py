@@ -12,13 +12,15 @@ waits in host memory while the pair updates run (they do not read it).
 
 from __future__ import annotations
 
+from typing import Optional
+
+import torch
 import torch.nn as nn
 from torch import Tensor
 
 from ..config import StackConfig
-import torch
 
-from ..memory.axes import declare
+from ..memory.axes import Shard, Slice, Split, declare, run_split
 from ..memory.checkpoint import run_blocks
 from ..memory.offload import Parked, offload_active
 from .msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
@@ -74,8 +76,11 @@ class EvoformerStack(nn.Module):
     :class:`EvoformerBlock`. Returns ``(m, z, s)`` with s ``[*, N_res, c_s]`` = Linear(m[0]).
     """
 
-    memory_spec = declare(stack="evoformer")
+    # s is per residue: under device sharding every device holds it whole
+    memory_spec = declare(stack="evoformer", splits={
+        "single": Split("msa_column", (Shard(-2, columns=True),), output=Slice(-2))})
     checkpoint_every: int = 0
+    chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, c_s: int, cfg: StackConfig):
         super().__init__()
@@ -84,7 +89,7 @@ class EvoformerStack(nn.Module):
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         m, z = run_blocks(self, m, z, msa_mask, pair_mask)
-        s = self.single_activations(m[..., 0, :, :])
+        s = run_split(self, "single", self.single_activations, m[..., 0, :, :])
         return m, z, s
 
 

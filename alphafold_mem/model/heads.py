@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..config import HeadsConfig
 from ..precision import fp32_island
-from ..memory.axes import WHOLE, Shard, Split, declare, exempt, run_split
+from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
 from .primitives import LayerNorm, Linear
 
 
@@ -42,10 +42,18 @@ class PredictedLDDTHead(nn.Module):
 class DistogramHead(nn.Module):
     """Distogram head (Suppl. 1.9.8): symmetric logits ``[*, N_res, N_res, num_bins]`` from z.
 
-    ``chunk_size`` (memory policy) computes the logits row chunk by row chunk into the output (row i
-    reads z rows i and z columns i), so the only pair-sized tensor is the output itself."""
+    Steps: the half logits (pointwise in z), then rows i of ``half + half^T`` read the rows
+    ``half[i, :]`` and the columns ``half[:, i]``. With ``chunk_size`` (memory policy) the logits
+    are computed row chunk by row chunk into the output (row i reads z rows i and z columns i), so
+    the only pair-sized tensor is the output itself.
+    """
 
-    memory_spec = declare(splits={"rows": Split("pair_row", (Shard(-3), Shard(-2)), output=-3)})
+    memory_spec = declare(splits={
+        "half": Split("pair_row", (Shard(-3),), output=-3,
+                      also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))),
+        "symmetric": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
+        "rows": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
+    })
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, num_bins: int):
@@ -54,8 +62,8 @@ class DistogramHead(nn.Module):
 
     def forward(self, z: Tensor) -> Tensor:
         if self.chunk_size is None:
-            half = self.half_logits(z)
-            return half + half.transpose(-2, -3)
+            half = run_split(self, "half", self.half_logits, z)
+            return run_split(self, "symmetric", lambda rows, cols: rows + cols.transpose(-2, -3), half, half)
         rows = lambda z_rows, z_cols: self.half_logits(z_rows) + self.half_logits(z_cols).transpose(-2, -3)  # noqa: E731
         return run_split(self, "rows", rows, z, z)
 
@@ -70,8 +78,10 @@ class PredictedAlignedErrorHead(Linear):
     without ``keep_logits`` no ``[*, N_res, N_res, num_bins]`` tensor exists.
     """
 
-    # rows i read z rows i; the TM-score term per bin and the normalised residue weights whole
-    memory_spec = declare(splits={"rows": Split("pair_row", (Shard(-3), WHOLE, WHOLE), output=-2)})
+    # rows i read z rows i; the TM-score term per bin and the normalised residue weights whole. The
+    # score of each alignment frame i is per residue: every device holds it whole ("frames")
+    memory_spec = declare(splits={"rows": Split("pair_row", (Shard(-3), WHOLE, WHOLE), output=-2),
+                                  "frames": Split("pair_row", (Shard(-1, columns=True),), output=Slice(-1))})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, num_bins: int, max_bin: float):
@@ -91,7 +101,7 @@ class PredictedAlignedErrorHead(Linear):
 
         *logits, pae, per_alignment = run_split(self, "rows", rows, z, _tm_per_bin(centers, w), normed)
         out = {"predicted_aligned_error": pae, "max_predicted_aligned_error": centers[-1],
-               "ptm": _best_alignment(per_alignment[..., 0], w)}
+               "ptm": _best_alignment(run_split(self, "frames", lambda x: x, per_alignment[..., 0]), w)}
         if logits:
             out["pae_logits"] = logits[0].unflatten(-1, (z.shape[-2], self.out_features))
         return out

@@ -2,7 +2,9 @@
 
 ``chunk_size`` (bound by the memory policy) chunks the independent axis: MSA rows for row attention,
 residue columns for column attention; the LayerNorm runs inside the chunk so no normalised copy of
-the whole MSA exists. Each class declares its steps in ``memory_spec``.
+the whole MSA exists. Each class declares its steps in ``memory_spec``: the row attention's steps
+are also independent along the query columns (given the whole MSA as keys and the bias rows of
+those queries), which is how device sharding gathers the pair bias piece by piece.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Optional
 import torch.nn as nn
 from torch import Tensor
 
-from ..memory.axes import Shard, Split, declare, run_split
+from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from .primitives import Attention, GlobalAttention, LayerNorm, Linear, mask_bias
 
 
@@ -24,8 +26,14 @@ class MSARowAttentionWithPairBias(nn.Module):
     """
 
     memory_spec = declare(splits={
-        "pair_bias": Split("pair_row", (Shard(-3),), output=-3),  # the bias every MSA row reads whole
-        "rows": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
+        # the bias [*, N_res (q), N_res (k), H] every MSA row reads whole; pointwise in z
+        "pair_bias": Split("pair_row", (Shard(-3),), output=-3,
+                           also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))),
+        # MSA rows read their own rows (queries and keys), mask rows and the whole bias; query
+        # columns q read m[:, q], all of m as keys, the whole mask and the bias rows q
+        "rows": Split("msa_row", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3,
+                      also=Split("msa_column", (Shard(-2, columns=True), WHOLE, WHOLE, Shard(-3)),
+                                 output=Shard(-2, columns=True))),
     })
     chunk_size: Optional[int] = None
 
@@ -48,14 +56,17 @@ class MSARowAttentionWithPairBias(nn.Module):
     def _run(self, m: Tensor, z: Tensor, msa_mask: Tensor, target: Optional[Tensor]) -> Tensor:
         pair_bias = run_split(self, "pair_bias", lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)),
                               z)  # [*, N_res, N_res, H]
-        pair_bias = pair_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res], shared by all rows
+        return run_split(self, "rows", self._rows, m, m, msa_mask, pair_bias, out=target,
+                         accumulate=target is not None)
 
-        def rows(mc: Tensor, mask_c: Tensor) -> Tensor:  # [*, S, N_res, c_m], [*, S, N_res]
-            mc = self.query_norm(mc)
-            key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, S, 1, 1, N_res]
-            return self.attention(mc, mc, [key_bias, pair_bias])
-
-        return run_split(self, "rows", rows, m, msa_mask, out=target, accumulate=target is not None)
+    def _rows(self, mq: Tensor, mkv: Tensor, mask: Tensor, pair_bias: Tensor) -> Tensor:
+        """Queries ``[*, S, Q, c_m]``, keys ``[*, S, N_res, c_m]`` (the same tensor unless split by
+        query columns), key mask ``[*, S, N_res]``, bias rows ``[*, Q, N_res, H]``."""
+        q = self.query_norm(mq)
+        kv = q if mkv is mq else self.query_norm(mkv)
+        key_bias = mask_bias(mask, self.inf)[..., :, None, None, :]  # [*, S, 1, 1, N_res]
+        bias = pair_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, Q, N_res], shared by all rows
+        return self.attention(q, kv, [key_bias, bias])
 
 
 class MSAColumnAttention(nn.Module):
@@ -66,7 +77,8 @@ class MSAColumnAttention(nn.Module):
     variant), msa_mask ``[*, N_seq, N_res]``. Returns the update.
     """
 
-    memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2), Shard(-1)), output=-2)})
+    memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2, columns=True), Slice(-1)),
+                                                   output=Shard(-2, columns=True))})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9, global_attention: bool = False):

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..memory.axes import WHOLE, Shard, Split, declare, run_split
+from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from ..precision import fp32_island, fp32_region
 from .primitives import LayerNorm, Linear
 
@@ -21,17 +21,25 @@ class OuterProductMean(nn.Module):
     with eps 1e-3 (AF2 divides after the output projection, bias included).
 
     ``chunk_size`` (memory policy) chunks the projections over MSA rows and the outer product
-    ``[*, N_res, N_res, C, C]`` over its first residue axis i. ``add_to_`` (inference) adds the
-    update into z chunk by chunk and keeps only b whole: each chunk projects its own columns of a.
+    ``[*, N_res, N_res, C, C]`` over its first residue axis i; device sharding gathers b piece by
+    piece along j (the declared ``also``). ``add_to_`` (inference) adds the update into z chunk by
+    chunk and keeps only b whole: each chunk projects its own columns of a.
     """
 
     memory_spec = declare(splits={
-        "project": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
-        # rows i of the outer product read a[:, i] and the whole of b (and the masks alike)
-        "outer": Split("pair_row", (Shard(-2), WHOLE, Shard(-1), WHOLE), output=-3),
+        # pointwise in m: along MSA rows, or residue columns
+        "project": Split("msa_row", (Shard(-3), Slice(-2)), output=-3,
+                         also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True))),
+        # rows i of the outer product read a[:, i] and the whole of b (and the masks alike); its
+        # columns j read b[:, j] and the whole of a
+        "outer": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3,
+                       also=Split("pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)),
+                                  output=Shard(-2, columns=True))),
         # in place: b alone; then rows i read the MSA columns m[:, i] (for a) and the whole of b
-        "project_right": Split("msa_row", (Shard(-3), Shard(-2)), output=-3),
-        "outer_from_msa": Split("pair_row", (Shard(-2), WHOLE, Shard(-1), WHOLE), output=-3),
+        "project_right": Split("msa_row", (Shard(-3), Slice(-2)), output=-3,
+                               also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)),
+                                          output=Shard(-2, columns=True))),
+        "outer_from_msa": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3),
     })
     chunk_size: Optional[int] = None
 

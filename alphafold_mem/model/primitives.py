@@ -25,7 +25,7 @@ from torch import Tensor
 import kernels
 
 from ..memory.attention import low_memory_attention
-from ..memory.axes import Shard, Split, declare, exempt, run_split
+from ..memory.axes import Shard, Slice, Split, declare, exempt, run_split
 from ..precision import fp32_island
 
 INITS = ("default", "relu", "glorot", "gating", "final")
@@ -99,8 +99,10 @@ def residual_update(x: Tensor, module: nn.Module, dropout: Optional[nn.Module], 
     """``x + dropout(module(*args))`` (a residual update of Alg. 6 / 16 / 18). With ``inplace``, no
     gradient recorded and dropout inactive (eval), the module adds its update into ``x`` chunk by
     chunk (``module.add_to_(x, *args)``): no update-sized buffer exists. Same values either way
-    (up to the summation order of the triangle multiplication's in-place path)."""
-    if inplace and not torch.is_grad_enabled() and (dropout is None or not dropout.training or dropout.p == 0.0):
+    (up to the summation order of the triangle multiplication's in-place path). A module sharded
+    across devices (``module.dap``, DAP) computes its update whole, then it is added in place."""
+    chunkwise = inplace and getattr(module, "dap", None) is None
+    if chunkwise and not torch.is_grad_enabled() and (dropout is None or not dropout.training or dropout.p == 0.0):
         return module.add_to_(x, *args)
     update = module(*args)
     return residual(x, update if dropout is None else dropout(update), inplace)
@@ -200,9 +202,13 @@ class SharedDropout(nn.Module):
         p: drop probability.
         shared_dim: the dim (negative, counted on ``[*, I, J, C]``) along which the mask is shared:
             -3 shares across rows (``DropoutRowwise``), -2 across columns (``DropoutColumnwise``).
+
+    Seam ``dropout``: under device sharding (``dap``, bound from outside) the mask is drawn at the
+    global shape and sliced, so every device draws what a single device would.
     """
 
-    memory_spec = exempt("elementwise; its mask is smaller than its input")
+    memory_spec = declare(seams=["dropout"])
+    dap = None
 
     def __init__(self, p: float, shared_dim: int):
         super().__init__()
@@ -213,7 +219,10 @@ class SharedDropout(nn.Module):
             return x
         shape = list(x.shape)
         shape[self.shared_dim] = 1
-        keep = torch.bernoulli(x.new_full(shape, 1.0 - self.p))
+        if self.dap is not None:
+            keep = self.dap.dropout_mask(x, shape, 1.0 - self.p)
+        else:
+            keep = torch.bernoulli(x.new_full(shape, 1.0 - self.p))
         return x * keep / (1.0 - self.p)
 
 
@@ -221,10 +230,12 @@ class Transition(nn.Module):
     """Transition layer (Suppl. Alg. 9 / 15): LayerNorm, Linear(c -> n c), ReLU, Linear(n c -> c).
 
     Forward: x ``[*, R, N, C]``, mask ``[*, R, N]`` (the output is zeroed at masked positions).
-    Returns ``[*, R, N, C]``. ``chunk_size`` (memory policy) chunks the rows R.
+    Returns ``[*, R, N, C]``. ``chunk_size`` (memory policy) chunks the rows R; it is pointwise, so
+    also independent along the columns N.
     """
 
-    memory_spec = declare(splits={"rows": Split("row", (Shard(-3), Shard(-2)), output=-3)})
+    memory_spec = declare(splits={"rows": Split("row", (Shard(-3), Slice(-2)), output=-3, also=Split(
+        "column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True)))})
     chunk_size: Optional[int] = None
 
     def __init__(self, c: int, n: int):

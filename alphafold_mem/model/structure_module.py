@@ -20,7 +20,7 @@ from ..config import StructureModuleConfig
 from ..geometry import all_atom
 from ..geometry.rigid import Rigid
 from ..precision import fp32_island, fp32_region
-from ..memory.axes import WHOLE, Shard, Split, declare, exempt, run_split
+from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
 from ..memory.chunking import estimating
 from .primitives import LayerNorm, Linear
 
@@ -39,9 +39,11 @@ class InvariantPointAttention(nn.Module):
     """
 
     # rows i read the queries q_i (scalar and points, flattened), z rows i and the mask of i; keys,
-    # values, their points and the whole mask every chunk reads whole
+    # values, their points and the whole mask every chunk reads whole. The result is per residue:
+    # under device sharding every device holds it whole.
     memory_spec = declare(splits={"queries": Split(
-        "pair_row", (Shard(-2), Shard(-2), Shard(-3), Shard(-1), WHOLE, WHOLE, WHOLE, WHOLE, WHOLE), output=-2)})
+        "pair_row", (Slice(-2), Slice(-2), Shard(-3), Slice(-1), WHOLE, WHOLE, WHOLE, WHOLE, WHOLE),
+        output=Slice(-2))})
     chunk_size: Optional[int] = None
 
     def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int,

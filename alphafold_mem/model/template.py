@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..config import TemplateConfig
 from ..geometry.rigid import Rigid
-from ..memory.axes import WHOLE, Shard, Split, declare, run_split
+from ..memory.axes import WHOLE, Shard, Slice, Split, declare, run_split
 from ..memory.checkpoint import run_blocks
 from ..memory.chunking import estimating, loop_range
 from ..memory.offload import Parked, offload_active
@@ -118,12 +118,14 @@ class TemplateEmbedding(nn.Module):
     the pair features (computed and embedded row chunk by row chunk).
     """
 
+    # rows i of one template's pair features read the i-side per-residue arrays (pseudo-beta, its
+    # mask, aatype, atom positions, atom mask) and the whole template for the j side; the angle rows:
+    # residue columns read their own features
     memory_spec = declare(splits={
-        # rows i of the pair features read the i-side arrays (pseudo-beta, its mask, aatype, atom
-        # positions, atom mask) and the whole template for the j side
-        "pair_features": Split("pair_row", (Shard(-2), Shard(-1), Shard(-1), Shard(-3), Shard(-2), WHOLE),
+        "pair_features": Split("pair_row", (Slice(-2), Slice(-1), Slice(-1), Slice(-3), Slice(-2), WHOLE),
                                output=-3),
         "output_norm": Split("pair_row", (Shard(-3),), output=-3),
+        "angles": Split("msa_column", (Slice(-2),), output=Shard(-2, columns=True)),
     }, seams=["templates", "inplace", "offload"], stack="template")
     checkpoint_every: int = 0
     chunk_size: Optional[int] = None
@@ -201,7 +203,8 @@ class TemplateEmbedding(nn.Module):
         return z + pwa.output(state[0], has_templates)
 
     def angle_embedding(self, batch: dict[str, Tensor], dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        feats = template_angle_features(batch, dtype)
-        rows = self.template_projection(F.relu(self.template_single_embedding(feats)))
+        feats = template_angle_features(batch, dtype)  # [*, N_templ, N_res, 57]
+        rows = run_split(self, "angles", lambda f: self.template_projection(F.relu(self.template_single_embedding(f))),
+                         feats)
         mask = batch["template_torsion_angles_mask"][..., 2].to(dtype)  # [*, N_templ, N_res]
         return rows, mask

@@ -22,7 +22,7 @@ from torch import Tensor
 
 import kernels
 
-from ..memory.axes import WHOLE, Shard, Split, declare, run_split
+from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from ..memory.chunking import estimating
 from ..memory.offload import host_bytes, offload_active, stream, to_host
 from .primitives import Attention, LayerNorm, Linear, mask_bias
@@ -38,6 +38,13 @@ def _normalise_once(norm: LayerNorm, z: Tensor, chunk_size: Optional[int]) -> tu
     return norm, z
 
 
+#: pointwise steps (of z, or of z and its mask) are also independent along the columns
+_POINTWISE_COLUMNS = Split("column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))
+_POINTWISE_COLUMNS_MASKED = Split("column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True))
+#: attention rows are also independent along their query columns, given the whole rows and the bias rows
+_QUERY_COLUMNS = Split("column", (Shard(-2, columns=True), WHOLE, WHOLE, Shard(-3)), output=Shard(-2, columns=True))
+
+
 class TriangleMultiplication(nn.Module):
     """Triangular multiplicative update, "outgoing" (Alg. 11) or "incoming" (Alg. 12) edges.
 
@@ -49,19 +56,24 @@ class TriangleMultiplication(nn.Module):
     (:func:`kernels.triangle_multiplication`: no projection materialised, ``chunk_size`` unused).
     """
 
-    memory_spec = declare(seams=["kernel", "offload"], splits={
-        "project": Split("pair_row", (Shard(-3), Shard(-2)), output=-3),
-        # outgoing: output rows i read a[i, :] and the whole of b
-        "outgoing": Split("pair_row", (Shard(-3), WHOLE, Shard(-3)), output=-3),
-        # incoming: output rows i read the whole of a and the columns b[:, i]
-        "incoming": Split("pair_row", (WHOLE, Shard(-2), Shard(-3)), output=-3),
+    memory_spec = declare(splits={
+        "project": Split("pair_row", (Shard(-3), Slice(-2)), output=-3, also=_POINTWISE_COLUMNS_MASKED),
+        # outgoing: output rows i read a[i, :] and the whole of b; output columns j read b[j, :]
+        # and the whole of a (and z at the output positions, for the gate)
+        "outgoing": Split("pair_row", (Shard(-3), Replicate(rows=-3), Shard(-3)), output=-3, also=Split(
+            "pair_column", (WHOLE, Shard(-3), Shard(-2, columns=True)), output=Shard(-2, columns=True))),
+        # incoming: output rows i read the whole of a and the columns b[:, i]; output columns j
+        # read a[:, j] and the whole of b
+        "incoming": Split("pair_row", (Replicate(rows=-3), Shard(-2, columns=True), Shard(-3)), output=-3, also=Split(
+            "pair_column", (Shard(-2, columns=True), WHOLE, Shard(-2, columns=True)), output=Shard(-2, columns=True))),
         # in place (add_to_): b alone, channel-first [*, C, N_res, N_res] (its rows are dim -2)
-        "project_right": Split("pair_row", (Shard(-3), Shard(-2)), output=-2),
+        "project_right": Split("pair_row", (Shard(-3), Slice(-2)), output=-2),
         # outgoing in place: output rows i read z rows i (for a and the gate) and the whole of b
-        "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Shard(-2)), output=-3),
+        "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Slice(-2)), output=-3),
         # incoming in place: output columns j read z columns j (for a and the gate) and the whole of b
-        "incoming_inplace": Split("pair_column", (Shard(-2), WHOLE, Shard(-1)), output=-2),
-    })
+        "incoming_inplace": Split("pair_column", (Shard(-2, columns=True), WHOLE, Slice(-1)),
+                                  output=Shard(-2, columns=True)),
+    }, seams=["kernel", "offload"])
     chunk_size: Optional[int] = None
     offload: str = "none"
     kernel_impl: str = "reference"
@@ -181,12 +193,16 @@ class TriangleAttention(nn.Module):
     Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
     """
 
-    # dims of the oriented input: z for the starting node, z^T (rows = pair columns of z) for the ending node
+    # dims of the oriented input: z for the starting node, z^T (rows = pair columns of z) for the
+    # ending node. Rows read their own rows (queries and keys), their mask rows and the whole bias
+    # [*, N_res (q), N_res (k), H]; query columns q read the whole rows as keys and the bias rows q.
     memory_spec = declare(splits={
-        "starting_bias": Split("pair_row", (Shard(-3),), output=-3),
-        "starting_rows": Split("pair_row", (Shard(-3), Shard(-2)), output=-3),
-        "ending_bias": Split("pair_column", (Shard(-3),), output=-3),
-        "ending_rows": Split("pair_column", (Shard(-3), Shard(-2)), output=-3),
+        "starting_bias": Split("pair_row", (Shard(-3),), output=-3, also=_POINTWISE_COLUMNS),
+        "starting_rows": Split("pair_row", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3,
+                               also=_QUERY_COLUMNS),
+        "ending_bias": Split("pair_column", (Shard(-3),), output=-3, also=_POINTWISE_COLUMNS),
+        "ending_rows": Split("pair_column", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3,
+                             also=_QUERY_COLUMNS),
     })
     chunk_size: Optional[int] = None
 
@@ -214,14 +230,15 @@ class TriangleAttention(nn.Module):
         node = "starting" if self.starting else "ending"
         norm, z = _normalise_once(self.query_norm, z, self.chunk_size if target is None else 0)
         tri_bias = run_split(self, f"{node}_bias", lambda zc: self.feat_2d_weights(norm(zc)), z)  # [*, N_res, N_res, H]
-        tri_bias = tri_bias.movedim(-1, -3).unsqueeze(-4)  # [*, 1, H, N_res, N_res]
 
-        def rows(zc: Tensor, mask_c: Tensor) -> Tensor:  # [*, I, N_res, c_z], [*, I, N_res]
-            zc = norm(zc)
+        def rows(zq: Tensor, zkv: Tensor, mask_c: Tensor, bias: Tensor) -> Tensor:
+            # queries [*, I, Q, c_z], keys [*, I, N_res, c_z], key mask [*, I, N_res], bias rows [*, Q, N_res, H]
+            q = norm(zq)
+            kv = q if zkv is zq else norm(zkv)
             key_bias = mask_bias(mask_c, self.inf)[..., :, None, None, :]  # [*, I, 1, 1, N_res]
-            return self.attention(zc, zc, [key_bias, tri_bias])
+            return self.attention(q, kv, [key_bias, bias.movedim(-1, -3).unsqueeze(-4)])
 
         if target is not None:
-            return run_split(self, f"{node}_rows", rows, z, pair_mask, out=target, accumulate=True)
-        out = run_split(self, f"{node}_rows", rows, z, pair_mask)
+            return run_split(self, f"{node}_rows", rows, z, z, pair_mask, tri_bias, out=target, accumulate=True)
+        out = run_split(self, f"{node}_rows", rows, z, z, pair_mask, tri_bias)
         return out if self.starting else out.transpose(-2, -3)

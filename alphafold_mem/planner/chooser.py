@@ -132,29 +132,30 @@ class Choice:
 
 def choose(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int, budget: int,
            candidates: Sequence[Candidate], *, training: bool = False, device: torch.device | str = "cuda",
-           evaluate_all: bool = False, frugal_last: bool = False) -> Choice:
+           evaluate_all: bool = False, frugal_last: bool = False, dap: int = 1) -> Choice:
     """The first candidate (in the given, fastest-first order) whose predicted total peak
     (parameters + inputs + activations, on ``device``) is at most ``budget`` bytes.
 
     Consecutive candidates with the same non-empty ``group`` differ only in chunk size (largest
     first): they are bisected on the assumption that the peak falls with the chunk size.
     ``frugal_last``: the last candidate has the smallest peak, so it is estimated first and, if it
-    does not fit, nothing else is. ``evaluate_all`` estimates every candidate (tables).
+    does not fit, nothing else is. ``evaluate_all`` estimates every candidate (tables). ``dap``:
+    the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     return _choose(config, n_res, n_seq, n_extra_seq, n_templ, int(budget), tuple(candidates), training, dev,
-                   evaluate_all, frugal_last)
+                   evaluate_all, frugal_last, dap)
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all,
-            frugal_last) -> Choice:
+            frugal_last, dap=1) -> Choice:
     rows: dict[int, Row] = {}
 
     def row(i: int) -> Row:
         if i not in rows:
             est = estimate_breakdown(config, candidates[i].policy, n_res, n_seq, n_extra_seq, n_templ, training,
-                                     device=device)
+                                     device=device, dap=dap)
             rows[i] = Row(candidates[i], est, est.total <= budget)
         return rows[i]
 

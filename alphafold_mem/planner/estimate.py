@@ -48,6 +48,7 @@ from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..memory.tracking import StorageTracker
 from ..model.alphafold import AlphaFold
+from .dap import bind_simulated
 from .training_loss import ground_truth_batch, training_loss
 
 
@@ -158,12 +159,13 @@ def _fake_model(config: ModelConfig, dtype: torch.dtype):
 
 def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
                      n_templ: int, training: bool, dtype: torch.dtype, device: str,
-                     cut: bool = True) -> tuple[int, int, int]:
+                     cut: bool = True, dap: int = 1) -> tuple[int, int, int]:
     """(inputs, activation peak, host peak) of one fake run of ``config`` exactly as given (``cut``:
-    with the estimator's loop cut)."""
+    with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group)."""
     mode, model = _fake_model(config, dtype)
     with mode:
         bind_memory_policy(model, policy)
+        bind_simulated(model, dap, training)  # dap 1: removes the cached model's earlier binding
         model.train(training)
         model.zero_grad(set_to_none=True)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
@@ -186,8 +188,9 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
 def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
                        n_templ: int = 0, training: bool = False, dtype: torch.dtype = torch.float32,
                        exact: bool = True, device: torch.device | str = "cpu",
-                       full_trace: bool = False) -> PeakEstimate:
-    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (cached per arguments).
+                       full_trace: bool = False, dap: int = 1) -> PeakEstimate:
+    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (cached per arguments;
+    ``dap``: per device of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
 
     Block counts: inference runs at most two blocks per stack (every block has the same profile).
     Training runs the full stacks unless ``exact=False``: then the stacks run with one block and,
@@ -205,12 +208,14 @@ def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_
         raise ValueError("estimate_breakdown needs a concrete chunk size; resolve chunk_size='auto' first "
                          "(alphafold_mem.planner.resolve_auto_chunk)")
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
-    return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace)
+    return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace,
+                     dap)
 
 
 @functools.lru_cache(maxsize=4096)
 def _estimate(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int,
-              training: bool, dtype: torch.dtype, exact: bool, device: str, full_trace: bool) -> PeakEstimate:
+              training: bool, dtype: torch.dtype, exact: bool, device: str, full_trace: bool,
+              dap: int = 1) -> PeakEstimate:
     params = parameter_bytes(config, dtype)
     config = apply_overrides(config, {"num_recycles": 0})
     stacks = [p for p in _STACKS if p != _STACKS[2] or config.template.enabled]
@@ -218,27 +223,28 @@ def _estimate(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int,
     args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, device)
     segments = (policy.checkpoint_evoformer, policy.checkpoint_extra_msa, policy.checkpoint_template)
     if full_trace:
-        inputs, act, host = _activation_peak(config, policy, *args, cut=False)
+        inputs, act, host = _activation_peak(config, policy, *args, cut=False, dap=dap)
     elif not training:  # in place every block repeats the first; otherwise the first block's inputs,
         # still held by the caller, make the second one peak higher than the first
-        blocks = 1 if policy.inplace else 2
+        blocks = 1 if policy.inplace and dap == 1 else 2  # under DAP updates are not added in place
         cut = apply_overrides(config, {p: min(n, blocks) for p, n in counts.items()})
-        inputs, act, host = _activation_peak(cut, policy, *args)
+        inputs, act, host = _activation_peak(cut, policy, *args, dap=dap)
     elif exact or max(segments) > 1 or max(counts.values()) <= 2:
-        inputs, act, host = _activation_peak(config, policy, *args)
+        inputs, act, host = _activation_peak(config, policy, *args, dap=dap)
     else:
         ones = {p: 1 for p in stacks}
-        inputs, base, host = _activation_peak(apply_overrides(config, ones), policy, *args)
+        inputs, base, host = _activation_peak(apply_overrides(config, ones), policy, *args, dap=dap)
         act = base
         for p, n in counts.items():
             if n > 1:
-                _, two, _ = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args)
+                _, two, _ = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args, dap=dap)
                 act += (n - 1) * (two - base)
     return PeakEstimate(params, inputs, act, policy.chunk_size, host)
 
 
 def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                  n_templ: int = 0, training: bool = False, device: torch.device | str = "cpu") -> int:
+                  n_templ: int = 0, training: bool = False, device: torch.device | str = "cpu",
+                  dap: int = 1) -> int:
     """Predicted peak bytes of one forward (``training=False``, no autograd) or one training step
     (forward + backward, ``training=True``) of ``AlphaFold(config)`` under ``policy`` on ``device``,
     without allocating the memory (FakeTensorMode; see the module docstring for what is counted).
@@ -248,13 +254,17 @@ def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: 
         policy: the memory policy, with a concrete chunk size.
         n_res, n_seq, n_extra_seq, n_templ: N_res, N_seq (MSA clusters), N_extra, N_templ.
         training: forward + backward instead of an inference forward.
+        dap: the peak of one device when ``dap`` devices share the protein (dynamic axial
+            parallelism; communication buffers included). Every device holds the parameters and the
+            input features whole.
         device: ``"cpu"`` (host offload is a no-op) or an accelerator (``"cuda"``: offload simulated).
 
     Returns:
         Peak bytes on the device: parameters + inputs + activations (activations include gradients
         in training).
     """
-    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device).total
+    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device,
+                              dap=dap).total
 
 
 def available_memory(device: torch.device | str | None = None) -> int:

@@ -112,8 +112,9 @@ def device_budget(device: torch.device, config: ModelConfig, max_memory: Optiona
 
 
 def check(config: ModelConfig, sizes: tuple[int, int, int, int], request: PolicyRequest, precision: str,
-          device: torch.device, budget: int) -> Preflight:
-    """Choose (``"auto"``) or check (a policy) the memory policy of one target.
+          device: torch.device, budget: int, dap: int = 1) -> Preflight:
+    """Choose (``"auto"``) or check (a policy) the memory policy of one target (``dap``: the peak of
+    each of that many devices sharing it).
 
     Raises:
         ValueError: an unknown request string.
@@ -136,7 +137,7 @@ def check(config: ModelConfig, sizes: tuple[int, int, int, int], request: Policy
             request = request.replace(chunk_size=chunk)
         candidates = [Candidate(request.name, request)]
     choice = choose(config, n_res, n_seq, n_extra, n_templ, budget, candidates, device=device,
-                    frugal_last=isinstance(request, str))
+                    frugal_last=isinstance(request, str), dap=dap)
     if choice.chosen is not None:
         return Preflight(choice.policy, int(choice.chosen.estimate.total), budget)
     best = choice.smallest

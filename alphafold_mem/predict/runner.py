@@ -39,6 +39,7 @@ from ..memory.policy import MemoryPolicy
 from ..precision import PRECISIONS
 from . import preflight
 from .outputs import output_paths, write_json, write_target_outputs
+from .parallel import Parallel
 from .provenance import partition_finished, shareable_scores
 from .targets import PredictError, Target, collect_targets, measure_searched
 from .timings import Stages
@@ -145,7 +146,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
             low_memory: bool = False, memory_policy="auto", max_memory: Optional[int] = None,
             track_memory: bool = True, log: Optional[Callable[[str], None]] = None, debug: bool = False,
-            pipeline=None, min_msa_depth: int = 0, record_paths: bool = False) -> PredictionRun:
+            pipeline=None, min_msa_depth: int = 0, record_paths: bool = False, dap: int = 1) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -185,6 +186,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             features (cached under ``out_dir/<id>/``), templates from hits, Amber relaxation after the outputs.
         min_msa_depth: fail targets whose MSA has fewer distinct rows (query included).
         record_paths: write local paths (inputs, MSAs, weights) into the outputs (default: file names).
+        dap: processes sharing each target (DAP; this process is one, :mod:`.parallel`): rank 0 writes.
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -203,7 +205,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
     request = preflight.policy_request(memory_policy, precision, chunk_size, low_memory)
     policy = MemoryPolicy(precision=precision) if request == "auto" else request
-    dev = _resolve_device(device)
+    par, dev, log = Parallel.start(dap, _resolve_device(device), log)
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
 
@@ -249,6 +251,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     results += [TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order)
                 for x in conflicts]
     targets = todo + skipped
+    todo, skipped = par.agree_targets(targets, todo, skipped)
     for t in skipped:
         log(f"skip: {t.name}: finished outputs of the same inputs and options in {out_dir} (--overwrite reruns)")
 
@@ -268,6 +271,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
             model.config = dataclasses.replace(model.config, num_recycles=num_recycles)
         model = model.to(dev).eval()
         apply_memory_policy(model, policy)
+        par.bind(model)
         cfg = model.config
         budget = preflight.device_budget(dev, cfg, max_memory)
         log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
@@ -289,14 +293,17 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         try:
             # before any model work: a target predicted not to fit fails here, the others still run
             fit = preflight.check(cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request,
-                                  precision, dev, budget)
+                                  precision, dev, budget, dap=par.dap)
             if not fit.fits:
                 raise preflight.DoesNotFit(fit.message)
             if fit.policy != policy:
                 policy = fit.policy
                 apply_memory_policy(model, policy)
-            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, pipeline)
+                par.bind(model)
+            _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
+            if par.active:  # ... except under DAP: the other ranks would wait for this one
+                raise
             r.status = "failed"
             r.message = _failure_message(t, exc)
             log(f"error: {r.message}")
@@ -319,9 +326,11 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         "stages": stages.records,
         "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length}
                     for r in run.results},
+        **par.timings(stages.records),
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
-    write_json(run.timings_path, timings)
+    if par.writer:
+        write_json(run.timings_path, timings)
     log("")
     log(run.summary_table())
     if run.failed:
@@ -329,7 +338,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     return run
 
 
-def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path,
+def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par,
                 pipeline=None) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
@@ -366,7 +375,7 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     out = stages.run(f"{t.name}/model", forward, forward=True)
     keep = ("final_atom_positions", "final_atom_mask", "plddt", "predicted_aligned_error",
             "max_predicted_aligned_error", "ptm")
-    arrays = {k: out[k].detach().float().cpu().numpy() for k in keep if k in out}
+    arrays = {k: v.detach().float().cpu().numpy() for k, v in par.gather(model, out, keep).items()}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
     fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
     del out, batch
@@ -404,9 +413,10 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         scores["ptm"] = round(r.ptm, 4)
         scores["max_pae"] = round(float(pae.max()), 2)
         scores["max_predicted_aligned_error"] = round(arrays["max_predicted_aligned_error"], 2)
-    stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
-    if pipeline is not None and pipeline.relax:  # after the outputs: the unrelaxed model is never replaced
-        stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, t.name))
+    if par.writer:
+        stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
+        if pipeline is not None and pipeline.relax:  # after the outputs: the unrelaxed model is never replaced
+            stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, t.name))
     r.status = "ok"
 
 

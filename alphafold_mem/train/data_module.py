@@ -165,9 +165,13 @@ class AF2DataModule(L.LightningDataModule):
             report.emit(self.log, None if self.report_dir is None else self.report_dir / "data_report.json")
 
     def _rank_world(self) -> tuple[int, int]:
-        """``(global rank, world size)`` of the attached trainer, ``(0, 1)`` without one."""
+        """``(rank, world size)`` of the data-parallel replicas of the attached trainer, ``(0, 1)``
+        without one: under DAP the devices of one group are one replica."""
         t = getattr(self, "trainer", None)
-        return (t.global_rank, t.world_size) if t is not None else (0, 1)
+        if t is None:
+            return 0, 1
+        lm = t.lightning_module
+        return (lm.dp_rank, lm.dp_size) if getattr(lm, "dap", 1) > 1 else (t.global_rank, t.world_size)
 
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()

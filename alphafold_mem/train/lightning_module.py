@@ -76,13 +76,18 @@ class AlphaFoldLightning(L.LightningModule):
             ``MemoryPolicy.training()``: checkpointing + low-memory attention); ``None``: the
             reference computation. Its precision must stay ``"fp32"``: mixed precision in training
             is the Trainer's ``precision="bf16-mixed"``.
+        dap: devices sharing each sample (dynamic axial parallelism). The processes form a
+            ``("dp", "dap")`` mesh in :meth:`configure_model`; every device of a DAP group computes
+            the loss from the gathered outputs, and averaging gradients over all processes (DDP)
+            gives each sample's gradient (:mod:`alphafold_mem.distributed.dap`). Samples and the
+            FAPE clamping draw are per dp rank, so a DAP group sees one crop.
 
     Raises:
         ValueError: a memory policy with a precision other than fp32.
     """
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig = TrainConfig(),
-                 memory_policy: Optional[MemoryPolicy] = None):
+                 memory_policy: Optional[MemoryPolicy] = None, dap: int = 1):
         super().__init__()
         if memory_policy is not None and memory_policy.precision != "fp32":
             raise ValueError(f"memory policy precision {memory_policy.precision!r}: in training, set mixed precision "
@@ -95,6 +100,7 @@ class AlphaFoldLightning(L.LightningModule):
             apply_memory_policy(self.model, memory_policy)
         self.loss_fn = AlphaFoldLoss(model_config.loss, model_config.heads)
         self.ema = EMA(self.model, train_config.ema_decay)
+        self.dap, self.dp_rank, self.dp_size = dap, 0, 1
         self.batches_seen = 0
         self.bad_steps = 0
         self.skipped_steps = 0
@@ -105,6 +111,15 @@ class AlphaFoldLightning(L.LightningModule):
     def setup(self, stage: str) -> None:
         """Refuse sharded strategies (FSDP, DeepSpeed) however the Trainer was built."""
         check_strategy(self.trainer.strategy)
+
+    def configure_model(self) -> None:
+        """Under DAP: build the ``("dp", "dap")`` mesh of the processes and shard the model over "dap"."""
+        if self.dap > 1 and getattr(self.model, "dap_sharding", None) is None:
+            from ..distributed import apply_parallel_policy, dp_coordinates, init_mesh
+
+            mesh = init_mesh(self.dap, self.device.type)
+            self.dp_rank, self.dp_size = dp_coordinates(mesh)
+            apply_parallel_policy(self.model, mesh, gather_outputs=True)
 
     # -- the step ---------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -121,12 +136,19 @@ class AlphaFoldLightning(L.LightningModule):
         ``k`` on this rank: a function of (seed, global draw number) only, the draw number of sample
         ``j`` being ``(k * world + rank) * n + j`` as in the data module, so a global batch gets the
         same draws whatever its split over ranks."""
-        trainer = getattr(self, "_trainer", None)
-        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        rank, world = self._replica()
         p = self.model_config.loss.fape_clamp_probability
         draws = [np.random.default_rng([self.train_config.seed, 11, (k * world + rank) * n + j]).random()
                  for j in range(n)]
         return torch.tensor([float(u < p) for u in draws], dtype=torch.float32)
+
+    def _replica(self) -> tuple[int, int]:
+        """``(rank, world size)`` of the data-parallel replicas: the devices of one DAP group share
+        each sample (and its dropout masks), so they are one replica."""
+        if self.dap > 1:
+            return self.dp_rank, self.dp_size
+        trainer = getattr(self, "_trainer", None)
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
     def num_iterations(self, k: int, max_iterations: int) -> int:
         """Recycling iterations of training step ``k`` (the number of batches consumed before it):
@@ -138,12 +160,11 @@ class AlphaFoldLightning(L.LightningModule):
         """The forward of training step ``k``: features with a trailing recycling dim (the data
         module's) run a sampled number of iterations (:func:`sample_num_iterations`); returns the
         outputs and the features of the last iteration run (what the loss reads). With several
-        ranks the torch RNG (dropout) is first seeded from (seed, k, rank): Lightning seeds every
-        rank alike, which would give all ranks the same dropout masks."""
-        trainer = getattr(self, "_trainer", None)
-        if trainer is not None and trainer.world_size > 1:  # dropout: independent masks per rank and step
-            torch.manual_seed(int(np.random.default_rng([self.train_config.seed, 17, k, trainer.global_rank])
-                                  .integers(2 ** 62)))
+        replicas the torch RNG (dropout) is first seeded from (seed, k, replica): Lightning seeds every
+        rank alike, which would give all replicas the same dropout masks."""
+        rank, world = self._replica()
+        if world > 1:  # dropout: independent masks per replica and step
+            torch.manual_seed(int(np.random.default_rng([self.train_config.seed, 17, k, rank]).integers(2 ** 62)))
         if feats["aatype"].dim() < 3:  # no recycling dim: every iteration on the same features
             self.last_num_iterations = self.model_config.num_recycles + 1
             return self.model(feats), feats

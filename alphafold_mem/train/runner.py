@@ -72,14 +72,15 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
           callbacks: Sequence[Callback] = (), progress_bar: bool = True,
           memory_policy: Optional[MemoryPolicy] = None, run_settings: Optional[dict] = None,
           init_weights: Optional[str] = None, num_nodes: int = 1,
-          log: Optional[Callable[[str], None]] = None) -> AlphaFoldLightning:
+          log: Optional[Callable[[str], None]] = None, dap: int = 1) -> AlphaFoldLightning:
     """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
     (see :class:`AlphaFoldLightning`); ``None``: the reference computation. ``run_settings`` (data
     directory, steps, precision, ...; :mod:`.resume`) are stored in every checkpoint. On resume every
     setting that differs from the checkpoint's is logged as an ``override:`` line (``log``, default
     stderr). At start-up the dropped training data are reported (:mod:`.data_report`).
     ``init_weights``: start from the weights of this file (AF2 .npz, OpenFold .pt, our checkpoints),
-    EMA included (:func:`alphafold_mem.train.init_weights.init_from_weights`).
+    EMA included (:func:`alphafold_mem.train.init_weights.init_from_weights`). ``dap``: devices
+    sharing each sample (dynamic axial parallelism; ``devices`` must be a multiple, and the strategy DDP).
 
     Raises:
         ValueError: ``resume`` or ``init_weights`` was saved for a different architecture (one
@@ -97,7 +98,12 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
     if run_settings is not None:
         callbacks = [*callbacks, RunSettingsCallback(run_settings)]
     L.seed_everything(train_config.seed, workers=True, verbose=False)
-    module = AlphaFoldLightning(model_config, train_config, memory_policy)
+    if dap > 1:
+        from ..distributed import mesh_shape
+
+        mesh_shape(devices if isinstance(devices, int) else dap, dap)  # raises a clear error
+        strategy = "ddp" if strategy == "auto" else strategy
+    module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)
     if init_weights is not None:
         log(f"initial weights: {init_from_weights(module, init_weights)}")
     dm = AF2DataModule(data_dir, model_config, train_config, cache_dir=Path(out_dir) / "chain_index",

@@ -1,0 +1,128 @@
+"""Dynamic axial parallelism (DAP), applied from outside the model like the memory policy:
+:func:`apply_parallel_policy` binds a :class:`~alphafold_mem.distributed.runner.DapRunner` to every
+module that declares splittable steps or the ``dropout`` seam (``memory_spec``,
+:mod:`alphafold_mem.memory.axes`); forwards keep taking data only, and a model without it is the
+single-device model, bit for bit.
+
+What happens in one forward of ``AlphaFold`` under DAP (P devices, one protein):
+
+* the embedders embed only this device's share, from features every device holds whole: the MSA
+  representations their residue columns, the pair representation its rows (the "scatter after the
+  embedders" costs no communication);
+* every Evoformer, extra-MSA and template step runs on the shares (see
+  :mod:`alphafold_mem.distributed.runner` for the all-to-alls and piecewise gathers);
+* per-residue results (the single representation, IPA's update, the pTM frame scores) are gathered
+  so every device holds them whole; the structure module and the heads read the pair
+  representation by rows, so it is never gathered;
+* representation-shaped outputs (``pair``, ``msa``, the distogram / PAE logits, ...: what the model
+  declares in ``memory_spec.outputs``) stay distributed unless ``gather_outputs=True`` (or
+  :func:`gather_outputs` is called), and every device can compute the same loss from gathered
+  outputs: the gradients of the shares then sum to P times the single-device gradient, so averaging
+  parameter gradients over all processes (DDP) gives the single-device gradient.
+
+Randomness: the dropout masks are drawn at the global shape with the torch generator and sliced;
+each forward first gives every device of the group device rank 0's generator state.
+
+Source: FastFold's DAP (Cheng et al. 2022) for the layouts (MSA by rows for row attention, by
+columns otherwise; pair by rows, all-to-all to columns for the ending-node ops).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import torch.nn as nn
+from torch import Tensor
+from torch.distributed.device_mesh import DeviceMesh
+
+from ..memory.axes import spec_of
+from .comm import Group
+from .mesh import dap_group
+from .runner import DapRunner
+from .shard import Sharding
+
+
+def _residues(batch: dict[str, Tensor], recycle_dim: Optional[int]) -> int:
+    shape = list(batch["aatype"].shape)
+    if recycle_dim is not None:
+        del shape[recycle_dim]
+    return shape[-1]
+
+
+class _Hooks:
+    """The root model's forward hooks: residue count and generator sync before, gathering after."""
+
+    def __init__(self, sharding: Sharding, outputs: dict[str, int], gather: bool):
+        self.sharding, self.outputs, self.gather = sharding, outputs, gather
+
+    def before(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
+        batch = args[0] if args else kwargs["batch"]
+        recycle_dim = args[1] if len(args) > 1 else kwargs.get("recycle_dim")
+        self.sharding.set_residues(_residues(batch, recycle_dim))
+        self.sharding.sync_random_state()
+
+    def after(self, model: nn.Module, args: tuple, kwargs: dict, out: Any) -> Any:
+        if not self.gather:
+            return out
+        return {k: self.sharding.gather_representation(v, self.outputs[k]) if k in self.outputs else v
+                for k, v in out.items()}
+
+
+def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None], *,
+                          gather_outputs: bool = False) -> nn.Module:
+    """Shard ``model``'s computation over the ``"dap"`` dim of ``mesh`` (in place; returns the model).
+
+    Args:
+        model: the whole ``AlphaFold`` (its inputs' residue count is read from ``aatype``), or any
+            module built from declaring modules (then call ``model.dap_sharding.set_residues(n)``
+            before a forward, and pass its representations already distributed).
+        mesh: a ``("dp", "dap")`` :class:`DeviceMesh` (:func:`alphafold_mem.distributed.init_mesh`),
+            a :class:`~alphafold_mem.distributed.comm.Group`, or ``None`` to remove device sharding.
+        gather_outputs: gather the representation-shaped outputs the model declares (``pair``,
+            ``msa``, the distogram and PAE logits, PAE ...) so every device holds them whole (for a
+            loss, or to compare with a single device). Default: they stay distributed.
+
+    Under DAP the updates of the blocks are computed through their declared steps and then added
+    (in place when the memory policy says so), not accumulated chunk by chunk into the
+    representation (``add_to_``), and the root model's in-place embedding and the fused kernels of
+    modules with declared steps (the triangle multiplication) are switched off (bind the memory
+    policy first: re-binding it switches them back on).
+
+    Raises:
+        UndeclaredModuleError: a module declares no ``memory_spec``.
+    """
+    for handle in getattr(model, "_dap_handles", []):
+        handle.remove()
+    model._dap_handles = []
+    group = dap_group(mesh) if isinstance(mesh, DeviceMesh) else mesh
+    runner = None if group is None or group.size == 1 else DapRunner(Sharding(group))
+    for module in model.modules():
+        spec = spec_of(module)
+        if spec.splits or "dropout" in spec.seams:
+            module.dap = runner
+    model.dap_sharding = runner.sharding if runner is not None else None
+    if runner is not None and "inplace" in spec_of(model).seams:
+        model.inplace = False  # the root's in-place embedding builds whole representations in one buffer
+    for module in model.modules():  # a fused kernel of a module with declared steps bypasses them
+        spec = spec_of(module)
+        if runner is not None and spec.splits and "kernel" in spec.seams:
+            module.kernel_impl = "reference"
+    outputs = dict(spec_of(model).outputs)
+    if runner is not None and outputs:
+        hooks = _Hooks(runner.sharding, outputs, gather_outputs)
+        model._dap_handles = [model.register_forward_pre_hook(hooks.before, with_kwargs=True),
+                              model.register_forward_hook(hooks.after, with_kwargs=True)]
+    return model
+
+
+def gather_outputs(model: nn.Module, out: dict[str, Tensor]) -> dict[str, Tensor]:
+    """``out`` with every representation-shaped output ``model`` declares gathered whole (no-op
+    without device sharding)."""
+    sharding: Optional[Sharding] = getattr(model, "dap_sharding", None)
+    if sharding is None:
+        return out
+    declared = spec_of(model).outputs
+    return {k: sharding.gather_representation(v, declared[k]) if k in declared else v for k, v in out.items()}
+
+
+__all__ = ["apply_parallel_policy", "gather_outputs"]

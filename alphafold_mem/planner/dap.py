@@ -1,0 +1,69 @@
+"""The planner under dynamic axial parallelism (DAP): per-device peaks and communication volumes.
+
+* :func:`bind_simulated` -- the estimator's fake run is one device (rank 0) of a simulated group of
+  P (:func:`alphafold_mem.distributed.comm.simulated_group`): every collective allocates its
+  buffers exactly as on a real group and communicates nothing, so the predicted peak is the
+  per-device peak, communication buffers included.
+* :func:`block_comm_bytes` -- the bytes one device receives in the forward of one Evoformer-type
+  block, derived by hand from the layouts (:mod:`alphafold_mem.distributed.runner`), independent
+  of the counter in :mod:`alphafold_mem.distributed.comm` that ``scripts/bench_dap.py`` compares
+  it with.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn as nn
+
+from ..config import ModelConfig
+from ..distributed.comm import simulated_group
+from ..distributed.dap import apply_parallel_policy
+
+
+def bind_simulated(model: nn.Module, dap: int, training: bool) -> nn.Module:
+    """Bind device sharding over a simulated group of ``dap`` devices (this process plays rank 0).
+    Training gathers the representation-shaped outputs (every device computes the loss from them,
+    as the trainer does); inference leaves them distributed. ``dap=1`` removes a binding."""
+    return apply_parallel_policy(model, simulated_group(dap) if dap > 1 else None, gather_outputs=training)
+
+
+def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int) -> dict[str, int]:
+    """Elements one device receives in the forward of one block of ``stack`` (``"evoformer"`` or
+    ``"extra_msa"``; ``n_rows``: the MSA rows of that stack, N_seq plus template rows or N_extra),
+    by operation. ``P - 1`` of the P pieces of every exchanged tensor arrive from other devices;
+    L = ceil(N_res / P) and Lr = ceil(n_rows / P) are the padded local lengths.
+
+    * MSA row attention: m to rows and back (two all-to-alls of ``[Lr, L, c_m]`` pieces), and the
+      pair bias ``[L, N_res, H]`` of every other device (piecewise gather);
+    * outer product mean: the right projection ``[n_rows, L, c]`` of every other device;
+    * outgoing triangle multiplication: the right projection ``[L, N_res, c]`` of every other device;
+    * incoming: the right projection to columns (an all-to-all of ``[L, L, c]`` pieces), and the
+      other devices' rows of every column block of the left one (``[L, P L, c]`` in all: the blocks
+      include the padding);
+    * starting-node attention: the bias ``[L, N_res, H]`` of every other device; ending node: z to
+      rows and the result back (``[L, L, c_z]`` pieces), and the bias (distributed by columns)
+      ``[N_res, L, H]`` of every other device.
+    """
+    cfg = config.evoformer if stack == "evoformer" else config.extra_msa
+    c_m = config.c_m if stack == "evoformer" else config.c_e
+    p, n = dap, n_res
+    q = p - 1
+    el, lr = math.ceil(n / p), math.ceil(n_rows / p)
+    hm, hp, cz = cfg.num_heads_msa, cfg.num_heads_pair, config.c_z
+    return {
+        "msa_row_attention": q * (2 * lr * el * c_m + el * n * hm),
+        "outer_product_mean": q * n_rows * el * cfg.c_hidden_opm,
+        "triangle_multiplication_outgoing": q * el * n * cfg.c_hidden_mul,
+        "triangle_multiplication_incoming": q * (el * el * cfg.c_hidden_mul + p * el * el * cfg.c_hidden_mul),
+        "triangle_attention_starting_node": q * el * n * hp,
+        "triangle_attention_ending_node": q * (2 * el * el * cz + el * n * hp),
+    }
+
+
+def block_comm_bytes(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int, itemsize: int = 4) -> int:
+    """Bytes one device receives in the forward of one block (see :func:`block_comm_terms`)."""
+    return itemsize * sum(block_comm_terms(config, stack, n_res, n_rows, dap).values())
+
+
+__all__ = ["bind_simulated", "block_comm_bytes", "block_comm_terms"]

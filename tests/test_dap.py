@@ -1,0 +1,249 @@
+"""Dynamic axial parallelism (DAP): P = 2 and P = 4 local processes (gloo, 127.0.0.1) equal one
+device with the same seed -- inference under ``low_memory_inference()`` on ``tiny`` (templates,
+recycling, PAE head) and on a 2-block model with model_1's channel sizes, one training step under
+``training()`` with dropout on -- with N_res and N_seq not divisible by P and masks holding both
+values. The collectives are checked to be adjoint, the planner's per-device peak against the
+measured one, and a failing rank to end the others.
+
+One multi-process run per P computes everything the tests below read (module-scoped fixture); every
+run has a time limit, and every collective its timeout."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem.distributed import (RankFailed, Sharding, apply_parallel_policy, init_mesh, mesh_shape,
+                                       run_local)
+from alphafold_mem.distributed import comm
+from alphafold_mem.memory import track_peak
+from alphafold_mem.planner.estimate import estimate_breakdown
+from alphafold_mem.testing import random_features
+
+COORD_TOL, PLDDT_TOL, GRAD_RTOL = 1e-4, 1e-4, 1e-4
+#: weight perturbation (AF2 zero-initialises final layers): at model_1's channel sizes a larger one
+#: makes the network amplify fp32 rounding past 1e-4 A (single-device chunking alone then moves it so)
+SCALE = {"tiny": 0.1, "model_1": 0.01}
+SIZES = {"tiny": (19, 7, 9, 2), "model_1": (13, 5, 7, 1)}  # N_res, N_seq, N_extra, N_templ
+LOSS_KEYS = ("final_atom_positions", "sm_frames", "lddt_logits", "distogram_logits", "masked_msa_logits",
+             "pae_logits", "experimentally_resolved_logits")
+RUN_LIMIT_S = 240
+
+
+def _model(name: str, policy: MemoryPolicy, training: bool):
+    if name == "tiny":
+        cfg = model_config("tiny", **{"heads.pae_enabled": True, "num_recycles": 1})
+    else:
+        cfg = model_config("model_1", **{"evoformer.num_blocks": 2, "extra_msa.num_blocks": 1,
+                                         "template.pair_stack.num_blocks": 1, "num_recycles": 0})
+    torch.manual_seed(0)
+    model = AlphaFold(cfg)
+    with torch.no_grad():  # AF2 zero-initialises final layers; perturb so that no output is trivial
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * SCALE[name])
+    n, s, e, t = SIZES[name]
+    b = random_features(cfg, n, s, e, n_templ=t, seed=1)
+    b["seq_mask"][-3:] = 0
+    b["msa_mask"][2:, n // 2:] = 0
+    b["extra_msa_mask"][3:, 2:] = 0
+    if t > 1:
+        b["template_mask"][-1] = 0
+    apply_memory_policy(model, policy)
+    return model.train(training), b
+
+
+def _infer(model, b) -> dict:
+    with torch.no_grad():
+        out = model(b)
+    return {k: out[k] for k in ("final_atom_positions", "plddt", "ptm", "predicted_aligned_error", "pair", "msa")
+            if k in out}
+
+
+def _train(model, b) -> tuple[float, dict]:
+    torch.manual_seed(7)  # dropout masks
+    out = model(b)
+    loss = sum(out[k].float().pow(2).mean() for k in LOSS_KEYS if k in out)
+    loss.backward()
+    return loss.item(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+CASES = [("tiny", "low_memory_inference", False), ("model_1", "low_memory_inference", False),
+         ("tiny", "training", True)]
+
+
+def _policy(name: str) -> MemoryPolicy:
+    return MemoryPolicy.low_memory_inference(chunk_size=4) if name == "low_memory_inference" else MemoryPolicy.training()
+
+
+def _adjoint_gaps(group) -> dict:
+    """|<op(x), g> - <x, op^T(g)>| / |<op(x), g>| summed over ranks, for every collective."""
+    rank = group.rank
+    gen = torch.Generator().manual_seed(100 + rank)
+    ops = {
+        "all_to_all": lambda x: comm.all_to_all(x, 0, 1, group, cat_size=2 * group.size - 1),  # pads dim 0, cuts dim 1
+        "all_gather": lambda x: comm.all_gather(x, 1, group),
+        "reduce_scatter": lambda x: comm.reduce_scatter(x, 0, group),
+        "broadcast": lambda x: comm.broadcast(x, 1, group),
+    }
+    gaps = {}
+    for name, op in ops.items():
+        x = torch.randn(5 if name == "all_to_all" else 4 * group.size, 2, 3, generator=gen, dtype=torch.float64,
+                        requires_grad=True)
+        y = op(x)
+        g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
+        y.backward(g)
+        x_grad = x.grad if x.grad is not None else torch.zeros_like(x)  # broadcast: none off the source
+        dots = torch.tensor([(y.detach() * g).sum().item(), (x.detach() * x_grad).sum().item()], dtype=torch.float64)
+        dist.all_reduce(dots)
+        gaps[name] = abs(dots[0] - dots[1]).item() / abs(dots[0]).item()
+    return gaps
+
+
+def _worker(rank: int, world: int) -> dict:
+    torch.set_num_threads(1)
+    mesh = init_mesh(world, "cpu")
+    results = {}
+    for name, policy, training in CASES:
+        model, b = _model(name, _policy(policy), training)
+        apply_parallel_policy(model, mesh, gather_outputs=True)
+        if training:
+            loss, grads = _train(model, b)
+            for g in grads.values():  # what DDP does over all processes: the mean
+                dist.all_reduce(g)
+                g /= world
+            results[(name, policy)] = (loss, grads)
+        else:
+            results[(name, policy)] = _infer(model, b)
+    model, b = _model("tiny", MemoryPolicy.low_memory_inference(chunk_size=4), False)
+    apply_parallel_policy(model, mesh)  # outputs stay distributed: what a device holds
+    with torch.no_grad(), track_peak() as mem:
+        model(b)
+    results["peak"] = mem.peak
+    results["adjoint"] = _adjoint_gaps(model.dap_sharding.group)
+    return results if rank == 0 else {"peak": results["peak"]}
+
+
+@pytest.fixture(scope="module")
+def single_device():
+    torch.set_num_threads(1)
+    out = {}
+    for name, policy, training in CASES:
+        model, b = _model(name, _policy(policy), training)
+        out[(name, policy)] = _train(model, b) if training else _infer(model, b)
+    model, b = _model("tiny", MemoryPolicy.low_memory_inference(chunk_size=4), False)
+    with torch.no_grad(), track_peak() as mem:
+        model(b)
+    out["peak"] = mem.peak
+    return out
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def sharded(request):
+    start = time.perf_counter()
+    results = run_local(_worker, request.param, start_method="fork", timeout=RUN_LIMIT_S)
+    return request.param, results, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("case", [c[:2] for c in CASES if not c[2]], ids=lambda c: f"{c[0]}-{c[1]}")
+def test_inference_equals_single_device(single_device, sharded, case):
+    _, results, _ = sharded
+    ref, out = single_device[case], results[0][case]
+    assert set(out) == set(ref)
+    for key, value in ref.items():
+        assert out[key].shape == tuple(value.shape), key
+    assert np.abs(out["final_atom_positions"] - ref["final_atom_positions"].numpy()).max() <= COORD_TOL
+    assert np.abs(out["plddt"] - ref["plddt"].numpy()).max() <= PLDDT_TOL
+    for key in ("pair", "msa", "predicted_aligned_error", "ptm"):  # the gathered, distributed outputs
+        if key in ref:
+            np.testing.assert_allclose(out[key], ref[key].numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_training_step_with_dropout_equals_single_device(single_device, sharded):
+    _, results, _ = sharded
+    ref_loss, ref_grads = single_device[("tiny", "training")]
+    loss, grads = results[0][("tiny", "training")]
+    assert abs(loss - ref_loss) <= GRAD_RTOL * abs(ref_loss)
+    assert set(grads) == set(ref_grads)
+    floor = 1e-6 * max(g.norm().item() for g in ref_grads.values())  # exact zeros hold rounding noise only
+    for name, g in ref_grads.items():
+        if g.norm().item() > floor:
+            assert np.linalg.norm(grads[name] - g.numpy()) <= GRAD_RTOL * g.norm().item(), name
+
+
+def test_collectives_are_adjoint(sharded):
+    _, results, _ = sharded
+    assert max(results[0]["adjoint"].values()) < 1e-12, results[0]["adjoint"]
+
+
+def test_planner_predicts_the_per_device_peak(single_device, sharded):
+    p, results, _ = sharded
+    measured = [r["peak"] for r in results]
+    assert max(measured) < single_device["peak"]
+    if p == 2:  # one fake run is enough to check the prediction (FakeTensorMode is slow on CPU)
+        n, s, e, t = SIZES["tiny"]
+        cfg = model_config("tiny", **{"heads.pae_enabled": True, "num_recycles": 1})
+        predicted = estimate_breakdown(cfg, MemoryPolicy.low_memory_inference(chunk_size=4), n, s, e, t, dap=p)
+        assert abs(predicted.activations - measured[0]) <= 0.05 * measured[0], (predicted.activations, measured[0])
+
+
+def test_runs_are_bounded(sharded):
+    assert sharded[2] < RUN_LIMIT_S
+
+
+def _fail_on_rank_1(rank: int, world: int) -> None:
+    if rank == 1:
+        time.sleep(0.5)  # rank 0 is waiting in the collective below
+        raise RuntimeError("injected failure on rank 1")
+    dist.all_reduce(torch.ones(1))
+
+
+def test_a_failing_rank_ends_every_rank():
+    start = time.perf_counter()
+    with pytest.raises(RankFailed) as info:
+        run_local(_fail_on_rank_1, 2, start_method="fork", timeout=60)
+    assert time.perf_counter() - start < 60
+    assert info.value.rank == 1 and "injected failure on rank 1" in str(info.value)
+
+
+def test_mesh_sizes_are_validated():
+    assert mesh_shape(8, 2) == (4, 2)
+    with pytest.raises(ValueError, match="does not divide the 6 processes"):
+        mesh_shape(6, 4)
+    with pytest.raises(ValueError, match=">= 1"):
+        mesh_shape(4, 0)
+
+
+def test_layouts_are_read_from_shapes():
+    sh = Sharding(comm.simulated_group(4, rank=3))
+    sh.set_residues(10)  # L = 3: ranks hold [0, 3), [3, 6), [6, 9), [9, 10) + 2 padding
+    assert (sh.local_res, sh.span(10)) == (3, (9, 1))
+    z = torch.arange(10.0)[:, None].expand(10, 10)
+    assert sh.layout(z[:3, :, None], -2, -3) == "rows" and sh.layout(z[:, :3, None], -2, -3) == "cols"
+    assert sh.layout(z[..., None], -2, -3) == "whole" and sh.layout(torch.zeros(1, 1, 4), -2, -3) == "one"
+    assert sh.take(z, 0)[:, 0].tolist() == [9.0, 0.0, 0.0]  # its range, zero-padded
+    with pytest.raises(ValueError, match="more residues than devices"):
+        sh.set_residues(4)
+
+
+def test_removing_device_sharding_restores_the_model():
+    model, b = _model("tiny", MemoryPolicy.reference(), False)
+    ref = _infer(model, b)["final_atom_positions"]
+    apply_parallel_policy(model, comm.simulated_group(2))
+    assert model.evoformer.blocks[0].msa_dropout.dap is not None and model._dap_handles
+    apply_parallel_policy(model, None)
+    assert all(getattr(m, "dap", None) is None for m in model.modules()) and not model._dap_handles
+    torch.testing.assert_close(_infer(model, b)["final_atom_positions"], ref, rtol=0, atol=0)
+
+
+def test_fused_kernels_that_bypass_declared_steps_are_off_under_sharding():
+    model, _ = _model("tiny", MemoryPolicy.reference().replace(kernels="triton"), False)
+    apply_parallel_policy(model, comm.simulated_group(2))
+    tri = [m for m in model.modules() if type(m).__name__ == "TriangleMultiplication"]
+    assert tri and all(m.kernel_impl == "reference" for m in tri)
+    # pointwise fused kernels (LayerNorm) run on the shares as they are
+    assert any(type(m).__name__ == "LayerNorm" and m.kernel_impl == "triton" for m in model.modules())
