@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run every memory technique (MemoryPolicy fields and presets, precision, kernels, DAP) on "
                     "real chains, a few training steps, and a length sweep; write results.csv/json, PNG plots "
                     "and report.md. A re-run with the same --out resumes (finished rows are skipped).",
-        epilog="Rows that cannot run here (e.g. Triton on CPU, DAP before it is installed) are rows with the reason. "
+        epilog="Rows that cannot run here (e.g. Triton on CPU, offload on a CPU device) are rows with the reason. "
                "Exit status 0: finished; 1: some row failed (reason in results.csv); 2: bad options or inputs.")
     p.add_argument("--out", help="output directory (results.csv, results.json, report.md, *.png)")
     p.add_argument("--quick", action="store_true", help="the small grid (2 chains, presets only, 2 training steps)")
