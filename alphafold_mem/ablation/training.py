@@ -81,7 +81,7 @@ def _tracked_step(module: AlphaFoldLightning, dm: AF2DataModule, precision: str,
     autocast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
     with track_peak(device if device == "cuda" else None) as mem:
         with autocast:  # the step's forward as training runs it (sampled recycling over the trailing dim)
-            out, feats = module._run(dict(batch.features), 0)
+            out, feats = module.step_forward(dict(batch.features), 0)
             feats["use_clamped_fape"] = torch.ones(feats["aatype"].shape[0], device=device)
             loss, _ = module.loss_fn(out, feats)
         loss.backward()

@@ -156,7 +156,7 @@ class AlphaFoldLightning(L.LightningModule):
         of (seed, k) only, hence the same on every rank and after a resume."""
         return sample_num_iterations(self.train_config.seed, k, max_iterations, self.train_config.uniform_recycling)
 
-    def _run(self, feats: dict[str, torch.Tensor], k: int) -> tuple[dict, dict]:
+    def step_forward(self, feats: dict[str, torch.Tensor], k: int) -> tuple[dict, dict]:
         """The forward of training step ``k``: features with a trailing recycling dim (the data
         module's) run a sampled number of iterations (:func:`sample_num_iterations`); returns the
         outputs and the features of the last iteration run (what the loss reads). With several
@@ -182,7 +182,7 @@ class AlphaFoldLightning(L.LightningModule):
         if not self._all_ranks_ok(bad_input is None):
             return self._skip([f"or out-of-range input ({bad_input or 'on another rank'})"], batch, None)
 
-        out, feats = self._run(feats, k)
+        out, feats = self.step_forward(feats, k)
         n = feats["aatype"].shape[0]
         feats["use_clamped_fape"] = self._use_clamped_fape(n, k).to(self.device)
         loss, terms = self.loss_fn(out, feats)
