@@ -20,7 +20,12 @@ process's resident set during it (``/proc/self/clear_refs`` reset to the current
 counter of :func:`alphafold_mem.memory.track_peak` in a second run (a different mechanism: tensor
 storages created by torch ops, no allocator caching). ``--allocator mmap`` runs both sides with
 ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` (glibc returns freed large blocks at
-once); ``default`` leaves glibc's dynamic threshold, which keeps freed blocks in the heap.
+once); ``default`` leaves the environment as it is: glibc's dynamic threshold, which keeps freed
+blocks in the heap, for OpenFold, while our side applies its own default as ``alphafold-mem
+train``/``predict`` do (``--malloc release``: :func:`alphafold_mem.memory.host.apply_malloc_remedy`,
+``mallopt`` from inside the process); ``glibc`` is ``default`` with ours opting out
+(``ALPHAFOLD_MEM_MALLOC=default``), plain glibc on both sides. Our side's ``malloc`` column says
+which applied.
 
 Settings: ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours ``MemoryPolicy(inplace=True)``:
 OpenFold's no-grad forward updates in place, ours then too), ``chunk4`` (chunk size 4 on both sides,
@@ -88,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
           f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, fresh process per run, "
           f"median of {args.repeats}")
     print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
-          "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | ours malloc |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with openfold_workspace(setup) as tmp:
         for n_res in args.n_res:
             for allocator in args.allocator:
@@ -121,7 +126,8 @@ def _row(cell: dict) -> str:
 
     return (f"| {cell['n_res']} | {cell['allocator']} | {cell['setting']} | {f(of, 'seconds')} | {f(ours, 'seconds')} "
             f"| {f(of, 'cpu_s')} | {f(ours, 'cpu_s')} | {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} "
-            f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} |")
+            f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} "
+            f"| {ours.get('malloc', '—').split(':')[0]} |")
 
 
 if __name__ == "__main__":

@@ -110,11 +110,13 @@ def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocato
 
 
 def median_cell(runs: Sequence[dict]) -> dict:
-    """The median of each measure over repeated cells, or the first error."""
+    """The median of each numeric measure over repeated cells (other fields, e.g. ``malloc``, from the
+    first run), or the first error."""
     errors = [r["error"] for r in runs if "error" in r]
     if errors:
         return {"error": errors[0]}
-    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    return {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float)) else v
+            for k, v in runs[0].items()}
 
 
 def run_openfold(setup: OpenFoldSetup, store, n_res: Sequence[int], settings: Sequence[str] = SETTINGS,

@@ -99,6 +99,11 @@ def worker_ours(args, torch) -> dict:
     from alphafold_mem.planner import apply_memory_policy
     from alphafold_mem.model import AlphaFold
 
+    from alphafold_mem.memory.host import apply_malloc_remedy
+
+    # what `alphafold-mem train/predict` do by default (--malloc release); a no-op when the environment
+    # sets MALLOC_*_THRESHOLD_ (allocator "mmap") or ALPHAFOLD_MEM_MALLOC=default (allocator "glibc")
+    malloc = apply_malloc_remedy()
     cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
                                        "extra_msa.num_blocks": args.extra_blocks})
     training = args.mode == "training"
@@ -115,7 +120,7 @@ def worker_ours(args, torch) -> dict:
     result = _timed(model, args, torch, call)
     with track_peak() as mem:
         _run_model(model, _batch(args.features, torch), training, torch, call)
-    return {**result, "counter_bytes": mem.peak}
+    return {**result, "counter_bytes": mem.peak, "malloc": malloc}
 
 
 def main(argv: list[str] | None = None) -> int:

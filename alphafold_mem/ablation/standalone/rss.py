@@ -24,9 +24,13 @@ __all__ = ["ALLOCATORS", "MMAP_ENV", "host_module", "measure", "measure_rss"]
 
 #: Environment for a measuring process: glibc serves blocks >= 64 KiB by mmap and unmaps them on free.
 MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-#: glibc settings: ``default`` leaves its dynamic mmap threshold (freed large blocks may stay in the
-#: heap); ``mmap`` returns blocks above 64 KiB to the system at once.
-ALLOCATORS = {"default": {}, "mmap": MMAP_ENV}
+#: glibc settings of a measuring process's environment: ``default`` leaves the environment as it is
+#: (glibc's dynamic mmap threshold keeps freed large blocks in the heap; a process of ours then applies
+#: its own default, :func:`alphafold_mem.memory.host.apply_malloc_remedy`, as ``train``/``predict``
+#: do with ``--malloc release``); ``glibc`` is the same with ours opting out too
+#: (``ALPHAFOLD_MEM_MALLOC=default``: plain glibc on both sides); ``mmap`` returns blocks above
+#: 64 KiB to the system at once, on both sides.
+ALLOCATORS = {"default": {}, "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"}, "mmap": MMAP_ENV}
 
 _HOST = Path(__file__).resolve().parents[2] / "memory" / "host.py"
 _HOST_NAME = "_alphafold_mem_host"
