@@ -276,7 +276,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         budget = preflight.device_budget(dev, cfg, max_memory)
         log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
-            f"memory policy {'auto' if request == 'auto' else policy.name}, budget {budget / 1e9:.1f} GB, "
+            f"memory policy {'auto (chosen per target)' if request == 'auto' else policy.name}, budget {budget / 1e9:.1f} GB, "
             f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
 
     # 4. Targets.
@@ -313,7 +313,7 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         if r.status == "ok":
             log(f"[{k}/{len(todo)}] {t.name}: {r.length} residues, MSA depth {r.msa_depth}, "
                 f"mean pLDDT {r.mean_plddt:.1f}" + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
-                + f", {r.seconds:.1f} s")
+                + f", {r.seconds:.1f} s" + (f", memory policy {policy.name}" if request == "auto" else ""))
 
     # 5. Timings and summary.
     ordered = sorted(results + [by_name[t.name] for t in targets], key=lambda r: r.order)
