@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
           f"N_res {args.n_res}, N_seq {args.n_seq}, N_extra {args.n_extra}, N_templ {args.templates}, "
           f"recycles {args.recycles}, device {dev}, threads {torch.get_num_threads()}")
     independent = ["CUDA max_memory_allocated"] if cuda else [f"RSS ({a})" for a in args.allocator] if args.rss else []
+    reps = "one pair + MSA + extra-MSA representation" + (" (+ template rows and one template pair)" if args.templates else "")
+    print(f"# {reps} (fp32): {_rep_bytes(cfg, args, MemoryPolicy.reference()) / 2**20:.1f} MiB")
     print(f"# counter = storage counter (tensor storages created by torch ops); "
           + (f"independent: {', '.join(independent)}" if independent else "no independent measure (--no-rss)"))
     print()
