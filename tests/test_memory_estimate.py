@@ -220,6 +220,8 @@ def test_memory_plan_cli(capsys, monkeypatch):
     assert main(args + ["--budget", "1GB", "--precision", "fp32"]) == 0  # the reference fits: one real estimate
     out = capsys.readouterr().out
     assert "reference" in out and "recommended (fastest that fits): reference, fp32" in out
+    assert main(args + ["--budget", "1GB", "--precision", "fp32", "-v"]) == 0
+    assert "= parameters " in capsys.readouterr().out
     assert main(args + ["--budget", "1GB", "--precision", "bf16-full", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert set(plan) == {"config", "rows", "recommended"} and plan["config"]["n_res"] == 20
@@ -227,7 +229,8 @@ def test_memory_plan_cli(capsys, monkeypatch):
     assert plan["recommended"] == plan["rows"][0] and plan["recommended"]["precision"] == "bf16-full"
     assert isinstance(plan["rows"][0]["peak_bytes"], int) and plan["rows"][0]["dap"] == 1
     assert main(args + ["--budget", "1kB"]) == 1
-    assert "nothing fits" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "nothing fits: the smallest predicted need is" in out and "the budget 0.00 GB" in out
 
 
 def test_memory_plan_max_length(capsys, monkeypatch):

@@ -94,13 +94,18 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"config": conf, "rows": rows,
                           "recommended": recommended.as_dict() if recommended else None}))
     elif recommended is None:
-        print(f"nothing fits: reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)")
+        need = min(r["peak_bytes"] for r in rows)
+        print(f"nothing fits: the smallest predicted need is {need / 1e9:.2f} GB, the budget {budget / 1e9:.2f} GB; "
+              f"reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)")
     else:
         host = recommended.estimate.host
         print(f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"
               + (f"; needs {host / 1e9:.1f} GB of host memory for offload" if host else "")
               + f" ({seconds:.1f} s)")
         if args.verbose:
+            est = recommended.estimate
+            print(f"  = parameters {est.parameters / 1e9:.2f} GB + inputs {est.inputs / 1e9:.2f} GB + activations "
+                  f"{est.activations / 1e9:.2f} GB on the device" + (f"; host {est.host / 1e9:.2f} GB" if est.host else ""))
             print(repr(recommended.candidate.policy))
     return 0 if recommended is not None else 1
 
@@ -150,7 +155,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print the largest N_res that fits --budget under the most frugal policy")
     p.add_argument("--all", action="store_true", help="estimate every candidate, not just what the search needs")
     p.add_argument("--json", action="store_true", help="print one JSON object (config, rows, recommended)")
-    p.add_argument("--verbose", "-v", action="store_true", help="also print the recommended MemoryPolicy")
+    p.add_argument("--verbose", "-v", action="store_true", help="also print the recommended estimate's parts "
+                   "(parameters, inputs, activations, host) and its MemoryPolicy")
     p.set_defaults(func=run)
 
 
