@@ -1,6 +1,7 @@
-"""The demo weights' lDDT-Cα table of the README, from the record written when they were trained
-(``data/demo_weights/results.json``: untrained, stage 1, stage 2 on the training and held-out chains),
-and, with ``--measure``, the shipped weights measured again now on the same chains.
+"""The demo weights' lDDT-Cα and Cα-RMSD tables of the README, from the record written when they were
+trained (``data/demo_weights/results.json``: untrained, stage 1, stage 2 on the training and held-out
+chains), the weights file's size and parameter count, the stage-1 steps and minutes, and, with
+``--measure``, the shipped weights measured again now on the same chains.
 
 The training record holds figures measured once, at training time (``scripts/train_demo.py`` and
 ``scripts/finetune_demo.py`` wrote them); ``--measure`` re-runs the shipped weights (a few seconds per
@@ -34,23 +35,39 @@ def main(argv: list[str] | None = None) -> int:
     rec = json.loads(pathlib.Path(args.results).read_text())
     before, stage1, stage2 = rec["lddt_ca_before"], rec["lddt_ca_after"], rec["finetune"]["lddt_ca_after"]
     measured = _measure(args.data, rec) if args.measure else None
-    head = "| lDDT-Cα (full chains, EMA weights) | untrained | stage 1, step {} | shipped: stage 2{} |".format(
-        rec["weights_step"], "" if measured is None else " | shipped, measured now")
-    print(head)
-    print("|---" * (5 if measured else 4) + "|")
-    for split, label in (("train", "training chains"), ("held_out", "held-out chains (never seen in training)")):
-        chains = stage2[split]["per_chain"]
-        row = (f"| {len(chains)} {label} ({_names(chains)}) | {before[split]['lddt_ca']:.3f} | "
-               f"{stage1[split]['lddt_ca']:.3f} | {stage2[split]['lddt_ca']:.3f} |")
-        if measured is not None:
-            row += f" {measured[split]:.3f} |"
-        print(row)
+    for metric, label, fmt in (("lddt_ca", "lDDT-Cα", ".3f"), ("ca_rmsd", "Cα-RMSD (Å)", ".1f")):
+        print(f"| {label} (full chains, EMA weights) | untrained | stage 1, step {rec['weights_step']} | "
+              f"shipped: stage 2 |" + ("" if measured is None else " shipped, measured now |"))
+        print("|---" * (5 if measured else 4) + "|")
+        for split, name in (("train", "training chains"), ("held_out", "held-out chains (never seen in training)")):
+            chains = stage2[split]["per_chain"]
+            row = (f"| {len(chains)} {name} ({_names(chains)}) | {before[split][metric]:{fmt}} | "
+                   f"{stage1[split][metric]:{fmt}} | {stage2[split][metric]:{fmt}} |")
+            if measured is not None:
+                row += f" {measured[split][metric]:{fmt}} |"
+            print(row)
+        print()
+    size = (ROOT / rec["weights"]).stat().st_size
+    print(f"# weights: {rec['weights']}, {size:,} bytes ({size / 1e6:.1f} MB), "
+          f"{_parameters(rec['preset']):,} parameters (preset {rec['preset']})")
+    print(f"# stage 1: {rec['steps_run']} steps in {rec['train_minutes']:.1f} min ({rec['threads']} thread(s)), "
+          f"weights from step {rec['weights_step']}")
     print(f"\n# record: {args.results} ({rec['note']})")
     return 0
 
 
-def _measure(data_dir: str, rec: dict) -> dict[str, float]:
-    """lDDT-Cα of the shipped weights on the record's training and held-out chains."""
+def _parameters(preset: str) -> int:
+    """Parameters of a model of ``preset`` (built on the meta device: nothing allocated)."""
+    import torch
+
+    from alphafold_mem import AlphaFold, model_config
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in AlphaFold(model_config(preset)).parameters())
+
+
+def _measure(data_dir: str, rec: dict) -> dict[str, dict[str, float]]:
+    """lDDT-Cα and Cα-RMSD of the shipped weights on the record's training and held-out chains."""
     import tempfile
 
     from alphafold_mem.data import ChainIndex, ProteinChainDataset, build_chain_index
@@ -65,7 +82,7 @@ def _measure(data_dir: str, rec: dict) -> dict[str, float]:
         for split in ("train", "held_out"):
             wanted = set(rec["finetune"]["lddt_ca_after"][split]["per_chain"])
             sub = ChainIndex(entries=[e for e in index.entries if e["name"] in wanted], root=index.root)
-            out[split] = evaluate_lddt(model, ProteinChainDataset(sub, model.config, mode="eval"))["lddt_ca"]
+            out[split] = evaluate_lddt(model, ProteinChainDataset(sub, model.config, mode="eval"))
     return out
 
 
