@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         write_json(os.path.join(args.out, f"{stem}_relax.json"), {"input": path, **result.as_dict()})
         b, a = result.violations_before, result.violations_after
-        log(f"{path} -> {out}: {result.seconds:.1f} s, energy {result.initial_energy:.0f} -> {result.final_energy:.0f} "
+        log(f"{path} -> {out}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy {result.initial_energy:.0f} -> {result.final_energy:.0f} "
             f"kcal/mol, Cα-RMSD {result.ca_rmsd:.2f} Å, clashing atoms {b['clashing_atoms']} -> {a['clashing_atoms']}, "
             f"bond violations {b['bond_violations']} -> {a['bond_violations']}")
     return 1 if failed else 0

@@ -132,9 +132,11 @@ class PipelineOptions:
             record = {"status": "ok", "relaxed_pdb": os.path.basename(relaxed), **result.as_dict()}
             record.pop("path", None)
             outputs["relaxed_pdb"] = relaxed
-            self.log(f"relax: {name}: {result.seconds:.1f} s, energy {result.initial_energy:.0f} -> "
-                     f"{result.final_energy:.0f} kcal/mol, clashing atoms {result.violations_before['clashing_atoms']} "
-                     f"-> {result.violations_after['clashing_atoms']}, Cα-RMSD {result.ca_rmsd:.2f} Å -> {relaxed}")
+            b, a = result.violations_before, result.violations_after
+            self.log(f"relax: {name}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy "
+                     f"{result.initial_energy:.0f} -> {result.final_energy:.0f} kcal/mol, clashing atoms "
+                     f"{b['clashing_atoms']} -> {a['clashing_atoms']}, bond violations {b['bond_violations']} -> "
+                     f"{a['bond_violations']}, Cα-RMSD {result.ca_rmsd:.2f} Å -> {relaxed}")
         except (RelaxError, ValueError, OSError) as exc:
             record = {"status": "failed", "reason": " ".join(str(exc).split())[:300]}
             self.log(f"warning: relax: {name}: failed, the unrelaxed model is kept: {record['reason']}")
