@@ -20,19 +20,22 @@ the per-device peak at ~154 GB. Here the projections are computed from z block b
 * incoming, ``x_ij = sum_k a_kj b_ki``: k runs over the rows of z, so each device holds the terms of
   its own k. For chunk ``[c0, c0 + cs)`` of every device's output rows (``P cs`` rows i in all,
   ``cs = ceil(L / (PRODUCT_BLOCKS P))``) each device computes the partial sums over its k,
-  ``[P, cs, *, N, C]``, from b of those columns and a in column blocks of ``R`` (recomputed per
-  chunk), and a reduce-scatter (:func:`~alphafold_mem.distributed.comm.reduce_scatter`) leaves each
+  ``[P, cs, *, N, C]``, from b of those columns and a in column blocks of ``R / 2`` (recomputed
+  per chunk), and a reduce-scatter (:func:`~alphafold_mem.distributed.comm.reduce_scatter`) leaves each
   device the full sums of its ``cs`` rows, which it finishes at once.
 
 Memory per device: z, the update, plus one block ``R = ceil(L / PRODUCT_BLOCKS)`` rows of b
 (outgoing) or the ``P cs`` partial rows (incoming), each about a quarter of a share, and chunk-sized
-transients. Cost: a is recomputed once per block (outgoing) or chunk (incoming), which adds about
-``4 c_z / R`` (incoming ``4 c_z / (P cs)``) of the product's flops, a few tens of percent at large
-N. Communication per device and block: outgoing ``(P - 1) L N C`` elements received (as the
-generic path), incoming ``(P - 1) L N C`` (a reduce-scatter of every chunk).
+transients. Cost: a (a projection and a gate, ``4 c_z C`` flops per entry) is recomputed once per
+block (outgoing) or chunk (incoming), which adds ``2 c_z / R`` (incoming ``2 c_z / (P cs)``) to the
+product's flops: about 27 % at N_res 30,000 over 8 devices (R = 938, P cs = 944).
+Communication per device and multiplication: outgoing about ``(P - 1) L N C`` elements received
+(as the generic path; blocks of padding rows only are not sent), incoming ``(P - 1) L N C`` (the
+reduce-scatter of every chunk); :func:`alphafold_mem.planner.dap.product_comm_elements`.
 
-Summation order: outgoing sums k in one matmul; incoming adds P partial sums (one per device), so
-results equal one device's up to rounding (``tests/test_dap_product.py``).
+Summation order: outgoing sums k in one matmul; incoming adds P partial sums (one per device, in
+the representation's dtype, e.g. bf16 under ``bf16-full``), so results equal one device's up to
+rounding (``tests/test_dap_product.py``, fp32).
 
 Source: the k-blocked ("reduce over the summed index") product is the usual way to distribute a
 matrix product whose contraction index is the distributed one (e.g. Megatron-LM's row-parallel

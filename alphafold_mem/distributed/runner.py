@@ -21,6 +21,12 @@ For one step with declaration ``split`` (and its second axis ``split.also``):
 4. Inputs every device holds whole (:class:`~alphafold_mem.memory.axes.Slice`) are cut to this
    device's range; a per-residue result (output ``Slice``) is gathered so every device holds it whole;
    a representation result is moved back if its carrier operand was moved.
+
+In inference the triangle multiplication does not run its declared ``outgoing`` / ``incoming``
+steps here: :meth:`DapRunner.triangle_multiplication` computes its projections block by block
+(:mod:`alphafold_mem.distributed.product`). A step whose result goes into an existing share
+(``run_split(..., out=...)``, an in-place update of the policy) and that runs on the shares as they
+are writes it there chunk by chunk (:meth:`DapRunner.run_into`).
 """
 
 from __future__ import annotations
