@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                                        dap=p).activations if args.predicted else float("nan"))
             base = base or peak
             blocks = results[0]["blocks"]
-            analytic = {"evoformer": block_comm_bytes(cfg, "evoformer", args.n_res, args.n_seq, p),
-                        "extra_msa": block_comm_bytes(cfg, "extra_msa", args.n_res, args.n_extra, p)}
+            analytic = {stack: block_comm_bytes(cfg, stack, args.n_res, rows, p, inference=not training)
+                        for stack, rows in (("evoformer", args.n_seq), ("extra_msa", args.n_extra))}
             rows.append((mode, p, peak, pred, peak / base, max(r["seconds"] for r in results), blocks, analytic,
                          max(r["step"] for r in results)))
             print(f"# {mode} P={p}: peak {peak / 2**20:.1f} MiB, {time.perf_counter() - t0:.0f} s", flush=True)

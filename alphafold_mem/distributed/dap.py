@@ -10,7 +10,9 @@ What happens in one forward of ``AlphaFold`` under DAP (P devices, one protein):
   representations their residue columns, the pair representation its rows (the "scatter after the
   embedders" costs no communication);
 * every Evoformer, extra-MSA and template step runs on the shares (see
-  :mod:`alphafold_mem.distributed.runner` for the all-to-alls and piecewise gathers);
+  :mod:`alphafold_mem.distributed.runner` for the all-to-alls and piecewise gathers; in inference
+  the triangle multiplications compute their projections block by block,
+  :mod:`alphafold_mem.distributed.product`);
 * per-residue results (the single representation, IPA's update, the pTM frame scores) are gathered
   so every device holds them whole; the structure module and the heads read the pair
   representation by rows, so it is never gathered;

@@ -21,6 +21,12 @@ For one step with declaration ``split`` (and its second axis ``split.also``):
 4. Inputs every device holds whole (:class:`~alphafold_mem.memory.axes.Slice`) are cut to this
    device's range; a per-residue result (output ``Slice``) is gathered so every device holds it whole;
    a representation result is moved back if its carrier operand was moved.
+
+In inference the triangle multiplication does not run its declared ``outgoing`` / ``incoming``
+steps here: :meth:`DapRunner.triangle_multiplication` computes its projections block by block
+(:mod:`alphafold_mem.distributed.product`). A step whose result goes into an existing share
+(``run_split(..., out=...)``, an in-place update of the policy) and that runs on the shares as they
+are writes it there chunk by chunk (:meth:`DapRunner.run_into`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from torch import Tensor
 
 from ..memory.axes import Replicate, Shard, Slice, Split
 from ..memory.chunking import Result, chunked
+from . import product
 from .pieces import by_pieces, carrier, need, pipelined, rows_cols
 from .shard import COLS, ONE, ROWS, WHOLE, Sharding
 
@@ -81,6 +88,35 @@ class DapRunner:
             result = chunked(fn, local, split.dims, chunk, out_dim=split.out_dim)
         del local
         return self._finish(split, result, moved)
+
+    def run_into(self, module: nn.Module, step: str, split: Split, fn: Callable[..., Result], args: tuple,
+                 out: Result, accumulate: bool) -> bool:
+        """Run ``split`` writing (``accumulate``: adding) its result into ``out`` slice by slice, as one
+        device does, when it runs on the shares as they are and its result is a representation in
+        their layout (``out`` is then this device's share); returns whether it did. Otherwise
+        (operands to move, a per-residue result) nothing runs: the caller runs :meth:`run` and
+        delivers the whole result. Without this an in-place residual update of the policy (e.g. the
+        template update added into z) would first build a whole share-sized result."""
+        if isinstance(split.output, Slice):
+            return False
+        chunk = getattr(module, "chunk_size", None)
+        layouts = [self._layout(a, p) for a, p in zip(args, split.inputs)]
+        for candidate in (split, split.also):
+            if candidate is not None and self._runs_as_is(candidate, layouts):
+                local = self._prepare(candidate, args, layouts, {})
+                by = split if not split.whole else candidate
+                chunked(fn, local, by.dims, chunk, out_dim=by.out_dim, out=out, accumulate=accumulate)
+                return True
+        return False
+
+    def triangle_multiplication(self, module: nn.Module, z: Tensor, pair_mask: Tensor) -> Optional[Tensor]:
+        """The update of a triangle multiplication in inference, projections computed block by block
+        (:mod:`alphafold_mem.distributed.product`; z ``[*, L, N_res, c_z]`` by rows, pair_mask
+        ``[*, N_res, N_res]`` whole); ``None`` when that path does not apply (autograd, or z not
+        distributed by rows): then the module runs its declared steps."""
+        if not product.applies(self.sharding, z):
+            return None
+        return product.triangle_multiplication(self.sharding, module, z, pair_mask)
 
     # -- layouts -----------------------------------------------------------------------------------
     def _layout(self, a: Any, p: Any) -> Optional[str]:

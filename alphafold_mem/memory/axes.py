@@ -303,6 +303,8 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
                                  "it would be read while being written")
     runner = getattr(module, "dap", None)
     if runner is not None:  # device sharding (alphafold_mem.distributed), bound from outside
+        if out is not None and not collect and runner.run_into(module, step, split, fn, args, out, accumulate):
+            return out  # written slice by slice into this device's share of out
         return _deliver(runner.run(module, step, split, fn, args), out, accumulate, collect)
     return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.out_dim, out=out,
                    accumulate=accumulate, collect=collect)

@@ -209,7 +209,13 @@ class AlphaFold(nn.Module):
                     z_prev = z.new_zeros(b, 1, 1, self.config.c_z).to(rep_dtype)
                 z_update = self.recycling_embedder.pair_update(z_prev, pb)
             del z_prev
-            z = z.to(rep_dtype) + z_update
+            z = z.to(rep_dtype)
+            if (torch.is_grad_enabled() or torch.result_type(z, z_update) != z.dtype
+                    or torch.broadcast_shapes(z.shape, z_update.shape) != z.shape):
+                z = z + z_update
+            else:  # inference: the same sum in z's own (fresh) buffer; under DAP, where the in-place
+                # embedding is off, a third pair-sized tensor would otherwise set the peak
+                z = z.add_(z_update)
             del z_update
         if self.template_embedding is not None:
             z = self.template_embedding.add_pair_embedding(z, batch, pair_mask)

@@ -95,6 +95,11 @@ class TriangleMultiplication(nn.Module):
             weights = kernels.TriangleMultiplicationWeights.from_module(self)
             return kernels.triangle_multiplication(z, pair_mask, weights, self.outgoing, self.layer_norm_input.eps,
                                                    impl=self.kernel_impl)
+        dap = getattr(self, "dap", None)
+        if dap is not None:  # device sharding in inference: no whole-size projection (distributed/product.py)
+            update = dap.triangle_multiplication(self, z, pair_mask)
+            if update is not None:
+                return update
         norm, z = _normalise_once(self.layer_norm_input, z, self.chunk_size)
         a, b = run_split(self, "project", lambda zc, mc: self._project(norm(zc), mc), z, pair_mask)  # 2 x [*, I, J, C]
         output = lambda a_, b_, zc: self._output(a_, b_, norm(zc))  # noqa: E731

@@ -19,6 +19,7 @@ import torch.nn as nn
 from ..config import ModelConfig
 from ..distributed.comm import simulated_group
 from ..distributed.dap import apply_parallel_policy
+from ..distributed.product import PRODUCT_BLOCKS
 
 
 def bind_simulated(model: nn.Module, dap: int, training: bool) -> nn.Module:
@@ -28,7 +29,25 @@ def bind_simulated(model: nn.Module, dap: int, training: bool) -> nn.Module:
     return apply_parallel_policy(model, simulated_group(dap) if dap > 1 else None, gather_outputs=training)
 
 
-def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int) -> dict[str, int]:
+def product_comm_elements(n_res: int, c_hidden: int, dap: int, outgoing: bool, rank: int = 0) -> int:
+    """Elements device ``rank`` receives in one triangle multiplication in inference (per batch
+    entry; :mod:`alphafold_mem.distributed.product`), L = ceil(N_res / P), R = ceil(L / 4):
+
+    * outgoing: every other device's rows of the right projection, broadcast in blocks of R rows
+      ``[C, R, N_res]`` (a block holding only padding rows is not sent): about ``(P - 1) L N_res C``;
+    * incoming: the reduce-scatter of the partial sums, ``(P - 1) L N_res C`` exactly.
+    """
+    p, n = dap, n_res
+    el = math.ceil(n / p)
+    if not outgoing:
+        return (p - 1) * el * n * c_hidden
+    rows = max(1, math.ceil(el / PRODUCT_BLOCKS))
+    sent = sum(min(rows, el - s0) for q in range(p) if q != rank for s0 in range(0, el, rows) if q * el + s0 < n)
+    return sent * n * c_hidden
+
+
+def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int,
+                     inference: bool = False) -> dict[str, int]:
     """Elements one device receives in the forward of one block of ``stack`` (``"evoformer"`` or
     ``"extra_msa"``; ``n_rows``: the MSA rows of that stack, N_seq plus template rows or N_extra),
     by operation. ``P - 1`` of the P pieces of every exchanged tensor arrive from other devices;
@@ -44,6 +63,9 @@ def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, d
     * starting-node attention: the bias ``[L, N_res, H]`` of every other device; ending node: z to
       rows and the result back (``[L, L, c_z]`` pieces), and the bias (distributed by columns)
       ``[N_res, L, H]`` of every other device.
+
+    ``inference=True`` (no autograd): the triangle multiplications take the block-wise path
+    (:func:`product_comm_elements`, for rank 0).
     """
     cfg = config.evoformer if stack == "evoformer" else config.extra_msa
     c_m = config.c_m if stack == "evoformer" else config.c_e
@@ -51,7 +73,7 @@ def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, d
     q = p - 1
     el, lr = math.ceil(n / p), math.ceil(n_rows / p)
     hm, hp, cz = cfg.num_heads_msa, cfg.num_heads_pair, config.c_z
-    return {
+    terms = {
         "msa_row_attention": q * (2 * lr * el * c_m + el * n * hm),
         "outer_product_mean": q * n_rows * el * cfg.c_hidden_opm,
         "triangle_multiplication_outgoing": q * el * n * cfg.c_hidden_mul,
@@ -59,11 +81,16 @@ def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, d
         "triangle_attention_starting_node": q * el * n * hp,
         "triangle_attention_ending_node": q * (2 * el * el * cz + el * n * hp),
     }
+    if inference:
+        for name, outgoing in (("triangle_multiplication_outgoing", True), ("triangle_multiplication_incoming", False)):
+            terms[name] = product_comm_elements(n, cfg.c_hidden_mul, p, outgoing)
+    return terms
 
 
-def block_comm_bytes(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int, itemsize: int = 4) -> int:
+def block_comm_bytes(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int, itemsize: int = 4,
+                     inference: bool = False) -> int:
     """Bytes one device receives in the forward of one block (see :func:`block_comm_terms`)."""
-    return itemsize * sum(block_comm_terms(config, stack, n_res, n_rows, dap).values())
+    return itemsize * sum(block_comm_terms(config, stack, n_res, n_rows, dap, inference).values())
 
 
-__all__ = ["bind_simulated", "block_comm_bytes", "block_comm_terms"]
+__all__ = ["bind_simulated", "block_comm_bytes", "block_comm_terms", "product_comm_elements"]
