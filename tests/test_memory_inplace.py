@@ -170,7 +170,7 @@ def test_streamed_template_attention_bf16_error():
     """Under bf16 the streamed state ``o`` (pair-sized) is kept in bf16 and rounded after each template
     (an fp32 state would double it); the reference rounds the probabilities and the output once.
     The streamed error to the fp32 result stays that of the batched reference: mean within 10 %
-    (measured: +1.4 % at 4 templates; an fp32 state: -1.5 %)."""
+    (+4 % here; +1.4 % on a 29-residue case, where an fp32 state gives -1.5 %)."""
     op = _perturbed(TemplatePointwiseAttention(C, 6, 4, 2), seed=1)
     z, t, mask = _templates(4, seed=2)
     mask[:] = 1
