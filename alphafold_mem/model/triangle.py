@@ -14,7 +14,7 @@ buffer the multiplicative update needs.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import torch
 import torch.nn as nn
@@ -25,6 +25,7 @@ import kernels
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from ..memory.chunking import estimating
 from ..memory.offload import host_bytes, offload_active, stream, to_host
+from ..precision import fp32_region
 from .primitives import Attention, LayerNorm, Linear, mask_bias
 
 
@@ -36,6 +37,26 @@ def _normalise_once(norm: LayerNorm, z: Tensor, chunk_size: Optional[int]) -> tu
     if chunk_size is None or (chunk_size and chunk_size >= z.shape[-3]):
         return (lambda x: x), norm(z)
     return norm, z
+
+
+def _blockwise_matmul(a: Tensor, blocks: Iterable[Tensor]) -> Tensor:
+    """``a @ cat(blocks, -2)`` with the summed index k in blocks (``a`` ``[*, C, J, k]``, blocks
+    ``[*, C, k_block, N]``), rounded once as the one matmul is: each block's product is taken in
+    fp32 from the operands rounded to the matmul dtype (autocast's, else a's) and the partial sums
+    stay in a chunk-sized fp32 accumulator (>= fp32 for fp64), cast to the matmul dtype at the end.
+    Summing bf16 partial products instead rounds once per block (offload="buffers" under bf16)."""
+    device_type = a.device.type
+    autocast = torch.is_autocast_enabled(device_type) and a.dtype != torch.float64  # autocast leaves fp64 alone
+    dtype = torch.get_autocast_dtype(device_type) if autocast else a.dtype
+    acc = torch.promote_types(dtype, torch.float32)
+    x, start = None, 0
+    with fp32_region(device_type):
+        for block in blocks:
+            n = block.shape[-2]
+            part = torch.matmul(a.narrow(-1, start, n).to(dtype).to(acc), block.to(dtype).to(acc))
+            x = part if x is None else x.add_(part)
+            start += n
+    return x.to(dtype)
 
 
 #: pointwise steps (of z, or of z and its mask) are also independent along the columns
@@ -181,11 +202,7 @@ class TriangleMultiplication(nn.Module):
         if isinstance(b, Tensor):
             x = torch.matmul(a, b)  # [*, C, J, i]
         else:  # b's row blocks are blocks of the summed index k
-            x, start = None, 0
-            for block in stream(b[:2] if estimating() else b, z.device):
-                part = torch.matmul(a.narrow(-1, start, block.shape[-2]), block)
-                x = part if x is None else x.add_(part)
-                start += block.shape[-2]
+            x = _blockwise_matmul(a, stream(b[:2] if estimating() else b, z.device))
         return self._finish(x.permute(*range(x.dim() - 3), -1, -2, -3), zn)  # [*, i, J, C]
 
 
