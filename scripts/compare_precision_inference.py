@@ -18,6 +18,7 @@ default 1.0), or when a target failed in either precision.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
             bad.append(f"{r32.name}: Cα-RMSD {c['rmsd']:.3f} Å, mean |ΔpLDDT| {c['dplddt_mean']:.3f}")
     if rows:
         print(f"\nworst Cα-RMSD {max(c['rmsd'] for c in rows):.3f} Å (limit {args.max_rmsd}), worst mean |ΔpLDDT| "
-              f"{max(c['dplddt_mean'] for c in rows):.3f} (limit {args.max_dplddt}) over {len(rows)} targets")
+              f"{max(c['dplddt_mean'] for c in rows):.3f} (limit {args.max_dplddt}) over {len(rows)} targets; "
+              f"median Cα-RMSD {statistics.median(c['rmsd'] for c in rows):.3f} Å, worst max |ΔpLDDT| "
+              f"{max(c['dplddt_max'] for c in rows):.3f}")
     for line in bad:
         print(f"over the limit or failed: {line}")
     return 1 if bad or not rows else 0
