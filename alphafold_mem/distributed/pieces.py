@@ -64,10 +64,16 @@ def _as_tuple(res: Result) -> tuple[Tensor, ...]:
 
 # -- whole operands, block by block ------------------------------------------------------------------
 def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list, layouts: list,
-              whole: list[int], chunk: Optional[int]) -> Result:
+              whole: list[int], chunk: Optional[int], into: Optional[Result] = None,
+              accumulate: bool = False) -> Result:
     """Run ``split`` with its distributed whole operands ``whole`` block by block (module docstring).
-    ``local``: the operands prepared for ``split``; ``layouts``: their layouts on entry."""
+    ``local``: the operands prepared for ``split``; ``layouts``: their layouts on entry. ``into``:
+    existing tensor(s) of the result's shape (an in-place residual update, no operand aliasing
+    them): each block's result is written (``accumulate``: added) there, so no result buffer
+    exists; returns ``into`` then (a result of another shape is built and delivered)."""
     also = split.also
+    targets = None if into is None else ([into] if isinstance(into, Tensor) else list(into))
+    direct = False
     n, length = sh.n_res, sh.local_res
     size_max = min(chunk or length, length)
     grad = torch.is_grad_enabled()
@@ -86,15 +92,23 @@ def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list
         res = checkpoint(run, *held, use_reentrant=False) if grad else run(*held)
         results = _as_tuple(res)
         if out is None:
-            out = []
+            shapes = []
             for t in results:
                 shape = list(t.shape)
                 shape[also.out_dim] = n
-                out.append(t.new_empty(shape))
+                shapes.append(torch.Size(shape))
+            direct = targets is not None and all(d.shape == sz and d.dtype == t.dtype
+                                                 for d, sz, t in zip(targets, shapes, results))
+            out = list(targets) if direct else [t.new_empty(sz) for t, sz in zip(results, shapes)]
         for o, t in zip(out, results):
-            o.narrow(also.out_dim, start_r + s0, valid).copy_(t)
+            _put(o.narrow(also.out_dim, start_r + s0, valid), t, accumulate and direct)
         del res, results
-    return out[0] if len(out) == 1 else tuple(out)
+    if targets is None:
+        return out[0] if len(out) == 1 else tuple(out)
+    if not direct:
+        for d, o in zip(targets, out):
+            _put(d, o, accumulate)
+    return into
 
 
 def _piece(sh: Sharding, split: Split, fn: Callable[..., Result], local: list, layouts: list, whole: list[int],
@@ -127,10 +141,18 @@ def _fetch(sh: Sharding, w: Tensor, p: Shard, layout: str, r: int, s0: int, size
 
 # -- moved operands, chunk by chunk (inference) ------------------------------------------------------
 def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple, layouts: list,
-              chunk: int) -> Result:
+              chunk: int, into: Optional[Result] = None, accumulate: bool = False) -> Result:
     """Run ``split`` (its Shard operands that are in the other layout moved chunk by chunk) with no
     autograd; whole operands must be small (they are gathered whole). The result comes back in
-    the layout its carrier operand had (see :func:`carrier`)."""
+    the layout its carrier operand had (see :func:`carrier`).
+
+    ``into``: this device's share(s) of an existing representation in the carrier's layout (an
+    in-place residual update of the policy); each chunk's result is written (``accumulate``: added)
+    there as it comes back, so no share-sized result buffer exists. Safe when ``into`` aliases the
+    moved carrier: chunk ``c`` comes back to exactly the positions chunk ``c`` was read from, after
+    they were read (the exchange that read them has returned), and no later chunk reads them.
+    When the result does not come back into the carrier's layout, or the shapes differ, the result
+    is built as without ``into`` and then delivered into it. Returns ``into`` when given."""
 
     moved = [i for i, (a, p, lay) in enumerate(zip(args, split.inputs, layouts))
              if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
@@ -148,6 +170,8 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
         prepared.append(a)
     back = carrier(split)
     back = back if back in moved else None
+    targets = None if into is None else ([into] if isinstance(into, Tensor) else list(into))
+    direct = False  # results written straight into ``targets``
     true_back = args[back].shape[rows_cols(split.inputs[back])[0]] if back is not None and layouts[back] == COLS else sh.n_res
     out: Optional[list[Tensor]] = None
     starts = range(0, length, chunk)
@@ -178,13 +202,21 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
         else:
             ro, co = rows_cols(split.output)
             if out is None:
-                out = [_result_buffer(sh, t, ro, co, layouts[back], true_back) for t in results]
+                shapes = [_result_shape(sh, t, ro, co, layouts[back], true_back) for t in results]
+                direct = targets is not None and all(d.shape == sz and d.dtype == t.dtype
+                                                     for d, sz, t in zip(targets, shapes, results))
+                out = list(targets) if direct else [t.new_empty(sz) for t, sz in zip(results, shapes)]
             for o, t in zip(out, results):
-                _send_back(sh, t, o, ro, co, layouts[back], c0, cs, length, true_back)
+                _send_back(sh, t, o, ro, co, layouts[back], c0, cs, length, true_back, accumulate and direct)
         del results
     if isinstance(split.output, Slice):
         out = [sh.gather(o, split.output.dim) for o in out]
-    return out[0] if len(out) == 1 else tuple(out)
+    if targets is None:
+        return out[0] if len(out) == 1 else tuple(out)
+    if not direct:  # built whole: deliver it
+        for d, o in zip(targets, out):
+            d.add_(o) if accumulate else d.copy_(o)
+    return into
 
 
 def _moved_chunk(sh: Sharding, a: Tensor, p: Shard, c0: int, cs: int, length: int) -> Tensor:
@@ -203,31 +235,37 @@ def _empty_like_along(t: Tensor, dim: int, size: int) -> Tensor:
     return t.new_empty(shape)
 
 
-def _result_buffer(sh: Sharding, t: Tensor, ro: int, co: int, layout: str, true_rows: int) -> Tensor:
+def _result_shape(sh: Sharding, t: Tensor, ro: int, co: int, layout: str, true_rows: int) -> torch.Size:
+    """The shape of the whole result, back in ``layout``, of which ``t`` is one chunk's."""
     shape = list(t.shape)
     if layout == COLS:  # back to distributed columns: [rows (true), L]
         shape[ro], shape[co] = true_rows, sh.local_res
     else:  # back to distributed rows: [L, N]
         shape[ro], shape[co] = sh.local_res, sh.n_res
-    return t.new_empty(shape)
+    return torch.Size(shape)
 
 
 def _send_back(sh: Sharding, t: Tensor, out: Tensor, ro: int, co: int, layout: str, c0: int, cs: int,
-               length: int, true_rows: int) -> None:
-    """Send a result chunk computed in the moved layout to the devices that hold it in ``layout``."""
+               length: int, true_rows: int, accumulate: bool = False) -> None:
+    """Send a result chunk computed in the moved layout to the devices that hold it in ``layout``
+    (written into ``out``, or added with ``accumulate``)."""
     local = sh.local_res
     if layout == COLS:  # t: my rows [c0, c0 + cs) x all columns -> device q gets its columns
         received = comm.exchange([block(t, co, q * local, local) for q in range(sh.size)], sh.group)
         for q, piece in enumerate(received):
             valid = max(0, min(cs, true_rows - (q * length + c0)))
             if valid:
-                out.narrow(ro, q * length + c0, valid).copy_(piece.narrow(ro, 0, valid))
+                _put(out.narrow(ro, q * length + c0, valid), piece.narrow(ro, 0, valid), accumulate)
         return
     received = comm.exchange([block(t, ro, q * local, local) for q in range(sh.size)], sh.group)
     for q, piece in enumerate(received):  # t: all rows x my columns [c0, c0 + cs) -> device q gets its rows
         valid = max(0, min(cs, sh.n_res - (q * length + c0)))
         if valid:
-            out.narrow(co, q * length + c0, valid).copy_(piece.narrow(co, 0, valid))
+            _put(out.narrow(co, q * length + c0, valid), piece.narrow(co, 0, valid), accumulate)
+
+
+def _put(dst: Tensor, src: Tensor, accumulate: bool) -> None:
+    dst.add_(src) if accumulate else dst.copy_(src)
 
 
 __all__ = ["block", "by_pieces", "need", "pipelined", "rows_cols"]

@@ -71,12 +71,10 @@ class DapRunner:
                 # the share's rows are the long axis of an MSA distributed by columns
                 by = split if not split.whole else candidate
                 return self._finish(candidate, chunked(fn, local, by.dims, chunk, out_dim=by.out_dim), {})
-        moving = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-                  if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+        if self._pipelines(split, args, layouts, chunk):
+            return pipelined(sh, split, fn, args, layouts, chunk)
         whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
                  if isinstance(p, Replicate) and lay in (ROWS, COLS)]
-        if chunk and moving and not torch.is_grad_enabled() and self._small(args, whole, moving):
-            return pipelined(sh, split, fn, args, layouts, chunk)
         if whole and (split.also is None or not all(isinstance(split.also.inputs[i], Shard) for i in whole)):
             raise StepError(f"{type(module).__qualname__}.{step}: operand(s) {whole} are needed whole and are "
                             "distributed; the declaration needs an 'also' split that slices them")
@@ -94,9 +92,11 @@ class DapRunner:
         """Run ``split`` writing (``accumulate``: adding) its result into ``out`` slice by slice, as one
         device does, when it runs on the shares as they are and its result is a representation in
         their layout (``out`` is then this device's share); returns whether it did. Otherwise
-        (operands to move, a per-residue result) nothing runs: the caller runs :meth:`run` and
+        (a per-residue result, operands moved whole) nothing runs: the caller runs :meth:`run` and
         delivers the whole result. Without this an in-place residual update of the policy (e.g. the
-        template update added into z) would first build a whole share-sized result."""
+        template update added into z) would first build a whole share-sized result. A step whose
+        operands are moved chunk by chunk (inference, :func:`~alphafold_mem.distributed.pieces.pipelined`)
+        gets each chunk's result back into ``out`` when only its carrier aliases ``out``."""
         if isinstance(split.output, Slice):
             return False
         chunk = getattr(module, "chunk_size", None)
@@ -107,7 +107,67 @@ class DapRunner:
                 by = split if not split.whole else candidate
                 chunked(fn, local, by.dims, chunk, out_dim=by.out_dim, out=out, accumulate=accumulate)
                 return True
+        if self._pipelines(split, args, layouts, chunk):
+            if not self._only_carrier_aliases(split, args, layouts, out):
+                return False
+            # operands moved chunk by chunk: each chunk's result comes back into out
+            pipelined(self.sharding, split, fn, args, layouts, chunk, into=out, accumulate=accumulate)
+            return True
+        moving = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+                  if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+        whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+                 if isinstance(p, Replicate) and lay in (ROWS, COLS)]
+        written = {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
+        if (whole and not moving and split.also is not None
+                and all(isinstance(split.also.inputs[i], Shard) for i in whole)
+                and not any(isinstance(a, Tensor) and id(a.untyped_storage()) in written for a in args)):
+            # whole operands block by block (e.g. the outer product mean's b): blocks written into out
+            local = self._prepare(split, args, layouts, {})
+            by_pieces(self.sharding, split, fn, local, layouts, whole, chunk, into=out, accumulate=accumulate)
+            return True
         return False
+
+    @staticmethod
+    def _only_carrier_aliases(split: Split, args: tuple, layouts: list, out: Result) -> bool:
+        """Whether the step's result comes back into its carrier's layout (moved chunk by chunk) and
+        the only operand sharing storage with ``out`` (if any) is that carrier (its chunk is read
+        before the same positions are written back)."""
+        written = {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
+        back = carrier(split)
+        if back is None or layouts[back] in (None, need(split.inputs[back]), ONE, WHOLE):
+            return False
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and id(a.untyped_storage()) in written:
+                # the carrier itself, or the same tensor read again in the same placement (keys = queries)
+                if not (a is args[back] and split.inputs[i] == split.inputs[back]):
+                    return False
+        return True
+
+    def _pipelines(self, split: Split, args: tuple, layouts: list, chunk: Optional[int]) -> bool:
+        """Whether :meth:`run` would run ``split`` chunk by chunk with moved operands
+        (:func:`~alphafold_mem.distributed.pieces.pipelined`)."""
+        moving = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+                  if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+        whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+                 if isinstance(p, Replicate) and lay in (ROWS, COLS)]
+        return bool(chunk and moving and not torch.is_grad_enabled() and self._small(args, whole, moving))
+
+    @staticmethod
+    def adds_in_place(module: nn.Module) -> bool:
+        """Whether ``module.add_to_`` (an in-place residual update, inference) runs under this runner:
+        the modules whose ``add_to_`` writes one declared step into the target (attention along MSA
+        rows or columns, triangle attention, transitions, the outer product mean). Their steps run
+        on the shares as they are, move their operands chunk by chunk, or fetch a whole operand
+        block by block (the outer product mean's b), and :meth:`run_into` writes each chunk's or
+        block's result into the target. The triangle multiplication computes its update whole,
+        block by block (:meth:`triangle_multiplication`)."""
+        from ..model.msa import MSAColumnAttention, MSARowAttentionWithPairBias
+        from ..model.outer_product_mean import OuterProductMean
+        from ..model.primitives import Transition
+        from ..model.triangle import TriangleAttention
+
+        return isinstance(module, (MSARowAttentionWithPairBias, MSAColumnAttention, Transition, TriangleAttention,
+                                   OuterProductMean))
 
     def triangle_multiplication(self, module: nn.Module, z: Tensor, pair_mask: Tensor) -> Optional[Tensor]:
         """The update of a triangle multiplication in inference, projections computed block by block

@@ -39,7 +39,9 @@ class OuterProductMean(nn.Module):
         "project_right": Split("msa_row", (Shard(-3), Slice(-2)), output=-3,
                                also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)),
                                           output=Shard(-2, columns=True))),
-        "outer_from_msa": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3),
+        "outer_from_msa": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3,
+                                also=Split("pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)),
+                                           output=Shard(-2, columns=True))),
     })
     chunk_size: Optional[int] = None
 
