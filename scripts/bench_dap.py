@@ -20,7 +20,10 @@ CUDA: allocator statistics); ``pred`` the planner's per-device prediction
 one untracked run (the slowest process); ``comm/block`` the bytes one device receives in the forward
 of one Evoformer / extra-MSA block, counted by :data:`alphafold_mem.distributed.COUNTER`, beside
 :func:`alphafold_mem.planner.dap.block_comm_bytes` (derived by hand from the layouts); ``step comm``
-everything one device receives in the whole run (forward, recomputation, backward).
+everything one device receives in the whole run (forward, recomputation, backward). A training step
+is forward, the real AF2 loss on ground truth of the right shapes
+(:mod:`alphafold_mem.planner.training_loss`, what the planner counts; the outputs are gathered on
+every device, so each computes the loss whole) and backward.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_co
 from alphafold_mem.distributed import COUNTER, apply_parallel_policy, init_mesh, run_local
 from alphafold_mem.memory import track_peak
 from alphafold_mem.planner.dap import block_comm_bytes
-from alphafold_mem.planner.estimate import estimate_breakdown, proxy_loss
+from alphafold_mem.planner.estimate import estimate_breakdown
+from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
 from alphafold_mem.testing import random_features
 
 POLICIES = {"inference": MemoryPolicy.low_memory_inference(), "training": MemoryPolicy.training()}
@@ -65,8 +69,8 @@ def _run(model, batch, training: bool) -> None:
     model.zero_grad(set_to_none=True)
     with torch.set_grad_enabled(training):
         out = model(batch)
-        if training:
-            proxy_loss(out).backward()
+        if training:  # the real AF2 loss, as the planner counts it (outputs gathered on every device)
+            training_loss(model.config, out, batch).backward()
 
 
 def worker(rank: int, world: int, args, mode: str) -> dict:
@@ -82,6 +86,8 @@ def worker(rank: int, world: int, args, mode: str) -> dict:
     model.to(dev).train(training)
     batch = random_features(cfg, args.n_res, args.n_seq, args.n_extra)
     batch["seq_mask"][-5:] = 0
+    if training:
+        batch.update(ground_truth_batch(cfg, args.n_res, args.n_seq))  # read by the training loss only
     batch = {k: v.to(dev) for k, v in batch.items()}
     apply_memory_policy(model, POLICIES[mode])
     if world > 1:
