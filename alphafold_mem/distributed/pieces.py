@@ -156,6 +156,10 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
 
     moved = [i for i, (a, p, lay) in enumerate(zip(args, split.inputs, layouts))
              if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+    # a moved chunk spans the whole other axis (N_res, not this device's share of it), so chunks of
+    # the module's size would hold one device's transients whatever P; 1/P of it keeps the per-device
+    # transients ~1/P (the same bytes are exchanged, in more rounds)
+    chunk = max(1, -(-chunk // sh.size))
     first = moved[0]
     p0 = split.inputs[first]
     r0, _ = rows_cols(p0)

@@ -70,7 +70,8 @@ class DapRunner:
                 # a pointwise step (no whole operand) can be chunked along its first axis on any share:
                 # the share's rows are the long axis of an MSA distributed by columns
                 by = split if not split.whole else candidate
-                return self._finish(candidate, chunked(fn, local, by.dims, chunk, out_dim=by.out_dim), {})
+                return self._finish(candidate, chunked(fn, local, by.dims, self._per_device(chunk),
+                                                       out_dim=by.out_dim), {})
         if self._pipelines(split, args, layouts, chunk):
             return pipelined(sh, split, fn, args, layouts, chunk)
         whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
@@ -105,7 +106,8 @@ class DapRunner:
             if candidate is not None and self._runs_as_is(candidate, layouts):
                 local = self._prepare(candidate, args, layouts, {})
                 by = split if not split.whole else candidate
-                chunked(fn, local, by.dims, chunk, out_dim=by.out_dim, out=out, accumulate=accumulate)
+                chunked(fn, local, by.dims, self._per_device(chunk), out_dim=by.out_dim, out=out,
+                        accumulate=accumulate)
                 return True
         if self._pipelines(split, args, layouts, chunk):
             if not self._only_carrier_aliases(split, args, layouts, out):
@@ -151,6 +153,12 @@ class DapRunner:
         whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
                  if isinstance(p, Replicate) and lay in (ROWS, COLS)]
         return bool(chunk and moving and not torch.is_grad_enabled() and self._small(args, whole, moving))
+
+    def _per_device(self, chunk: Optional[int]) -> Optional[int]:
+        """The chunk size of a step run on the shares as they are: 1/P of the module's (rounded up).
+        A chunk along a distributed axis spans the whole other axis, so the module's chunk size
+        would keep one device's transients whatever P; 1/P of it keeps them ~1/P."""
+        return None if chunk is None else max(1, -(-chunk // self.sharding.size))
 
     @staticmethod
     def adds_in_place(module: nn.Module) -> bool:
