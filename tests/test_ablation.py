@@ -214,36 +214,29 @@ def test_technique_rows_carry_the_exact_policy():
     assert t.policy_json() == {**dataclasses.asdict(MemoryPolicy(chunk_size=4)), "dap": 1}
 
 
-def test_dap_rows_run_through_predict_with_dap(tiny_weights, monkeypatch, tmp_path):
-    """Until alphafold_mem.distributed lands, a stand-in predict(dap=P) (the single-process predict)
-    checks the plumbing: the call, the rows, the peak read from timings.json, the deviation."""
-    import sys
+def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path):
+    """A DAP row runs ``alphafold-mem predict --dap 2`` (two real gloo processes, launched as a user
+    launches them) and reads its outputs back: the per-rank peak from timings.json, the deviation from
+    the one-process reference, the accuracy."""
     from types import SimpleNamespace
 
-    from alphafold_mem.ablation import dap, techniques
+    from alphafold_mem.ablation import dap
     from alphafold_mem.ablation.chains import chain_features, discover_chains
     from alphafold_mem.ablation.scores import Prediction
     from alphafold_mem.weights import load_weights
 
-    monkeypatch.setattr(techniques, "dap_unavailable_reason", lambda: None)
     rows = [t for t in derive_techniques() if t.dap > 1]
     assert [t.name for t in rows] == ["dap=2", "dap=4"] and all(t.skip_reason("inference", "cpu") is None for t in rows)
-    predict_pkg = sys.modules["alphafold_mem.predict"]  # the package (alphafold_mem.predict is also the function)
-    real, calls = predict_pkg.predict, []
-
-    def stand_in(inputs, out_dir, *, dap, **kwargs):
-        calls.append(dap)
-        return real(inputs, out_dir, **kwargs)
-
-    monkeypatch.setattr(predict_pkg, "predict", stand_in)
     chain = discover_chains(CHAINS[:1])[0]
     model = load_weights(tiny_weights).model
     with torch.no_grad():
         ref = Prediction.from_output(model(chain_features(chain, model.config)))
     run = SimpleNamespace(work_dir=tmp_path, config={}, weights=str(tiny_weights), seed=0, device=torch.device("cpu"))
-    got = {r["measure"]: r for r in dap.run_dap(run, rows[0], chain, ref)}
-    assert calls == [2]
+    out = dap.run_dap(run, rows[0], chain, ref)
+    assert all(r.get("status") != "failed" for r in out), out
+    got = {r["measure"]: r for r in out}
     assert got["peak_counter_bytes"]["value"] > 0 and "per-rank" in got["peak_counter_bytes"]["reason"]
+    assert got["seconds"]["value"] > 0
     assert got["ca_rmsd_to_reference"]["value"] < 5e-3  # the PDB file's 1e-3 Å rounding
     assert got["plddt_max_abs_diff"]["value"] < 0.01 and got["lddt_ca"]["value"] > 0
     assert dap.largest_peak_mib({"ranks": [{"peak_mib": 3.0}, {"peak_mib": 5.5}], "seconds": 9}) == 5.5

@@ -4,15 +4,19 @@ reference prediction like every other row.
 
 Used only when :func:`.techniques.dap_unavailable_reason` is None. What differs from the in-process
 rows, and is said in each row's ``reason``: the peak is the largest per-rank storage-counter peak
-that ``timings.json`` records for the model stage; the time is one run (``predict``'s per-target
-seconds), not a median of interleaved repeats; the coordinates are read back from the PDB file
+that ``timings.json`` records for the model stage; the time is one run (the target's seconds in
+``timings.json``), not a median of interleaved repeats; the coordinates are read back from the PDB file
 (rounded to 1e-3 Å there, which bounds the smallest deviation that can be seen).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..io import atomic_write
 from .chains import Chain, experimental_chain
@@ -21,6 +25,8 @@ from .scores import Prediction, accuracy, deviation
 from .techniques import Technique
 
 __all__ = ["run_dap", "largest_peak_mib"]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def largest_peak_mib(record) -> float | None:
@@ -42,26 +48,43 @@ def largest_peak_mib(record) -> float | None:
     return max(found) if found else None
 
 
-def run_dap(run, t: Technique, chain: Chain, ref: Prediction) -> list[dict]:
-    """The rows of ``t`` (``t.dap`` > 1) on ``chain``; ``run`` is the :class:`.inference.InferenceRun`."""
-    from ..predict import predict
+def _target_seconds(timings: dict, name: str) -> float | None:
+    """The per-target seconds ``predict`` records in ``timings.json``, or None."""
+    return (timings.get("targets", {}).get(name) or {}).get("seconds")
 
+
+def _predict_command(run, t: Technique, chain: Chain, fasta: Path, out: Path) -> list[str]:
+    """``alphafold-mem predict ... --dap P`` for one chain: the launch users run (P local processes)."""
+    if t.policy.name != "reference":
+        raise ValueError(f"{t.name}: DAP rows run the reference policy (predict --memory-policy reference), "
+                         f"not {t.policy.name}")
+    cmd = [sys.executable, "-m", "alphafold_mem.cli", "predict", str(fasta), "--out", str(out), "--dap", str(t.dap),
+           "--weights", str(run.weights), "--seed", str(run.seed), "--device", str(run.device),
+           "--memory-policy", "reference", "--overwrite"]
+    cmd += ["--msa-dir", str(chain.msa_dir)] if chain.msa_files else ["--single-sequence"]
+    return cmd
+
+
+def run_dap(run, t: Technique, chain: Chain, ref: Prediction) -> list[dict]:
+    """The rows of ``t`` (``t.dap`` > 1) on ``chain``; ``run`` is the :class:`.inference.InferenceRun`.
+    The chain is predicted by ``alphafold-mem predict --dap P`` in a child process (which starts the P
+    ranks), as a user runs it; its outputs are then read back."""
     out = run.work_dir / "dap" / f"P{t.dap}"
     fasta = out / "inputs" / f"{chain.name}.fasta"
     with atomic_write(fasta) as tmp:
         Path(tmp).write_text(f">{chain.name}\n{chain.sequence}\n")
     common = dict(n_res=chain.n_res, policy=t.policy_json(), config={**run.config, **chain.describe()})
-    result = predict(str(fasta), out, msa_dir=chain.msa_dir if chain.msa_files else None,
-                     single_sequence=not chain.msa_files, weights=run.weights, seed=run.seed,
-                     device=str(run.device), overwrite=True, memory_policy=t.policy, dap=t.dap,
-                     log=lambda line: None)
-    r = next((x for x in result.results if x.name == chain.name), None)
-    if r is None or r.status != "ok":
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(_predict_command(run, t, chain, fasta, out), capture_output=True, text=True, env=env)
+    summary = out / "timings.json"
+    if proc.returncode != 0 or not (out / f"{chain.name}.pdb").exists() or not summary.exists():
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         return [row("inference", t.name, chain.name, status="failed", **common,
-                    reason=f"predict(dap={t.dap}): {r.message if r else 'no result'}")]
+                    reason=f"predict --dap {t.dap} (exit {proc.returncode}): {tail}"[:400])]
+    timings = json.loads(summary.read_text())
+    r = SimpleNamespace(seconds=_target_seconds(timings, chain.name))
     scores = json.loads((out / f"{chain.name}_scores.json").read_text())
     pred = Prediction.from_pdb(out / f"{chain.name}.pdb", scores.get("ptm"))
-    timings = json.loads((out / "timings.json").read_text())
     peak = largest_peak_mib(timings.get("stages", {}).get(f"{chain.name}/model", {}))
     rows = [row("inference", t.name, chain.name, "peak_counter_bytes", None if peak is None else peak * 2**20, **common,
                 reason="largest per-rank peak in predict's timings.json (model stage)"),
