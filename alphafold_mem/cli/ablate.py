@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         scaling_preset=args.scaling_preset, scaling_n_seq=args.scaling_n_seq, scaling_n_extra=args.scaling_n_extra,
         planner_timeout=args.planner_timeout,
         command="alphafold-mem " + " ".join(shlex.quote(a) for a in getattr(args, "argv", [])))
+    start = time.perf_counter()
     try:
         report = run_ablation(config)
     except (ValueError, OSError) as exc:
@@ -51,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
               "run the same command again to resume", file=sys.stderr)
         return 130
     failed = [r for r in read_rows(args.out) if r["status"] == "failed"]
-    print(f"report: {report}")
+    minutes, seconds = divmod(round(time.perf_counter() - start), 60)
+    print(f"report: {report} (this run: {minutes} min {seconds} s wall)")
     if failed:
         print(f"{len(failed)} row(s) failed; see the reason column of {args.out}/results.csv", file=sys.stderr)
     return 1 if failed else 0
