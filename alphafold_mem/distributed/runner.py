@@ -160,23 +160,6 @@ class DapRunner:
         would keep one device's transients whatever P; 1/P of it keeps them ~1/P."""
         return None if chunk is None else max(1, -(-chunk // self.sharding.size))
 
-    @staticmethod
-    def adds_in_place(module: nn.Module) -> bool:
-        """Whether ``module.add_to_`` (an in-place residual update, inference) runs under this runner:
-        the modules whose ``add_to_`` writes one declared step into the target (attention along MSA
-        rows or columns, triangle attention, transitions, the outer product mean). Their steps run
-        on the shares as they are, move their operands chunk by chunk, or fetch a whole operand
-        block by block (the outer product mean's b), and :meth:`run_into` writes each chunk's or
-        block's result into the target. The triangle multiplication computes its update whole,
-        block by block (:meth:`triangle_multiplication`)."""
-        from ..model.msa import MSAColumnAttention, MSARowAttentionWithPairBias
-        from ..model.outer_product_mean import OuterProductMean
-        from ..model.primitives import Transition
-        from ..model.triangle import TriangleAttention
-
-        return isinstance(module, (MSARowAttentionWithPairBias, MSAColumnAttention, Transition, TriangleAttention,
-                                   OuterProductMean))
-
     def triangle_multiplication(self, module: nn.Module, z: Tensor, pair_mask: Tensor) -> Optional[Tensor]:
         """The update of a triangle multiplication in inference, projections computed block by block
         (:mod:`alphafold_mem.distributed.product`; z ``[*, L, N_res, c_z]`` by rows, pair_mask

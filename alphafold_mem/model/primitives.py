@@ -100,10 +100,9 @@ def residual_update(x: Tensor, module: nn.Module, dropout: Optional[nn.Module], 
     gradient recorded and dropout inactive (eval), the module adds its update into ``x`` chunk by
     chunk (``module.add_to_(x, *args)``): no update-sized buffer exists. Same values either way
     (up to the summation order of the triangle multiplication's in-place path). A module sharded
-    across devices (``module.dap``, DAP) adds chunk by chunk where its runner says it can
-    (``dap.adds_in_place(module)``); otherwise it computes its update whole, then it is added in place."""
-    runner = getattr(module, "dap", None)
-    chunkwise = inplace and (runner is None or runner.adds_in_place(module))
+    across devices (``module.dap``, DAP) adds the same way: its declared steps write each chunk's
+    result into its share of ``x`` (:meth:`alphafold_mem.distributed.runner.DapRunner.run_into`)."""
+    chunkwise = inplace
     if chunkwise and not torch.is_grad_enabled() and (dropout is None or not dropout.training or dropout.p == 0.0):
         return module.add_to_(x, *args)
     update = module(*args)

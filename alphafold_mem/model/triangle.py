@@ -159,10 +159,13 @@ class TriangleMultiplication(nn.Module):
         chunk of output rows (incoming: columns) computes its own a and gate from its z rows
         (columns) and is added at once. That buffer is the only pair-sized tensor besides z; with
         ``offload="buffers"`` on an accelerator it is kept in host memory in row blocks and
-        streamed back for every chunk. Under ``kernels="triton"`` the fused kernel's update is
+        streamed back for every chunk. Under ``kernels="triton"`` (and under device sharding, whose
+        forward computes it block by block) the update is
         added whole. Returns ``target``.
         """
-        if self.kernel_impl != "reference":  # the fused kernel materialises no projection; its update is added
+        if self.kernel_impl != "reference" or getattr(self, "dap", None) is not None:
+            # the fused kernel materialises no projection; under device sharding the update is computed
+            # block by block (forward, distributed/product.py); either way the update is added
             return target.add_(self(z, pair_mask))
         streamed = self.offload == "buffers" and offload_active(z.device)
 
