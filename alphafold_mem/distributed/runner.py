@@ -64,14 +64,10 @@ class DapRunner:
         sh = self.sharding
         chunk = getattr(module, "chunk_size", None)
         layouts = [self._layout(a, p) for a, p in zip(args, split.inputs)]
-        for candidate in (split, split.also):
-            if candidate is not None and self._runs_as_is(candidate, layouts):
-                local = self._prepare(candidate, args, layouts, {})
-                # a pointwise step (no whole operand) can be chunked along its first axis on any share:
-                # the share's rows are the long axis of an MSA distributed by columns
-                by = split if not split.whole else candidate
-                return self._finish(candidate, chunked(fn, local, by.dims, self._per_device(chunk),
-                                                       out_dim=by.out_dim), {})
+        as_is = self._as_is(split, args, layouts)
+        if as_is is not None:
+            candidate, local, by = as_is
+            return self._finish(candidate, chunked(fn, local, by.dims, self._per_device(chunk), out_dim=by.out_dim), {})
         if self._pipelines(split, args, layouts, chunk):
             return pipelined(sh, split, fn, args, layouts, chunk)
         whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
@@ -102,13 +98,11 @@ class DapRunner:
             return False
         chunk = getattr(module, "chunk_size", None)
         layouts = [self._layout(a, p) for a, p in zip(args, split.inputs)]
-        for candidate in (split, split.also):
-            if candidate is not None and self._runs_as_is(candidate, layouts):
-                local = self._prepare(candidate, args, layouts, {})
-                by = split if not split.whole else candidate
-                chunked(fn, local, by.dims, self._per_device(chunk), out_dim=by.out_dim, out=out,
-                        accumulate=accumulate)
-                return True
+        as_is = self._as_is(split, args, layouts)
+        if as_is is not None:
+            _, local, by = as_is
+            chunked(fn, local, by.dims, self._per_device(chunk), out_dim=by.out_dim, out=out, accumulate=accumulate)
+            return True
         if self._pipelines(split, args, layouts, chunk):
             if not self._only_carrier_aliases(split, args, layouts, out):
                 return False
@@ -153,6 +147,15 @@ class DapRunner:
         whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
                  if isinstance(p, Replicate) and lay in (ROWS, COLS)]
         return bool(chunk and moving and not torch.is_grad_enabled() and self._small(args, whole, moving))
+
+    def _as_is(self, split: Split, args: tuple, layouts: list) -> Optional[tuple[Split, list, Split]]:
+        """``(candidate, operands, split to chunk by)`` when ``split`` (or its ``also``) runs on the
+        shares as they are, else None. A pointwise step (no whole operand) can be chunked along its
+        first axis on any share: the share's rows are the long axis of an MSA distributed by columns."""
+        for candidate in (split, split.also):
+            if candidate is not None and self._runs_as_is(candidate, layouts):
+                return candidate, self._prepare(candidate, args, layouts, {}), (split if not split.whole else candidate)
+        return None
 
     def _per_device(self, chunk: Optional[int]) -> Optional[int]:
         """The chunk size of a step run on the shares as they are: 1/P of the module's (rounded up).
