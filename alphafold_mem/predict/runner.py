@@ -277,7 +277,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
             f"memory policy {'auto (chosen per target)' if request == 'auto' else policy.name}, budget {budget / 1e9:.1f} GB, "
-            f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run")
+            f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run"
+            + (f"; one protein shared by {par.dap} processes (DAP)"
+               if par.dap > 1 else ""))
 
     # 4. Targets.
     by_name = {t.name: TargetResult(name=t.name, length=len(t.sequence), msa_depth=t.msa_depth, order=t.order)
