@@ -72,7 +72,7 @@ def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list
     them): each block's result is written (``accumulate``: added) there, so no result buffer
     exists; returns ``into`` then (a result of another shape is built and delivered)."""
     also = split.also
-    targets = None if into is None else ([into] if isinstance(into, Tensor) else list(into))
+    targets = _as_targets(into)
     direct = False
     n, length = sh.n_res, sh.local_res
     size_max = min(chunk or length, length)
@@ -97,18 +97,11 @@ def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list
                 shape = list(t.shape)
                 shape[also.out_dim] = n
                 shapes.append(torch.Size(shape))
-            direct = targets is not None and all(d.shape == sz and d.dtype == t.dtype
-                                                 for d, sz, t in zip(targets, shapes, results))
-            out = list(targets) if direct else [t.new_empty(sz) for t, sz in zip(results, shapes)]
+            out, direct = _outputs(targets, results, shapes)
         for o, t in zip(out, results):
             _put(o.narrow(also.out_dim, start_r + s0, valid), t, accumulate and direct)
         del res, results
-    if targets is None:
-        return out[0] if len(out) == 1 else tuple(out)
-    if not direct:
-        for d, o in zip(targets, out):
-            _put(d, o, accumulate)
-    return into
+    return _finish_into(into, targets, out, direct, accumulate)
 
 
 def _piece(sh: Sharding, split: Split, fn: Callable[..., Result], local: list, layouts: list, whole: list[int],
@@ -144,7 +137,8 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
               chunk: int, into: Optional[Result] = None, accumulate: bool = False) -> Result:
     """Run ``split`` (its Shard operands that are in the other layout moved chunk by chunk) with no
     autograd; whole operands must be small (they are gathered whole). The result comes back in
-    the layout its carrier operand had (see :func:`carrier`).
+    the layout its carrier operand had (see :func:`carrier`). ``chunk``: rows of the moved layout per
+    chunk (the runner passes 1/P of the module's chunk size: a moved chunk spans the whole other axis).
 
     ``into``: this device's share(s) of an existing representation in the carrier's layout (an
     in-place residual update of the policy); each chunk's result is written (``accumulate``: added)
@@ -156,10 +150,6 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
 
     moved = [i for i, (a, p, lay) in enumerate(zip(args, split.inputs, layouts))
              if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
-    # a moved chunk spans the whole other axis (N_res, not this device's share of it), so chunks of
-    # the module's size would hold one device's transients whatever P; 1/P of it keeps the per-device
-    # transients ~1/P (the same bytes are exchanged, in more rounds)
-    chunk = max(1, -(-chunk // sh.size))
     first = moved[0]
     p0 = split.inputs[first]
     r0, _ = rows_cols(p0)
@@ -174,7 +164,7 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
         prepared.append(a)
     back = carrier(split)
     back = back if back in moved else None
-    targets = None if into is None else ([into] if isinstance(into, Tensor) else list(into))
+    targets = _as_targets(into)
     direct = False  # results written straight into ``targets``
     true_back = args[back].shape[rows_cols(split.inputs[back])[0]] if back is not None and layouts[back] == COLS else sh.n_res
     out: Optional[list[Tensor]] = None
@@ -206,21 +196,14 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
         else:
             ro, co = rows_cols(split.output)
             if out is None:
-                shapes = [_result_shape(sh, t, ro, co, layouts[back], true_back) for t in results]
-                direct = targets is not None and all(d.shape == sz and d.dtype == t.dtype
-                                                     for d, sz, t in zip(targets, shapes, results))
-                out = list(targets) if direct else [t.new_empty(sz) for t, sz in zip(results, shapes)]
+                out, direct = _outputs(targets, results,
+                                       [_result_shape(sh, t, ro, co, layouts[back], true_back) for t in results])
             for o, t in zip(out, results):
                 _send_back(sh, t, o, ro, co, layouts[back], c0, cs, length, true_back, accumulate and direct)
         del results
     if isinstance(split.output, Slice):
         out = [sh.gather(o, split.output.dim) for o in out]
-    if targets is None:
-        return out[0] if len(out) == 1 else tuple(out)
-    if not direct:  # built whole: deliver it
-        for d, o in zip(targets, out):
-            d.add_(o) if accumulate else d.copy_(o)
-    return into
+    return _finish_into(into, targets, out, direct, accumulate)
 
 
 def _moved_chunk(sh: Sharding, a: Tensor, p: Shard, c0: int, cs: int, length: int) -> Tensor:
@@ -270,6 +253,31 @@ def _send_back(sh: Sharding, t: Tensor, out: Tensor, ro: int, co: int, layout: s
 
 def _put(dst: Tensor, src: Tensor, accumulate: bool) -> None:
     dst.add_(src) if accumulate else dst.copy_(src)
+
+
+def _as_targets(into: Optional[Result]) -> Optional[list[Tensor]]:
+    return None if into is None else ([into] if isinstance(into, Tensor) else list(into))
+
+
+def _outputs(targets: Optional[list[Tensor]], results: tuple[Tensor, ...],
+             shapes: list[torch.Size]) -> tuple[list[Tensor], bool]:
+    """The tensors the results are written into: ``targets`` when they have the whole result's
+    shapes and dtypes (``direct``), else new buffers; returns ``(outputs, direct)``."""
+    direct = targets is not None and all(d.shape == sz and d.dtype == t.dtype
+                                         for d, sz, t in zip(targets, shapes, results))
+    return (list(targets) if direct else [t.new_empty(sz) for t, sz in zip(results, shapes)]), direct
+
+
+def _finish_into(into: Optional[Result], targets: Optional[list[Tensor]], out: list[Tensor], direct: bool,
+                 accumulate: bool) -> Result:
+    """The result: ``out`` without ``into``; else ``into``, after delivering ``out`` into it when the
+    results were built apart (``direct`` False)."""
+    if targets is None:
+        return out[0] if len(out) == 1 else tuple(out)
+    if not direct:
+        for d, o in zip(targets, out):
+            _put(d, o, accumulate)
+    return into
 
 
 __all__ = ["block", "by_pieces", "need", "pipelined", "rows_cols"]

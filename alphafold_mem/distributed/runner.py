@@ -51,6 +51,23 @@ class StepError(RuntimeError):
     """A declaration device sharding cannot run (names the module and step)."""
 
 
+def _moving(split: Split, layouts: list) -> list[int]:
+    """Indices of the Shard operands held in the other layout than the split reads them by."""
+    return [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+            if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+
+
+def _whole(split: Split, layouts: list) -> list[int]:
+    """Indices of the operands the split needs whole that are distributed."""
+    return [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+            if isinstance(p, Replicate) and lay in (ROWS, COLS)]
+
+
+def _storages(out: Result) -> set[int]:
+    """Ids of the storages of ``out`` (a tensor or a tuple of them)."""
+    return {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
+
+
 class DapRunner:
     """Runs declared steps and draws dropout masks for modules bound to it (``module.dap``)."""
 
@@ -69,9 +86,8 @@ class DapRunner:
             candidate, local, by = as_is
             return self._finish(candidate, chunked(fn, local, by.dims, self._per_device(chunk), out_dim=by.out_dim), {})
         if self._pipelines(split, args, layouts, chunk):
-            return pipelined(sh, split, fn, args, layouts, chunk)
-        whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-                 if isinstance(p, Replicate) and lay in (ROWS, COLS)]
+            return pipelined(sh, split, fn, args, layouts, self._per_device(chunk))
+        whole = _whole(split, layouts)
         if whole and (split.also is None or not all(isinstance(split.also.inputs[i], Shard) for i in whole)):
             raise StepError(f"{type(module).__qualname__}.{step}: operand(s) {whole} are needed whole and are "
                             "distributed; the declaration needs an 'also' split that slices them")
@@ -107,14 +123,11 @@ class DapRunner:
             if not self._only_carrier_aliases(split, args, layouts, out):
                 return False
             # operands moved chunk by chunk: each chunk's result comes back into out
-            pipelined(self.sharding, split, fn, args, layouts, chunk, into=out, accumulate=accumulate)
+            pipelined(self.sharding, split, fn, args, layouts, self._per_device(chunk), into=out,
+                      accumulate=accumulate)
             return True
-        moving = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-                  if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
-        whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-                 if isinstance(p, Replicate) and lay in (ROWS, COLS)]
-        written = {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
-        if (whole and not moving and split.also is not None
+        whole, written = _whole(split, layouts), _storages(out)
+        if (whole and not _moving(split, layouts) and split.also is not None
                 and all(isinstance(split.also.inputs[i], Shard) for i in whole)
                 and not any(isinstance(a, Tensor) and id(a.untyped_storage()) in written for a in args)):
             # whole operands block by block (e.g. the outer product mean's b): blocks written into out
@@ -128,7 +141,7 @@ class DapRunner:
         """Whether the step's result comes back into its carrier's layout (moved chunk by chunk) and
         the only operand sharing storage with ``out`` (if any) is that carrier (its chunk is read
         before the same positions are written back)."""
-        written = {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
+        written = _storages(out)
         back = carrier(split)
         if back is None or layouts[back] in (None, need(split.inputs[back]), ONE, WHOLE):
             return False
@@ -142,11 +155,8 @@ class DapRunner:
     def _pipelines(self, split: Split, args: tuple, layouts: list, chunk: Optional[int]) -> bool:
         """Whether :meth:`run` would run ``split`` chunk by chunk with moved operands
         (:func:`~alphafold_mem.distributed.pieces.pipelined`)."""
-        moving = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-                  if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
-        whole = [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-                 if isinstance(p, Replicate) and lay in (ROWS, COLS)]
-        return bool(chunk and moving and not torch.is_grad_enabled() and self._small(args, whole, moving))
+        moving = _moving(split, layouts)
+        return bool(chunk and moving and not torch.is_grad_enabled() and self._small(args, _whole(split, layouts), moving))
 
     def _as_is(self, split: Split, args: tuple, layouts: list) -> Optional[tuple[Split, list, Split]]:
         """``(candidate, operands, split to chunk by)`` when ``split`` (or its ``also``) runs on the
