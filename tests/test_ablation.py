@@ -216,8 +216,9 @@ def test_technique_rows_carry_the_exact_policy():
 
 def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path):
     """A DAP row runs ``alphafold-mem predict --dap 2`` (two real gloo processes, launched as a user
-    launches them) and reads its outputs back: the per-rank peak from timings.json, the deviation from
-    the one-process reference, the accuracy."""
+    launches them), one batch per MSA directory (here: one chain with an MSA, one without), and reads
+    its outputs back per chain: the per-rank peak from timings.json, the deviation from the
+    one-process reference, the accuracy."""
     from types import SimpleNamespace
 
     from alphafold_mem.ablation import dap
@@ -227,18 +228,22 @@ def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path):
 
     rows = [t for t in derive_techniques() if t.dap > 1]
     assert [t.name for t in rows] == ["dap=2", "dap=4"] and all(t.skip_reason("inference", "cpu") is None for t in rows)
-    chain = discover_chains(CHAINS[:1])[0]
+    chains = discover_chains(CHAINS)
+    assert sorted(bool(c.msa_files) for c in chains) == [False, True]
     model = load_weights(tiny_weights).model
     with torch.no_grad():
-        ref = Prediction.from_output(model(chain_features(chain, model.config)))
+        refs = {c.name: Prediction.from_output(model(chain_features(c, model.config))) for c in chains}
     run = SimpleNamespace(work_dir=tmp_path, config={}, weights=str(tiny_weights), seed=0, device=torch.device("cpu"))
-    out = dap.run_dap(run, rows[0], chain, ref)
+    out = dap.run_dap(run, rows[0], chains, refs)
     assert all(r.get("status") != "failed" for r in out), out
-    got = {r["measure"]: r for r in out}
-    assert got["peak_counter_bytes"]["value"] > 0 and "per-rank" in got["peak_counter_bytes"]["reason"]
-    assert got["seconds"]["value"] > 0
-    assert got["ca_rmsd_to_reference"]["value"] < 5e-3  # the PDB file's 1e-3 Å rounding
-    assert got["plddt_max_abs_diff"]["value"] < 0.01 and got["lddt_ca"]["value"] > 0
+    assert sorted((tmp_path / "dap" / "P2").iterdir()) == [tmp_path / "dap" / "P2" / "batch0",
+                                                           tmp_path / "dap" / "P2" / "batch1"]
+    for c in chains:
+        got = {r["measure"]: r for r in out if r["chain"] == c.name}
+        assert got["peak_counter_bytes"]["value"] > 0 and "per-rank" in got["peak_counter_bytes"]["reason"]
+        assert got["seconds"]["value"] > 0
+        assert got["ca_rmsd_to_reference"]["value"] < 5e-3  # the PDB file's 1e-3 Å rounding
+        assert got["plddt_max_abs_diff"]["value"] < 0.01 and got["lddt_ca"]["value"] > 0
     assert dap.largest_peak_mib({"ranks": [{"peak_mib": 3.0}, {"peak_mib": 5.5}], "seconds": 9}) == 5.5
 
 

@@ -194,9 +194,7 @@ def run_inference(run: InferenceRun, techniques: Sequence[Technique], chains: Se
                                    policy=t.policy_json())])
         todo = [t for t in runnable if not run.store.done(SECTION, t.name, chain.name, "peak_counter_bytes")]
         untimed = [t for t in runnable if not run.store.done(SECTION, t.name, chain.name, "seconds")]
-        dap = [t for t in techniques if t.dap > 1 and t.skip_reason(SECTION, run.device.type) is None
-               and not run.store.done(SECTION, t.name, chain.name)]
-        if not (todo or untimed or dap):
+        if not (todo or untimed):
             continue
         batch = {k: v.to(run.device) for k, v in chain_features(chain, run.model.config, run.seed).items()}
         ref_path = _pred_path(run, chain, ref_t)
@@ -211,10 +209,9 @@ def run_inference(run: InferenceRun, techniques: Sequence[Technique], chains: Se
         ok = [t for t in untimed if run.store.done(SECTION, t.name, chain.name, "peak_counter_bytes")]
         if ok:
             run.store.add(_time(run, ok, chain, batch))
-        for t in dap:
-            run.tick(f"dap {chain.name} {t.name}")
-            if ref is not None:
-                _attempt(run, t, chain, lambda: dap_runner(run, t, chain, ref))
+    for t in techniques:
+        if t.dap > 1 and t.skip_reason(SECTION, run.device.type) is None:
+            _dap_rows(run, t, chains, ref_t, dap_runner)
     if run.device.type == "cpu":
         measured: dict = {}  # policy -> {chain: bytes}: one fresh process per distinct policy
         for t in runnable:
@@ -223,6 +220,24 @@ def run_inference(run: InferenceRun, techniques: Sequence[Technique], chains: Se
             if missing:
                 run.tick(f"rss {t.name}", False)
                 run.store.add(_rss_rows(run, t, missing, measured))
+
+
+def _dap_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], ref_t: Technique, dap_runner) -> None:
+    """``t``'s rows (``t.dap`` > 1) for the chains not done yet that have a reference prediction: one
+    ``dap_runner`` call over all of them (it starts the P ranks once per batch, not once per chain)."""
+    todo = [c for c in chains if not run.store.done(SECTION, t.name, c.name) and _pred_path(run, c, ref_t).is_file()]
+    if not todo:
+        return
+    run.tick(f"dap {t.name} ({len(todo)} chains)", False)
+    refs = {c.name: Prediction.load(_pred_path(run, c, ref_t)) for c in todo}
+    try:
+        rows = dap_runner(run, t, todo, refs)
+    except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
+        rows = [row(SECTION, t.name, c.name, status="failed", reason=_fail_reason(exc), n_res=c.n_res,
+                    policy=t.policy_json()) for c in todo]
+    run.store.add(rows)
+    for _ in {r["chain"] for r in rows}:
+        run.tick(f"dap {t.name}")
 
 
 def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured: dict) -> list[dict]:

@@ -195,8 +195,13 @@ def write_report(out_dir: Path, rows: list[dict], run_info: dict) -> Path:
                   "(forward, AF2 loss, backward) by the storage counter.", ""] + _training(R) + [""]
         lines += img("training_loss", "training loss curves")
     if R.names("scaling"):
+        setup = next((r["config"] for r in rows if r["section"] == "scaling" and r["measure"] == "measured_peak_bytes"
+                      and r["config"]), {})
+        how = (f" Measured: preset {setup.get('preset')}, {setup.get('measured_blocks')}, N_seq {setup.get('n_seq')}, "
+               f"N_extra {setup.get('n_extra')}, no templates, storage counter, torch threads "
+               f"{setup.get('measure_threads', 'as above')}." if setup else "")
         lines += ["## Scaling", "", "Inference activation peak in GB (10^9 bytes), `measured / predicted` "
-                  "(predicted only where not measured). Published anchors: "
+                  "(predicted only where not measured)." + how + " Published anchors: "
                   + "; ".join(f"{label} ({src})" for label, _, _, src in ANCHORS) + ".", ""]
         lines += _scaling(R) + [""] + img("memory_vs_nres", "memory vs N_res")
     if R.names("openfold"):
