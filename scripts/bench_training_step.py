@@ -4,7 +4,7 @@ the planner's prediction, each configuration in fresh processes.
 Usage (from the repository root; one thread, several minutes per model_1 row)::
 
     python scripts/bench_training_step.py [--configs demo model1_2blocks] [--policies training reference]
-        [--allocators default remedy] [--json FILE]
+        [--allocators default remedy trim] [--json FILE]
 
 Configurations: ``demo`` (the demo preset at its training sizes: crop 96, 32 MSA clusters, 128
 extra sequences) and ``model1_2blocks`` (model_1 channel sizes, 2 Evoformer + 1 extra-MSA block, no
@@ -21,7 +21,8 @@ i.e. without parameters and inputs):
   every op: an independent accounting that also sees kernel buffers and graph nodes);
 * ``RSS``: growth of the peak resident set during the step (what the machine sees), in a fresh
   process after a warm-up step at N_res 16, under the given allocator (``default``: glibc as is;
-  ``remedy``: :func:`alphafold_mem.memory.host.apply_malloc_remedy`, as the CLI applies it);
+  ``remedy``: :func:`alphafold_mem.memory.host.apply_malloc_remedy`, the CLI's ``--malloc release``;
+  ``trim``: :func:`alphafold_mem.memory.host.start_malloc_trim`, the CLI's default ``--malloc trim``);
 * ``s``: wall time of that step.
 
 ``pred err`` = pred / counter - 1 and pred / malloc - 1.
@@ -68,8 +69,8 @@ def worker(args) -> dict:
     """Runs in a fresh process: RSS-measured step (after a small warm-up), then malloc and counter."""
     import time
 
-    from alphafold_mem.memory.host import MallocPeak, apply_malloc_remedy, rss_growth
-    remedy = apply_malloc_remedy() if args.allocator == "remedy" else "default"
+    from alphafold_mem.memory.host import MallocPeak, apply_malloc_setting, rss_growth
+    remedy = apply_malloc_setting({"remedy": "release", "trim": "trim"}.get(args.allocator, "default"))
     import torch
 
     from alphafold_mem.memory import track_peak
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--policies", nargs="+", default=["training"], choices=list(POLICIES))
-    ap.add_argument("--allocators", nargs="+", default=["default", "remedy"], choices=["default", "remedy"])
+    ap.add_argument("--allocators", nargs="+", default=["default", "remedy"], choices=["default", "remedy", "trim"])
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

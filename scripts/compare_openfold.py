@@ -22,10 +22,11 @@ storages created by torch ops, no allocator caching). ``--allocator mmap`` runs 
 ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` (glibc returns freed large blocks at
 once); ``default`` leaves the environment as it is: glibc's dynamic threshold, which keeps freed
 blocks in the heap, for OpenFold, while our side applies its own default as ``alphafold-mem
-train``/``predict`` do (``--malloc release``: :func:`alphafold_mem.memory.host.apply_malloc_remedy`,
-``mallopt`` from inside the process); ``glibc`` is ``default`` with ours opting out
-(``ALPHAFOLD_MEM_MALLOC=default``), plain glibc on both sides. Our side's ``malloc`` column says
-which applied.
+train``/``predict`` do (``--malloc trim``: :func:`alphafold_mem.memory.host.start_malloc_trim`, a
+thread handing free pages back once a second); ``release`` is ``default`` with our side on
+``--malloc release`` (the 64 KiB threshold set by ``mallopt`` from inside the process); ``glibc`` is
+``default`` with ours opting out (``ALPHAFOLD_MEM_MALLOC=default``), plain glibc on both sides. Our
+side's ``malloc`` column says which applied.
 
 Settings: ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours ``MemoryPolicy(inplace=True)``:
 OpenFold's no-grad forward updates in place, ours then too), ``chunk4`` (chunk size 4 on both sides,

@@ -14,4 +14,5 @@ def test_median_cell_takes_median_of_numbers_and_keeps_labels():
 def test_allocator_environments():
     assert ALLOCATORS["default"] == {}
     assert ALLOCATORS["glibc"] == {"ALPHAFOLD_MEM_MALLOC": "default"}
+    assert ALLOCATORS["release"] == {"ALPHAFOLD_MEM_MALLOC": "release"}
     assert ALLOCATORS["mmap"]["MALLOC_MMAP_THRESHOLD_"] == "65536"

@@ -2,7 +2,7 @@
 (:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`, :mod:`.ablate`); each
 module's ``register`` adds its options and sets ``func``, which receives the parsed arguments and
 returns the exit status. ``train`` and ``predict`` first set glibc's allocator to return freed memory
-(``--malloc release``, their default: :func:`alphafold_mem.memory.host.apply_malloc_remedy`;
+(``--malloc trim``, their default, or ``release``: :func:`alphafold_mem.memory.host.apply_malloc_setting`;
 ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
 
 from __future__ import annotations

@@ -1,27 +1,30 @@
-"""``--malloc {release,default}`` of ``train`` and ``predict``: glibc's allocator setting for the run
-(:mod:`alphafold_mem.memory.host`)."""
+"""``--malloc {trim,release,default}`` of ``train`` and ``predict``: glibc's allocator setting for the
+run (:mod:`alphafold_mem.memory.host`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from ..memory.host import apply_malloc_remedy
+from ..memory.host import MALLOC_SETTINGS, apply_malloc_setting
 
 __all__ = ["MALLOC_HELP", "add_malloc_option", "apply_malloc_option"]
 
-MALLOC_HELP = ("host memory: 'release' (default) makes glibc return freed blocks of 64 KiB and more at once, so the "
-               "resident set follows the live tensors instead of keeping the heap at its high-water mark, at a cost "
-               "in time (fresh pages are faulted in again; README, 'Training memory a machine sees'); 'default' "
-               "leaves glibc as it is (as does ALPHAFOLD_MEM_MALLOC=default)")
+MALLOC_HELP = ("host memory: 'trim' (default) hands glibc's free pages back to the system once a second "
+               "(malloc_trim), so the resident set follows the live tensors instead of the heap's high-water "
+               "mark, at about the speed of plain glibc; 'release' makes glibc return every freed block of "
+               "64 KiB and more at once (lowest resident set, ~1.4x the CPU time of a CPU training step: fresh "
+               "pages are faulted in again); 'default' leaves glibc as it is. ALPHAFOLD_MEM_MALLOC=<setting> "
+               "sets the default (README, 'Training memory a machine sees')")
 
 
 def add_malloc_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--malloc {release,default}`` (default ``release``) to a subcommand."""
-    parser.add_argument("--malloc", choices=("release", "default"), default="release", help=MALLOC_HELP)
+    """Add ``--malloc {trim,release,default}`` (default: ``$ALPHAFOLD_MEM_MALLOC``, else ``trim``)."""
+    parser.add_argument("--malloc", choices=MALLOC_SETTINGS, default=None, help=MALLOC_HELP)
 
 
 def apply_malloc_option(args: argparse.Namespace) -> None:
-    """Apply :func:`~alphafold_mem.memory.host.apply_malloc_remedy` when ``args.malloc == "release"``."""
-    if getattr(args, "malloc", None) == "release":
-        logging.getLogger("alphafold_mem").info("glibc allocator: %s", apply_malloc_remedy())
+    """Apply :func:`~alphafold_mem.memory.host.apply_malloc_setting` for a command that has
+    ``--malloc`` (``args.malloc`` None: the environment's or the default setting)."""
+    if hasattr(args, "malloc"):
+        logging.getLogger("alphafold_mem").info("glibc allocator: %s", apply_malloc_setting(args.malloc))

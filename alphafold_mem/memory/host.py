@@ -9,20 +9,31 @@ the resident set (RSS), which is larger for three reasons, from the largest:
    after the first large tensors die, later ones of that size come from the heap, and a freed heap
    block is only returned when it sits at the top of the heap. A training step, which frees and
    reallocates activations of many sizes, then leaves the heap at several times the live bytes.
-   :func:`apply_malloc_remedy` fixes the threshold at 64 KiB (``M_MMAP_THRESHOLD``, which also
-   turns the dynamic adjustment off) and trims the heap top on every free (``M_TRIM_THRESHOLD`` 0):
-   what ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` does from the environment.
-   ``alphafold-mem`` applies it at start (opt out: ``ALPHAFOLD_MEM_MALLOC=default``). Cost: one
-   mmap/munmap pair and fresh zeroed pages per large allocation (measured in
-   ``scripts/bench_training_step.py``).
+   Two remedies (:func:`apply_malloc_setting` picks one):
+
+   - ``trim`` (``alphafold-mem``'s default): :func:`start_malloc_trim` leaves glibc's thresholds as
+     they are, so freed blocks are reused without new page faults, and a daemon thread calls
+     ``malloc_trim(0)`` once a second, which hands every whole free page of every arena back to the
+     system (not only the heap top). The resident set then holds the live bytes plus what was freed
+     in the last second. Cost: the pages reused after a trim are faulted in again, once per second
+     instead of once per allocation.
+   - ``release``: :func:`apply_malloc_remedy` fixes the threshold at 64 KiB (``M_MMAP_THRESHOLD``,
+     which also turns the dynamic adjustment off) and trims the heap top on every free
+     (``M_TRIM_THRESHOLD`` 0): what ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` does
+     from the environment. Cost: one mmap/munmap pair and fresh zeroed pages per large allocation.
+
+   Measured (``scripts/compare_openfold.py --mode training``, README "Training memory a machine
+   sees"): at N_res 64 a training step under ``release`` costs about 1.4x the CPU time of plain glibc;
+   under ``trim`` about the same time as plain glibc, with RSS growth 0.1x plain glibc's.
+   Opt out: ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default``.
 2. Memory that is malloc'ed but not a tensor storage seen by the counter: buffers allocated inside
    a kernel (BLAS/oneDNN packing, temporaries of composite kernels), autograd graph nodes, Python
    objects. :class:`MallocPeak` measures what malloc holds (glibc ``mallinfo2``: heap in use plus
    mmapped blocks), sampled after every ATen op.
 3. Page granularity and heap fragmentation of blocks below the threshold.
 
-The measures are Linux/glibc facilities; elsewhere :func:`apply_malloc_remedy` does nothing and
-:func:`malloc_in_use` returns None.
+The measures are Linux/glibc facilities; elsewhere the remedies do nothing and :func:`malloc_in_use`
+returns None.
 """
 
 from __future__ import annotations
@@ -32,14 +43,21 @@ import ctypes
 import ctypes.util
 import dataclasses
 import os
+import threading
 from typing import Iterator, Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["apply_malloc_remedy", "malloc_in_use", "MallocPeak", "rss_growth", "OPT_OUT_ENV"]
+__all__ = ["apply_malloc_remedy", "apply_malloc_setting", "start_malloc_trim", "malloc_in_use", "MallocPeak",
+           "rss_growth", "DEFAULT_MALLOC", "MALLOC_SETTINGS", "OPT_OUT_ENV"]
 
-#: ``ALPHAFOLD_MEM_MALLOC=default`` leaves glibc's allocator as it is.
+#: ``ALPHAFOLD_MEM_MALLOC=default`` leaves glibc's allocator as it is (``trim`` / ``release`` pick a remedy).
 OPT_OUT_ENV = "ALPHAFOLD_MEM_MALLOC"
+#: The settings of ``--malloc`` (module docstring, point 1), and the one ``alphafold-mem`` applies by default.
+MALLOC_SETTINGS = ("trim", "release", "default")
+DEFAULT_MALLOC = "trim"
+#: Seconds between two ``malloc_trim(0)`` calls of :func:`start_malloc_trim`.
+TRIM_PERIOD_S = 1.0
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
 
 
@@ -83,6 +101,78 @@ def apply_malloc_remedy(mmap_threshold: int = 65536, trim_threshold: int = 0) ->
     if not ok:
         return "not applied: mallopt refused the values"
     return f"applied: M_MMAP_THRESHOLD {mmap_threshold} B, M_TRIM_THRESHOLD {trim_threshold} B"
+
+
+_TRIMMER: Optional[threading.Thread] = None
+
+
+def _declined() -> Optional[str]:
+    """Why no remedy applies here (the user's choice or no glibc), or None."""
+    if os.environ.get(OPT_OUT_ENV, "").lower() == "default":
+        return f"not applied: {OPT_OUT_ENV}=default"
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return "not applied: MALLOC_*_THRESHOLD_ set in the environment"
+    libc = _libc()
+    if libc is None or not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):
+        return "not applied: not glibc"
+    return None
+
+
+def start_malloc_trim(period_s: float = TRIM_PERIOD_S) -> str:
+    """Return freed memory to the system every ``period_s`` seconds (module docstring, point 1,
+    ``trim``): a daemon thread calls glibc's ``malloc_trim(0)``. Once per process; later calls report
+    the running thread.
+
+    Does nothing when ``ALPHAFOLD_MEM_MALLOC=default`` is set, when the user set
+    ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``, or when the C library is not glibc.
+
+    Args:
+        period_s: seconds between two trims (> 0).
+
+    Returns:
+        What was done, one line (``"applied: ..."`` or ``"not applied: <why>"``).
+
+    Raises:
+        ValueError: ``period_s`` is not positive.
+    """
+    global _TRIMMER
+    if not period_s > 0:
+        raise ValueError(f"period_s must be positive, got {period_s}")
+    why = _declined()
+    if why:
+        return why
+    if _TRIMMER is None or not _TRIMMER.is_alive():
+        libc = _libc()
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(period_s):
+                libc.malloc_trim(0)  # ctypes releases the GIL during the call
+
+        _TRIMMER = threading.Thread(target=loop, name="alphafold-mem malloc_trim", daemon=True)
+        _TRIMMER.period_s = period_s
+        _TRIMMER.start()
+    return f"applied: malloc_trim(0) every {_TRIMMER.period_s:g} s"
+
+
+def apply_malloc_setting(setting: Optional[str] = None) -> str:
+    """Apply one of :data:`MALLOC_SETTINGS` (``None``: ``$ALPHAFOLD_MEM_MALLOC`` if set, else
+    :data:`DEFAULT_MALLOC`): ``trim`` → :func:`start_malloc_trim`, ``release`` →
+    :func:`apply_malloc_remedy`, ``default`` → nothing.
+
+    Returns:
+        What was done, one line.
+
+    Raises:
+        ValueError: an unknown setting.
+    """
+    setting = (setting or os.environ.get(OPT_OUT_ENV) or DEFAULT_MALLOC).lower()
+    if setting not in MALLOC_SETTINGS:
+        raise ValueError(f"unknown malloc setting {setting!r}; valid: {', '.join(MALLOC_SETTINGS)}")
+    if setting == "default":
+        return "not applied: glibc's defaults (--malloc default)"
+    return start_malloc_trim() if setting == "trim" else apply_malloc_remedy()
 
 
 _LIBC = _libc()

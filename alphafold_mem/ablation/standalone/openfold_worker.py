@@ -99,11 +99,12 @@ def worker_ours(args, torch) -> dict:
     from alphafold_mem.planner import apply_memory_policy
     from alphafold_mem.model import AlphaFold
 
-    from alphafold_mem.memory.host import apply_malloc_remedy
+    from alphafold_mem.memory.host import apply_malloc_setting
 
-    # what `alphafold-mem train/predict` do by default (--malloc release); a no-op when the environment
-    # sets MALLOC_*_THRESHOLD_ (allocator "mmap") or ALPHAFOLD_MEM_MALLOC=default (allocator "glibc")
-    malloc = apply_malloc_remedy()
+    # what `alphafold-mem train/predict` do by default (--malloc trim, or $ALPHAFOLD_MEM_MALLOC); a no-op
+    # when the environment sets MALLOC_*_THRESHOLD_ (allocator "mmap") or ALPHAFOLD_MEM_MALLOC=default
+    # (allocator "glibc")
+    malloc = apply_malloc_setting()
     cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
                                        "extra_msa.num_blocks": args.extra_blocks})
     training = args.mode == "training"

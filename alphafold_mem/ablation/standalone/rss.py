@@ -26,11 +26,13 @@ __all__ = ["ALLOCATORS", "MMAP_ENV", "host_module", "measure", "measure_rss"]
 MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 #: glibc settings of a measuring process's environment: ``default`` leaves the environment as it is
 #: (glibc's dynamic mmap threshold keeps freed large blocks in the heap; a process of ours then applies
-#: its own default, :func:`alphafold_mem.memory.host.apply_malloc_remedy`, as ``train``/``predict``
-#: do with ``--malloc release``); ``glibc`` is the same with ours opting out too
-#: (``ALPHAFOLD_MEM_MALLOC=default``: plain glibc on both sides); ``mmap`` returns blocks above
-#: 64 KiB to the system at once, on both sides.
-ALLOCATORS = {"default": {}, "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"}, "mmap": MMAP_ENV}
+#: its own default, :func:`alphafold_mem.memory.host.apply_malloc_setting`, as ``train``/``predict``
+#: do: ``--malloc trim``); ``release`` is ``default`` with ours applying ``--malloc release`` (the
+#: fixed 64 KiB threshold, set from inside the process); ``glibc`` is ``default`` with ours opting out
+#: (``ALPHAFOLD_MEM_MALLOC=default``: plain glibc on both sides); ``mmap`` returns blocks above 64 KiB
+#: to the system at once, on both sides.
+ALLOCATORS = {"default": {}, "release": {"ALPHAFOLD_MEM_MALLOC": "release"}, "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"},
+              "mmap": MMAP_ENV}
 
 _HOST = Path(__file__).resolve().parents[2] / "memory" / "host.py"
 _HOST_NAME = "_alphafold_mem_host"
