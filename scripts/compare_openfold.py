@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     ap.add_argument("--allocator", nargs="+", default=["default", "mmap"], choices=list(ALLOCATORS))
     ap.add_argument("--mode", default="inference", choices=["inference", "training"])
-    ap.add_argument("--repeats", type=int, default=1, help="fresh processes per cell (median reported)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="fresh processes per side and cell, the two sides interleaved (median reported)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
           f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, fresh process per run, "
-          f"median of {args.repeats}")
+          f"median of {args.repeats} (the sides interleaved)")
     print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
           "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | ours malloc |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -101,9 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             for allocator in args.allocator:
                 for setting in args.settings:
                     cell = {"n_res": n_res, "allocator": allocator, "setting": setting}
+                    runs = {side: [] for side in sides}
+                    for _ in range(args.repeats):  # interleaved: ours, OpenFold, ours, ... (the machine's drift hits both)
+                        for side in sides:
+                            runs[side].append(run_cell(setup, side, n_res, setting, allocator, tmp))
                     for side in sides:
-                        runs = [run_cell(setup, side, n_res, setting, allocator, tmp) for _ in range(args.repeats)]
-                        cell[side] = _in_mb(median_cell(runs))
+                        cell[side] = _in_mb(median_cell(runs[side]))
                     rows.append(cell)
                     print(_row(cell), flush=True)
     if args.json:

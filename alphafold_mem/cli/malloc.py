@@ -13,7 +13,7 @@ __all__ = ["MALLOC_HELP", "add_malloc_option", "apply_malloc_option"]
 MALLOC_HELP = ("host memory: 'trim' (default) hands glibc's free pages back to the system once a second "
                "(malloc_trim), so the resident set follows the live tensors instead of the heap's high-water "
                "mark, at about the speed of plain glibc; 'release' makes glibc return every freed block of "
-               "64 KiB and more at once (lowest resident set, ~1.4x the CPU time of a CPU training step: fresh "
+               "64 KiB and more at once (about as low a resident set, ~1.5x the CPU time of a CPU training step: fresh "
                "pages are faulted in again); 'default' leaves glibc as it is. ALPHAFOLD_MEM_MALLOC=<setting> "
                "sets the default (README, 'Training memory a machine sees')")
 

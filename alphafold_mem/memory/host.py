@@ -22,9 +22,9 @@ the resident set (RSS), which is larger for three reasons, from the largest:
      (``M_TRIM_THRESHOLD`` 0): what ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` does
      from the environment. Cost: one mmap/munmap pair and fresh zeroed pages per large allocation.
 
-   Measured (``scripts/compare_openfold.py --mode training``, README "Training memory a machine
-   sees"): at N_res 64 a training step under ``release`` costs about 1.4x the CPU time of plain glibc;
-   under ``trim`` about the same time as plain glibc, with RSS growth 0.1x plain glibc's.
+   Measured (``scripts/compare_openfold.py --mode training``, our side; README "Training memory a
+   machine sees"): in a training step at N_res 64, ``trim`` took 0.94-0.97x plain glibc's CPU time
+   and held 0.09x its RSS growth; ``release`` took 1.53x ``trim``'s CPU time for 1.09x its RSS growth.
    Opt out: ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default``.
 2. Memory that is malloc'ed but not a tensor storage seen by the counter: buffers allocated inside
    a kernel (BLAS/oneDNN packing, temporaries of composite kernels), autograd graph nodes, Python
