@@ -64,6 +64,12 @@ SLOW_TESTS = (
     "test_kernels_triangle.py::test_fused_triangle_multiplication_matches_reference[incoming_bf16]",
     "test_gpu_check.py::test_dry_run_end_to_end",
     "test_relax.py::test_predict_from_bare_fasta_with_search_templates_and_relax",
+    # fresh interpreters (allocator settings, two-process DDP) and the largest planner trace
+    "test_host_memory.py::test_trim_hands_free_pages_back_within_its_period",
+    "test_host_memory.py::test_remedy_returns_freed_memory_and_can_be_declined",
+    "test_train_parallel.py::test_two_process_ddp_equals_one_process_on_the_same_global_batch",
+    "test_dap.py::test_per_device_inference_peak_scales_with_p",
+    "test_memory_estimate.py::test_fast_estimate_equals_full_trace[low-memory-cpu]",
 )
 
 
