@@ -77,13 +77,13 @@ def run_dap(run, t: Technique, chains: Sequence[Chain], refs: dict) -> list[dict
     groups: dict = {}
     for chain in chains:
         groups.setdefault(chain.msa_dir if chain.msa_files else None, []).append(chain)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     rows: list[dict] = []
     for i, (msa_dir, group) in enumerate(groups.items()):
         out = run.work_dir / "dap" / f"P{t.dap}" / f"batch{i}"
         fasta = out / "inputs" / "chains.fasta"
         with atomic_write(fasta) as tmp:
             Path(tmp).write_text("".join(f">{c.name}\n{c.sequence}\n" for c in group))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         proc = subprocess.run(_predict_command(run, t, fasta, msa_dir, out), capture_output=True, text=True, env=env)
         summary = out / "timings.json"
         timings = json.loads(summary.read_text()) if summary.exists() else {}

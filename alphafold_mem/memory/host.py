@@ -44,6 +44,7 @@ import ctypes.util
 import dataclasses
 import os
 import threading
+import time
 from typing import Iterator, Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -75,6 +76,19 @@ def _libc():
     return libc if hasattr(libc, "mallopt") else None
 
 
+def _declined(*needs: str) -> Optional[str]:
+    """Why no remedy applies here (the user's choice, or no glibc with ``mallopt`` and the functions
+    named in ``needs``), or None."""
+    if os.environ.get(OPT_OUT_ENV, "").lower() == "default":
+        return f"not applied: {OPT_OUT_ENV}=default"
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return "not applied: MALLOC_*_THRESHOLD_ set in the environment"
+    libc = _libc()
+    if libc is None or not all(hasattr(libc, name) for name in ("gnu_get_libc_version", *needs)):
+        return "not applied: not glibc"
+    return None
+
+
 def apply_malloc_remedy(mmap_threshold: int = 65536, trim_threshold: int = 0) -> str:
     """Make glibc return freed memory to the system (see the module docstring, point 1).
 
@@ -89,13 +103,10 @@ def apply_malloc_remedy(mmap_threshold: int = 65536, trim_threshold: int = 0) ->
     Returns:
         What was done, one line (``"applied: ..."`` or ``"not applied: <why>"``).
     """
-    if os.environ.get(OPT_OUT_ENV, "").lower() == "default":
-        return f"not applied: {OPT_OUT_ENV}=default"
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
-        return "not applied: MALLOC_*_THRESHOLD_ set in the environment"
+    why = _declined()
+    if why:
+        return why
     libc = _libc()
-    if libc is None or not hasattr(libc, "gnu_get_libc_version"):
-        return "not applied: not glibc"
     ok = libc.mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold)) == 1
     ok = libc.mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)) == 1 and ok
     if not ok:
@@ -104,18 +115,6 @@ def apply_malloc_remedy(mmap_threshold: int = 65536, trim_threshold: int = 0) ->
 
 
 _TRIMMER: Optional[threading.Thread] = None
-
-
-def _declined() -> Optional[str]:
-    """Why no remedy applies here (the user's choice or no glibc), or None."""
-    if os.environ.get(OPT_OUT_ENV, "").lower() == "default":
-        return f"not applied: {OPT_OUT_ENV}=default"
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
-        return "not applied: MALLOC_*_THRESHOLD_ set in the environment"
-    libc = _libc()
-    if libc is None or not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):
-        return "not applied: not glibc"
-    return None
 
 
 def start_malloc_trim(period_s: float = TRIM_PERIOD_S) -> str:
@@ -138,16 +137,16 @@ def start_malloc_trim(period_s: float = TRIM_PERIOD_S) -> str:
     global _TRIMMER
     if not period_s > 0:
         raise ValueError(f"period_s must be positive, got {period_s}")
-    why = _declined()
+    why = _declined("malloc_trim")
     if why:
         return why
     if _TRIMMER is None or not _TRIMMER.is_alive():
         libc = _libc()
         libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        stop = threading.Event()
 
         def loop() -> None:
-            while not stop.wait(period_s):
+            while True:
+                time.sleep(period_s)
                 libc.malloc_trim(0)  # ctypes releases the GIL during the call
 
         _TRIMMER = threading.Thread(target=loop, name="alphafold-mem malloc_trim", daemon=True)
