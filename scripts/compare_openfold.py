@@ -1,5 +1,6 @@
 """Side by side with OpenFold: time and memory of the same forward (or training step), same inputs,
-same measure, each run in a fresh process. A command line over :mod:`alphafold_mem.ablation.openfold`,
+same measure, each run in a fresh process; also each side's minor page faults (pages first touched
+after the allocator took them from the system), which explain most time differences on CPU. A command line over :mod:`alphafold_mem.ablation.openfold`,
 the driver of ``alphafold-mem ablate``'s OpenFold section; each cell runs the one worker
 ``alphafold_mem/ablation/standalone/openfold_worker.py`` (with ``standalone/rss.py``, loadable by file
 path by OpenFold's Python).
@@ -95,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
           f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, fresh process per run, "
           f"median of {args.repeats} (the sides interleaved)")
     print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
-          "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | ours malloc |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | OpenFold page faults M "
+          "| ours page faults M | ours malloc |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with openfold_workspace(setup) as tmp:
         for n_res in args.n_res:
             for allocator in args.allocator:
@@ -126,13 +128,16 @@ def _row(cell: dict) -> str:
             return f"error: {d['error'][:60]}"
         return format(d[k], spec) if k in d else "—"
 
+    def faults(d):
+        return f"{d['minor_faults'] / 1e6:.2f}" if "minor_faults" in d else "—"
+
     def ratio(k):
         return f"{ours[k] / of[k]:.2f}" if k in of and k in ours and of[k] > 0 else "—"
 
     return (f"| {cell['n_res']} | {cell['allocator']} | {cell['setting']} | {f(of, 'seconds')} | {f(ours, 'seconds')} "
             f"| {f(of, 'cpu_s')} | {f(ours, 'cpu_s')} | {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} "
             f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} "
-            f"| {ours.get('malloc', '—').split(':')[0]} |")
+            f"| {faults(of)} | {faults(ours)} | {ours.get('malloc', '—').split(':')[0]} |")
 
 
 if __name__ == "__main__":

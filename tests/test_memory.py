@@ -177,6 +177,7 @@ def reference_run(model_and_batch):
 @pytest.mark.parametrize("policy", [
     MemoryPolicy.training(),
     MemoryPolicy.training(checkpoint_granularity="update"),
+    MemoryPolicy.training(checkpoint_granularity="nested"),
     MemoryPolicy.low_memory_inference(chunk_size=6, attention_chunks=(5, 4)),
     MemoryPolicy(chunk_size=5, checkpoint_evoformer=2, checkpoint_template=1),
 ], ids=lambda p: p.name)
@@ -266,6 +267,10 @@ def test_apply_policy_is_rebindable_and_keeps_names():
     assert [s.checkpoint_every for s in stacks] == [0, 0, 0]
     assert len(model._memory_policy_handles) == (9 * (n_blocks - cfg.template.pair_stack.num_blocks)
                                                  + 5 * cfg.template.pair_stack.num_blocks)
+    n_update_handles = len(model._memory_policy_handles)
+    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="nested"))  # both: blocks and updates
+    assert [s.checkpoint_every for s in stacks] == [1, 1, 1]
+    assert len(model._memory_policy_handles) == n_update_handles
     apply_memory_policy(model, MemoryPolicy.low_memory_inference())
     assert model._memory_policy_handles == [] and list(model.state_dict()) == names
     assert all("forward" not in vars(m) for m in model.modules())  # update checkpoints removed

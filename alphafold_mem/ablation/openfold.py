@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
+from ..hugepages import environment_as_found
 from .standalone.openfold_worker import SETTINGS, STAND_IN
 from .standalone.rss import ALLOCATORS
 
@@ -99,7 +100,10 @@ def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocato
            "--warmup-features", os.path.join(tmp, "warmup.npz"), "--preset", setup.preset,
            "--evo-blocks", str(setup.evo_blocks), "--extra-blocks", str(setup.extra_blocks),
            "--stand-in-dir", tmp, "--openfold-src", setup.openfold_src or "", "--threads", str(setup.threads)]
-    env = {**os.environ, **ALLOCATORS[allocator], "OMP_NUM_THREADS": str(setup.threads), "PYTHONPATH": str(ROOT)}
+    # the environment as the user left it (our import added torch's huge-page switch to this process's
+    # environment): OpenFold runs without it; our worker imports alphafold_mem first and sets it itself
+    env = {**environment_as_found(os.environ), **ALLOCATORS[allocator], "OMP_NUM_THREADS": str(setup.threads),
+           "PYTHONPATH": str(ROOT)}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=setup.timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:

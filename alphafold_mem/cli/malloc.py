@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from ..hugepages import huge_pages_status
 from ..memory.host import MALLOC_SETTINGS, apply_malloc_setting
 
 __all__ = ["MALLOC_HELP", "add_malloc_option", "apply_malloc_option"]
@@ -15,7 +16,9 @@ MALLOC_HELP = ("host memory: 'trim' (default) hands glibc's free pages back to t
                "mark, at about the speed of plain glibc; 'release' makes glibc return every freed block of "
                "64 KiB and more at once (about as low a resident set, ~1.5x the CPU time of a CPU training step: fresh "
                "pages are faulted in again); 'default' leaves glibc as it is. ALPHAFOLD_MEM_MALLOC=<setting> "
-               "sets the default (README, 'Training memory a machine sees')")
+               "sets the default. Independently, large CPU tensors are put on transparent huge pages (fewer page "
+               "faults) unless THP_MEM_ALLOC_ENABLE or ALPHAFOLD_MEM_MALLOC=default is set in the environment "
+               "(README, 'Training memory a machine sees')")
 
 
 def add_malloc_option(parser: argparse.ArgumentParser) -> None:
@@ -27,4 +30,6 @@ def apply_malloc_option(args: argparse.Namespace) -> None:
     """Apply :func:`~alphafold_mem.memory.host.apply_malloc_setting` for a command that has
     ``--malloc`` (``args.malloc`` None: the environment's or the default setting)."""
     if hasattr(args, "malloc"):
-        logging.getLogger("alphafold_mem").info("glibc allocator: %s", apply_malloc_setting(args.malloc))
+        log = logging.getLogger("alphafold_mem")
+        log.info("glibc allocator: %s", apply_malloc_setting(args.malloc))
+        log.info("huge pages: %s", huge_pages_status())

@@ -10,7 +10,8 @@ What the binder sets, per declaration:
   attribute of the same name;
 * a stack: ``checkpoint_every`` from the policy's ``checkpoint_<stack>`` field, read by
   :func:`alphafold_mem.memory.checkpoint.run_blocks`; with ``checkpoint_granularity="update"`` every
-  splittable module inside its blocks (one residual update each) is checkpointed instead.
+  splittable module inside its blocks (one residual update each) is checkpointed instead; with
+  ``"nested"``, in addition (inside the recomputation of each block segment).
 
 A module whose class declares nothing makes the binder raise
 (:class:`~alphafold_mem.memory.axes.UndeclaredModuleError`), so a new module cannot silently opt out.
@@ -90,8 +91,8 @@ def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
                 setattr(module, attribute, value)
         if spec.stack is not None:
             every = getattr(policy, STACKS[spec.stack])
-            by_update = every and policy.checkpoint_granularity == "update"
-            module.checkpoint_every = 0 if by_update else every
+            by_update = every and policy.checkpoint_granularity in ("update", "nested")
+            module.checkpoint_every = 0 if by_update and policy.checkpoint_granularity == "update" else every
             if by_update:
                 for block in module.blocks:
                     handles += [checkpoint_module(m) for m in block.modules() if spec_of(m).chunkable]

@@ -26,6 +26,11 @@ the resident set (RSS), which is larger for three reasons, from the largest:
    machine sees"): in a training step at N_res 64, ``trim`` took 0.94-0.97x plain glibc's CPU time
    and held 0.09x its RSS growth; ``release`` took 1.53x ``trim``'s CPU time for 1.09x its RSS growth.
    Opt out: ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default``.
+
+   Two choices elsewhere cut what is faulted in again: PyTorch's huge-page switch, set when
+   :mod:`alphafold_mem` is imported (:mod:`alphafold_mem.hugepages`: one page fault per 2 MiB of a
+   large tensor instead of one per 4 KiB), and, on CPU, reentrant activation checkpoints
+   (:mod:`alphafold_mem.memory.checkpoint`: an allocation order glibc's heap keeps less of).
 2. Memory that is malloc'ed but not a tensor storage seen by the counter: buffers allocated inside
    a kernel (BLAS/oneDNN packing, temporaries of composite kernels), autograd graph nodes, Python
    objects. :class:`MallocPeak` measures what malloc holds (glibc ``mallinfo2``: heap in use plus

@@ -60,7 +60,10 @@ class MemoryPolicy:
             block instead of one block input, and the recomputed activations are one update's
             instead of one block's. Smaller peak for shallow stacks (2 + 1 blocks: 0.21 instead of
             0.40 of the unchecked peak), larger for deep ones (AF2 initial training, 48 blocks:
-            18.8 GB instead of 5.5 GB predicted).
+            18.8 GB instead of 5.5 GB predicted). ``"nested"``: both: segments of blocks are
+            checkpoints, and while a segment is recomputed each of its updates is again a checkpoint,
+            so backward holds one segment input per segment, ~10 update inputs of one block and one
+            update's activations (instead of one block's), for one more forward of every update.
         precision: ``"fp32"`` (parameter dtype), ``"bf16"`` or ``"bf16-full"`` (autocast entered once in
             ``AlphaFold.forward``, fp32 islands as in :mod:`alphafold_mem.precision`).
         inplace: inference only: residual updates modify the representations in place; with a
@@ -116,8 +119,9 @@ class MemoryPolicy:
                              "LayerNorm, attention and triangle multiplication)")
         if self.attention not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention '{self.attention}'; valid: {', '.join(ATTENTION_IMPLS)}")
-        if self.checkpoint_granularity not in ("block", "update"):
-            raise ValueError(f"checkpoint_granularity must be 'block' or 'update', got {self.checkpoint_granularity!r}")
+        if self.checkpoint_granularity not in ("block", "update", "nested"):
+            raise ValueError("checkpoint_granularity must be 'block', 'update' or 'nested', "
+                             f"got {self.checkpoint_granularity!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision '{self.precision}'; valid: {', '.join(PRECISIONS)}")
         cs = self.chunk_size

@@ -121,7 +121,9 @@ def worker_ours(args, torch) -> dict:
     result = _timed(model, args, torch, call)
     with track_peak() as mem:
         _run_model(model, _batch(args.features, torch), training, torch, call)
-    return {**result, "counter_bytes": mem.peak, "malloc": malloc}
+    from alphafold_mem.hugepages import huge_pages_status
+
+    return {**result, "counter_bytes": mem.peak, "malloc": malloc, "huge_pages": huge_pages_status()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--openfold-src", default="")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.side == "ours":  # first, as the CLI does: it sets torch's huge-page switch before torch loads
+        import alphafold_mem  # noqa: F401
     import torch
 
     torch.set_num_threads(args.threads)

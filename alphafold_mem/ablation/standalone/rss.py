@@ -15,6 +15,7 @@ freed large block at once instead of keeping it in the heap, where a later call 
 from __future__ import annotations
 
 import importlib.util
+import resource
 import sys
 import time
 from pathlib import Path
@@ -53,14 +54,19 @@ def host_module():
 
 
 def measure(fn: Callable[[], object]) -> dict:
-    """``{"seconds", "cpu_s", "rss_bytes"}`` of ``fn()``: wall seconds, CPU seconds (user + system of
-    this process: steadier than wall time when other jobs share the cores) and the growth of the
-    resident set's peak in bytes (:func:`alphafold_mem.memory.host.rss_growth`)."""
+    """``{"seconds", "cpu_s", "sys_s", "minor_faults", "rss_bytes"}`` of ``fn()``: wall seconds, CPU
+    seconds (user + system of this process: steadier than wall time when other jobs share the cores),
+    the system part of them, the minor page faults (pages first touched after the allocator took
+    them from the system: what returning memory early costs) and the growth of the resident set's
+    peak in bytes (:func:`alphafold_mem.memory.host.rss_growth`)."""
     with host_module().rss_growth() as rss:
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0, c0 = time.perf_counter(), time.process_time()
         fn()
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"seconds": seconds, "cpu_s": cpu, "rss_bytes": rss.bytes}
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return {"seconds": seconds, "cpu_s": cpu, "sys_s": r1.ru_stime - r0.ru_stime,
+            "minor_faults": r1.ru_minflt - r0.ru_minflt, "rss_bytes": rss.bytes}
 
 
 def measure_rss(fn: Callable[[], object]) -> tuple[float, int]:
