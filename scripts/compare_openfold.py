@@ -54,7 +54,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from alphafold_mem.ablation.openfold import (  # noqa: E402
-    ALLOCATORS, SETTINGS, OpenFoldSetup, median_cell, openfold_workspace, run_cell)
+    ALLOCATORS, SETTINGS, TRAINING_SETTINGS, OpenFoldSetup, median_cell, openfold_workspace, run_cell)
 
 
 def _in_mb(result: dict) -> dict:
@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--templates", type=int, default=2)
     ap.add_argument("--evo-blocks", type=int, default=48)
     ap.add_argument("--extra-blocks", type=int, default=4)
-    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=TRAINING_SETTINGS,
+                    help="nested: training only (ours checkpoint_granularity='nested' beside OpenFold's low_memory)")
     ap.add_argument("--allocator", nargs="+", default=["default", "mmap"], choices=list(ALLOCATORS))
     ap.add_argument("--mode", default="inference", choices=["inference", "training"])
     ap.add_argument("--repeats", type=int, default=1,

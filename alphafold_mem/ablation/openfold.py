@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from ..hugepages import environment_as_found
-from .standalone.openfold_worker import SETTINGS, STAND_IN
+from .standalone.openfold_worker import SETTINGS, STAND_IN, TRAINING_SETTINGS
 from .standalone.rss import ALLOCATORS
 
-__all__ = ["ALLOCATORS", "OpenFoldSetup", "SETTINGS", "median_cell", "openfold_workspace", "run_cell",
+__all__ = ["ALLOCATORS", "OpenFoldSetup", "SETTINGS", "TRAINING_SETTINGS", "median_cell", "openfold_workspace", "run_cell",
            "run_openfold", "write_features"]
 
 WORKER = Path(__file__).resolve().parent / "standalone" / "openfold_worker.py"

@@ -11,7 +11,8 @@ Settings (``--setting``): ``unchunked`` (OpenFold ``globals.chunk_size=None``; o
 ``MemoryPolicy(inplace=True)``: OpenFold's no-grad forward updates in place), ``chunk4`` (chunk size 4 on both sides, in place; OpenFold's chunk-size tuning
 off), ``low_memory`` (OpenFold ``globals.use_lma=True``; ours ``MemoryPolicy.low_memory_inference()``);
 in training both sides checkpoint every block (OpenFold ``globals.blocks_per_ckpt=1``; ours
-``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)`` for ``unchunked``). Inference is
+``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)`` for ``unchunked``; training's ``nested``
+is ours ``MemoryPolicy.training(checkpoint_granularity="nested")`` beside OpenFold's ``low_memory``). Inference is
 ``eval()`` + ``no_grad``; training is ``train()``, forward + backward of a proxy loss. One warm-up call
 at a small size comes first.
 """
@@ -44,6 +45,9 @@ def backward_(attn, grad_output, v, rows, cols, head_dim):
 '''
 
 SETTINGS = ("unchunked", "chunk4", "low_memory")
+#: training also has ``nested``: ours ``MemoryPolicy.training(checkpoint_granularity="nested")`` beside
+#: OpenFold's lowest-memory training setting (``low_memory``'s: LMA, every block checkpointed)
+TRAINING_SETTINGS = SETTINGS + ("nested",)
 
 
 def _proxy_loss(out: dict):
@@ -83,7 +87,7 @@ def worker_openfold(args, torch) -> dict:
 
     c = model_config(args.preset, train=args.mode == "training")
     c.globals.chunk_size = 4 if args.setting == "chunk4" else None
-    c.globals.use_lma = args.setting == "low_memory"
+    c.globals.use_lma = args.setting in ("low_memory", "nested")
     c.globals.blocks_per_ckpt = 1 if args.mode == "training" else None
     for stack in (c.model.evoformer_stack, c.model.extra_msa.extra_msa_stack, c.model.template.template_pair_stack):
         stack.tune_chunk_size = False
@@ -111,7 +115,8 @@ def worker_ours(args, torch) -> dict:
     if training:
         policy = {"unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1,
                                                       checkpoint_template=1),
-                  "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training()}[args.setting]
+                  "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training(),
+                  "nested": MemoryPolicy.training(checkpoint_granularity="nested")}[args.setting]
     else:  # OpenFold's no-grad forward updates in place; so do these
         policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
                   "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
@@ -129,7 +134,7 @@ def worker_ours(args, torch) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--side", choices=["ours", "openfold"], required=True)
-    ap.add_argument("--setting", choices=SETTINGS, required=True)
+    ap.add_argument("--setting", choices=TRAINING_SETTINGS, required=True)
     ap.add_argument("--mode", choices=["inference", "training"], default="inference")
     ap.add_argument("--features", required=True, help="npz of the inputs (OpenFold layout, trailing recycling dim)")
     ap.add_argument("--warmup-features", required=True)
@@ -140,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--openfold-src", default="")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.setting not in SETTINGS and args.mode != "training":
+        ap.error(f"setting {args.setting!r} is a training setting")
     if args.side == "ours":  # first, as the CLI does: it sets torch's huge-page switch before torch loads
         import alphafold_mem  # noqa: F401
     import torch
