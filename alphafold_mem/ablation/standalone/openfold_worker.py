@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.setting not in SETTINGS and args.mode != "training":
         ap.error(f"setting {args.setting!r} is a training setting")
     if args.side == "ours":  # first, as the CLI does: it sets torch's huge-page switch before torch loads
-        import alphafold_mem  # noqa: F401
+        from alphafold_mem.hugepages import request_huge_pages  # noqa: F401 (the package's import requests them)
     import torch
 
     torch.set_num_threads(args.threads)
