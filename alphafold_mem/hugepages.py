@@ -23,10 +23,13 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["THP_ENV", "environment_as_found", "huge_pages_status", "request_huge_pages"]
+__all__ = ["OPT_OUT_ENV", "THP_ENV", "environment_as_found", "huge_pages_status", "request_huge_pages"]
 
 #: PyTorch's switch (c10/core/impl/alloc_cpu.cpp): "1" advises huge pages for CPU allocations >= 2 MiB.
 THP_ENV = "THP_MEM_ALLOC_ENABLE"
+#: ``ALPHAFOLD_MEM_MALLOC=default`` asks for plain allocators: no huge pages here, no glibc remedy in
+#: :mod:`alphafold_mem.memory.host` (which takes the name from here: this module loads before torch).
+OPT_OUT_ENV = "ALPHAFOLD_MEM_MALLOC"
 _SYSFS = "/sys/kernel/mm/transparent_hugepage/enabled"
 _requested: str = "not requested"
 
@@ -37,8 +40,8 @@ def request_huge_pages() -> str:
     global _requested
     if THP_ENV in os.environ:
         _requested = f"left as set: {THP_ENV}={os.environ[THP_ENV]}"
-    elif os.environ.get("ALPHAFOLD_MEM_MALLOC", "").lower() == "default":
-        _requested = "not requested: ALPHAFOLD_MEM_MALLOC=default"
+    elif os.environ.get(OPT_OUT_ENV, "").lower() == "default":
+        _requested = f"not requested: {OPT_OUT_ENV}=default"
     elif "torch" in sys.modules:
         _requested = "not requested: torch was imported before alphafold_mem"
     else:

@@ -13,12 +13,17 @@ PROBE = ("import os, sys\n{first}import alphafold_mem\nfrom alphafold_mem.hugepa
          "print(os.environ.get('THP_MEM_ALLOC_ENABLE')); print(huge_pages_status())")
 
 
-def _probe(first: str = "", **env: str) -> list[str]:
+def _python(code: str, **env: str) -> list[str]:
+    """Lines printed by ``code`` in a fresh interpreter whose environment has neither switch, plus ``env``."""
     base = {k: v for k, v in os.environ.items() if k not in (THP_ENV, "ALPHAFOLD_MEM_MALLOC")}
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(first=first)], env={**base, **env},
-                          capture_output=True, text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
+                          timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.strip().splitlines()
+
+
+def _probe(first: str = "", **env: str) -> list[str]:
+    return _python(PROBE.format(first=first), **env)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps is Linux's")
@@ -48,9 +53,5 @@ def test_children_can_get_the_environment_as_the_user_left_it(user_value, kept):
     """The OpenFold side of scripts/compare_openfold.py runs without the switch our import added."""
     code = ("import os, alphafold_mem\nfrom alphafold_mem.hugepages import environment_as_found\n"
             "print('THP_MEM_ALLOC_ENABLE' in os.environ, 'THP_MEM_ALLOC_ENABLE' in environment_as_found(os.environ))")
-    base = {k: v for k, v in os.environ.items() if k not in (THP_ENV, "ALPHAFOLD_MEM_MALLOC")}
-    env = base if user_value is None else {**base, THP_ENV: user_value}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                          cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["True", str(kept)]
+    lines = _python(code, **({} if user_value is None else {THP_ENV: user_value}))
+    assert lines == [f"True {kept}"]

@@ -92,7 +92,7 @@ def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
         if spec.stack is not None:
             every = getattr(policy, STACKS[spec.stack])
             by_update = every and policy.checkpoint_granularity in ("update", "nested")
-            module.checkpoint_every = 0 if by_update and policy.checkpoint_granularity == "update" else every
+            module.checkpoint_every = 0 if policy.checkpoint_granularity == "update" else every
             if by_update:
                 for block in module.blocks:
                     handles += [checkpoint_module(m) for m in block.modules() if spec_of(m).chunkable]

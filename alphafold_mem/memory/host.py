@@ -54,11 +54,13 @@ from typing import Iterator, Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+# ALPHAFOLD_MEM_MALLOC=default leaves glibc's allocator as it is (trim / release pick a remedy); the name
+# lives in hugepages, which must load before torch
+from ..hugepages import OPT_OUT_ENV
+
 __all__ = ["apply_malloc_remedy", "apply_malloc_setting", "start_malloc_trim", "malloc_in_use", "MallocPeak",
            "rss_growth", "DEFAULT_MALLOC", "MALLOC_SETTINGS", "OPT_OUT_ENV"]
 
-#: ``ALPHAFOLD_MEM_MALLOC=default`` leaves glibc's allocator as it is (``trim`` / ``release`` pick a remedy).
-OPT_OUT_ENV = "ALPHAFOLD_MEM_MALLOC"
 #: The settings of ``--malloc`` (module docstring, point 1), and the one ``alphafold-mem`` applies by default.
 MALLOC_SETTINGS = ("trim", "release", "default")
 DEFAULT_MALLOC = "trim"
