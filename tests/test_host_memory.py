@@ -103,3 +103,25 @@ def test_malloc_peak_and_rss_growth_see_an_allocation():
         del x
     assert 25e6 <= m.peak <= 26e6
     assert r.bytes >= 24e6
+
+
+STANDALONE = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("rss_by_path", sys.argv[1])
+rss = importlib.util.module_from_spec(spec); spec.loader.exec_module(rss)
+import torch
+result = rss.measure(lambda: torch.ones(2 ** 23).add_(1))
+print(rss.host_module().OPT_OUT_ENV, result["rss_bytes"] > 16 * 2 ** 20, "alphafold_mem" in sys.modules)
+"""
+
+
+def test_measure_loads_by_file_path_outside_the_package(tmp_path):
+    """The measure OpenFold's environment runs (ablation/standalone/rss.py, host.py by file path) works in
+    a fresh interpreter that cannot import alphafold_mem (cwd elsewhere, no PYTHONPATH) and sees a 32 MB
+    tensor."""
+    script = os.path.join(ROOT, "alphafold_mem", "ablation", "standalone", "rss.py")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-I", "-c", STANDALONE, script], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["ALPHAFOLD_MEM_MALLOC", "True", "False"]

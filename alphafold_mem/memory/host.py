@@ -54,9 +54,25 @@ from typing import Iterator, Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+
+
+def _hugepages():
+    """:mod:`alphafold_mem.hugepages` (standard library only), also when this file was loaded by path
+    outside the package (:mod:`alphafold_mem.ablation.standalone.rss`, in any Python with torch)."""
+    if __package__:
+        from .. import hugepages
+        return hugepages
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("_alphafold_mem_hugepages", Path(__file__).parents[1] / "hugepages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # ALPHAFOLD_MEM_MALLOC=default leaves glibc's allocator as it is (trim / release pick a remedy); the name
 # lives in hugepages, which must load before torch
-from ..hugepages import OPT_OUT_ENV
+OPT_OUT_ENV = _hugepages().OPT_OUT_ENV
 
 __all__ = ["apply_malloc_remedy", "apply_malloc_setting", "start_malloc_trim", "malloc_in_use", "MallocPeak",
            "rss_growth", "DEFAULT_MALLOC", "MALLOC_SETTINGS", "OPT_OUT_ENV"]
