@@ -187,7 +187,9 @@ class TriangleMultiplication(nn.Module):
     def _outgoing_rows(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
         """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (j), N_res (k)]`` or its host row blocks."""
         zn = self.layer_norm_input(z)
-        a = self._left(zn, pair_mask).movedim(-1, -3)  # [*, C, I, k]
+        # channel-first and contiguous: every channel's [I, k] matrix is then read as it lies (a strided
+        # view would be copied once per channel inside the batched product)
+        a = self._left(zn, pair_mask).movedim(-1, -3).contiguous()  # [*, C, I, k]
         if isinstance(b, Tensor):
             x = torch.matmul(a, b.transpose(-1, -2))  # [*, C, I, j]
         else:  # b's row blocks are blocks of output columns j
@@ -201,7 +203,7 @@ class TriangleMultiplication(nn.Module):
     def _incoming_columns(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
         """Update columns from z columns ``[*, N_res, J, c_z]``; b ``[*, C, N_res (k), N_res (i)]`` or its host row blocks."""
         zn = self.layer_norm_input(z)
-        a = self._left(zn, pair_mask).movedim(-1, -3).transpose(-1, -2)  # [*, C, J, k]
+        a = self._left(zn, pair_mask).movedim(-1, -3).transpose(-1, -2).contiguous()  # [*, C, J, k] (as above)
         if isinstance(b, Tensor):
             x = torch.matmul(a, b)  # [*, C, J, i]
         else:  # b's row blocks are blocks of the summed index k
