@@ -70,6 +70,8 @@ SLOW_TESTS = (
     "test_train_parallel.py::test_two_process_ddp_equals_one_process_on_the_same_global_batch",
     "test_dap.py::test_per_device_inference_peak_scales_with_p",
     "test_memory_estimate.py::test_fast_estimate_equals_full_trace[low-memory-cpu]",
+    "test_memory_estimate.py::test_fast_estimate_equals_full_trace[idle-offload-accelerator]",
+    "test_memory_estimate.py::test_fast_estimate_equals_full_trace[buffers-offload-bf16-full]",
     # the ablation's device-sharding rows through predict (two ranks, 43 s on 2 cores)
     "test_ablation.py::test_dap_rows_run_through_predict_with_dap",
 )
