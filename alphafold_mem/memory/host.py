@@ -55,7 +55,6 @@ from typing import Iterator, Optional
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
-
 def _hugepages():
     """:mod:`alphafold_mem.hugepages` (standard library only), also when this file was loaded by path
     outside the package (:mod:`alphafold_mem.ablation.standalone.rss`, in any Python with torch)."""
