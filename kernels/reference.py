@@ -13,6 +13,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+#: dtypes whose statistics are computed as they are (no cast)
+_FULL = (torch.float32, torch.float64)
+
+
 def _stat_dtype(x: Tensor) -> torch.dtype:
     """fp32 for half-precision inputs; fp64 stays fp64 (statistics are never computed narrower)."""
     return torch.promote_types(x.dtype, torch.float32)
@@ -44,8 +48,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = ()) ->
     logits = torch.matmul(q, k.transpose(-1, -2))  # [*, H, Q, K]
     for b in biases:
         logits = logits + b
-    probs = torch.softmax(logits.to(_stat_dtype(logits)), dim=-1).to(v.dtype)  # [*, H, Q, K]
-    return torch.matmul(probs, v)  # [*, H, Q, C_v]
+    if logits.dtype not in _FULL:  # the casts cost a call each even when they change nothing
+        logits = logits.to(_stat_dtype(logits))
+    probs = torch.softmax(logits, dim=-1)  # [*, H, Q, K]
+    return torch.matmul(probs if probs.dtype == v.dtype else probs.to(v.dtype), v)  # [*, H, Q, C_v]
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
@@ -54,6 +60,8 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
     Args:
         x: ``[*, C]``; weight, bias: ``[C]``.
     """
+    if x.dtype in _FULL and weight.dtype == x.dtype and bias.dtype == x.dtype:  # no cast to make: one call
+        return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
     sd = _stat_dtype(x)
     out = F.layer_norm(x.to(sd), x.shape[-1:], weight.to(sd), bias.to(sd), eps)
     return out.to(x.dtype)
