@@ -36,6 +36,12 @@ in place; OpenFold's chunk-size tuning off), ``low_memory`` (OpenFold ``globals.
 ``globals.blocks_per_ckpt=1``; ours ``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)``
 for ``unchunked``).
 
+``--same-process K`` runs, instead, both models in one process per cell (OpenFold's Python, our
+package on its path), timed alternately K times with the order swapped every round: both then see
+the same machine at nearly the same moment, so the time ratio (the median of the per-round ratios)
+is steadier than across fresh processes on a machine whose speed drifts. Time only (one process has
+one resident set), plain glibc for both.
+
 Example (model_1_ptm, 48 + 4 blocks, N_seq 16, N_extra 64, 2 templates; several minutes per row)::
 
     python scripts/compare_openfold.py --openfold-src ../openfold --openfold-python ../of_venv/bin/python \\
@@ -81,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", default="inference", choices=["inference", "training"])
     ap.add_argument("--repeats", type=int, default=1,
                     help="fresh processes per side and cell, the two sides interleaved (median reported)")
+    ap.add_argument("--same-process", type=int, default=0, metavar="K",
+                    help="instead: both models in one process per cell, timed alternately K times (time only; "
+                         "both see the same machine, so the ratio is steadier than across fresh processes)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -89,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                           n_seq=args.n_seq, n_extra=args.n_extra, templates=args.templates,
                           evo_blocks=args.evo_blocks, extra_blocks=args.extra_blocks, mode=args.mode, threads=1,
                           timeout=args.timeout)
+    if args.same_process:
+        if not args.openfold_src:
+            ap.error("--same-process needs --openfold-src")
+        return _same_process(setup, args)
     sides = ["ours"] + (["openfold"] if args.openfold_src else [])
     if not args.openfold_src:
         print("# no --openfold-src: our side only", file=sys.stderr)
@@ -119,6 +132,41 @@ def main(argv: list[str] | None = None) -> int:
         with atomic_write(args.json) as tmp:
             pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def _same_process(setup: OpenFoldSetup, args) -> int:
+    """Both models in one process per cell, timed alternately: medians and the median of the
+    per-round ratios."""
+    import statistics
+
+    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
+          f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, both models in one process "
+          f"per cell, {args.same_process} alternations (order swapped each round), wall seconds")
+    print("| N_res | allocator | setting | OpenFold s (median) | ours s (median) | ours/OpenFold (median of rounds) "
+          "| ours/OpenFold per round |")
+    print("|---|---|---|---|---|---|---|")
+    rows, failed = [], 0
+    with openfold_workspace(setup) as tmp:
+        for n_res in args.n_res:
+            for allocator in args.allocator:
+                for setting in args.settings:
+                    res = run_cell(setup, "both", n_res, setting, allocator, tmp, alternations=args.same_process)
+                    cell = {"n_res": n_res, "allocator": allocator, "setting": setting, **res}
+                    rows.append(cell)
+                    if "error" in res:
+                        failed += 1
+                        print(f"| {n_res} | {allocator} | {setting} | error: {res['error'][:80]} | | | |", flush=True)
+                        continue
+                    of, ours = res["openfold_seconds"], res["ours_seconds"]
+                    ratios = [o / f for o, f in zip(ours, of)]
+                    print(f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
+                          f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |", flush=True)
+    if args.json:
+        from alphafold_mem.io import atomic_write
+
+        with atomic_write(args.json) as tmp:
+            pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
+    return 1 if failed else 0
 
 
 def _row(cell: dict) -> str:

@@ -16,3 +16,63 @@ def test_allocator_environments():
     assert ALLOCATORS["glibc"] == {"ALPHAFOLD_MEM_MALLOC": "default"}
     assert ALLOCATORS["release"] == {"ALPHAFOLD_MEM_MALLOC": "release"}
     assert ALLOCATORS["mmap"]["MALLOC_MMAP_THRESHOLD_"] == "65536"
+
+
+FAKE_CONFIG = '''
+from types import SimpleNamespace as NS
+
+
+def model_config(preset, train=False):
+    stack = lambda: NS(tune_chunk_size=True, no_blocks=48)  # noqa: E731
+    return NS(globals=NS(chunk_size=None, use_lma=False, blocks_per_ckpt=None),
+              model=NS(evoformer_stack=stack(), extra_msa=NS(extra_msa_stack=stack()),
+                       template=NS(template_pair_stack=stack())))
+'''
+
+FAKE_MODEL = '''
+import torch
+
+
+class AlphaFold(torch.nn.Module):
+    """A stand-in with OpenFold's constructor and call: a config in, a feature dict in, outputs out."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.linear = torch.nn.Linear(1, 3)
+
+    def forward(self, batch):
+        x = batch["aatype"][..., 0].float()[..., None]  # [N_res, 1]
+        return {"final_atom_positions": self.linear(x)}
+'''
+
+
+def test_same_process_mode_times_both_models_alternately(tmp_path, capsys):
+    """``compare_openfold.py --same-process K``: one process per cell runs OpenFold's model (here a
+    stand-in checkout with OpenFold's module layout) and ours, K timed runs each; the table gives the
+    median of the per-round ratios and the JSON every run."""
+    import importlib.util
+    import json
+    import pathlib
+
+    (tmp_path / "openfold" / "model").mkdir(parents=True)
+    (tmp_path / "openfold" / "__init__.py").write_text("")
+    (tmp_path / "openfold" / "model" / "__init__.py").write_text("")
+    (tmp_path / "openfold" / "config.py").write_text(FAKE_CONFIG)
+    (tmp_path / "openfold" / "model" / "model.py").write_text(FAKE_MODEL)
+    script = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "compare_openfold.py"
+    spec = importlib.util.spec_from_file_location("compare_openfold", script)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    out = tmp_path / "rows.json"
+    rc = compare.main(["--openfold-src", str(tmp_path), "--n-res", "12", "--n-seq", "3", "--n-extra", "4",
+                       "--templates", "1", "--evo-blocks", "1", "--extra-blocks", "1", "--settings", "chunk4",
+                       "--allocator", "default", "--same-process", "3", "--json", str(out)])
+    assert rc == 0
+    (row,) = json.loads(out.read_text())
+    assert (row["n_res"], row["setting"]) == (12, "chunk4")
+    for side in ("openfold", "ours"):
+        assert len(row[f"{side}_seconds"]) == 3 and all(s > 0 for s in row[f"{side}_seconds"])
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 12 ")]
+    ratios = [o / f for o, f in zip(row["ours_seconds"], row["openfold_seconds"])]
+    assert table and f"{sorted(ratios)[1]:.3f}" in table[0]

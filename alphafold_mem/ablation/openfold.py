@@ -90,16 +90,20 @@ def openfold_workspace(setup: OpenFoldSetup) -> Iterator[str]:
         yield tmp
 
 
-def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocator: str, tmp: str) -> dict:
-    """One fresh worker process: ``{"seconds", "cpu_s", "rss_bytes"[, "counter_bytes"]}`` or ``{"error": ...}``."""
+def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocator: str, tmp: str,
+             alternations: int = 3) -> dict:
+    """One fresh worker process: ``{"seconds", "cpu_s", "rss_bytes"[, "counter_bytes"]}`` or ``{"error": ...}``;
+    for ``side="both"`` (both models in one process, timed alternately ``alternations`` times, run by
+    OpenFold's Python) ``{"openfold_seconds": [...], "ours_seconds": [...]}``."""
     features = os.path.join(tmp, f"features_{n_res}.npz")
     if not os.path.exists(features):
         write_features(features, n_res, setup.n_seq, setup.n_extra, setup.templates)
-    python = setup.openfold_python if side == "openfold" else sys.executable
+    python = setup.openfold_python if side in ("openfold", "both") else sys.executable
     cmd = [python, str(WORKER), "--side", side, "--setting", setting, "--mode", setup.mode, "--features", features,
            "--warmup-features", os.path.join(tmp, "warmup.npz"), "--preset", setup.preset,
            "--evo-blocks", str(setup.evo_blocks), "--extra-blocks", str(setup.extra_blocks),
-           "--stand-in-dir", tmp, "--openfold-src", setup.openfold_src or "", "--threads", str(setup.threads)]
+           "--stand-in-dir", tmp, "--openfold-src", setup.openfold_src or "", "--threads", str(setup.threads),
+           "--alternations", str(alternations)]
     # the environment as the user left it (our import added torch's huge-page switch to this process's
     # environment): OpenFold runs without it; our worker imports alphafold_mem first and sets it itself
     env = {**environment_as_found(os.environ), **ALLOCATORS[allocator], "OMP_NUM_THREADS": str(setup.threads),

@@ -1,7 +1,8 @@
 """One forward (or training step) of OpenFold's model or ours in a fresh process: wall time, CPU time
 and peak-RSS growth (and, for ours, the storage counter in a second run). Started by :mod:`alphafold_mem.ablation.openfold` (and
 ``scripts/compare_openfold.py``) as ``PYTHON openfold_worker.py --side openfold|ours ...``; prints one
-JSON line.
+JSON line. ``--side both`` (OpenFold's Python, our package on its path) builds both models in one
+process and times them alternately ``--alternations`` times (time only).
 
 OpenFold is imported from the checkout ``--openfold-src`` names (nothing of it is copied). Its one
 compiled import on the CPU path, ``attn_core_inplace_cuda`` (an in-place softmax), gets the
@@ -79,7 +80,8 @@ def _timed(model, args, torch, call) -> dict:
     return result
 
 
-def worker_openfold(args, torch) -> dict:
+def build_openfold(args, torch):
+    """OpenFold's model for the setting, and how to call it."""
     sys.path.insert(0, args.stand_in_dir)
     sys.path.insert(0, os.path.abspath(args.openfold_src))
     from openfold.config import model_config
@@ -94,21 +96,21 @@ def worker_openfold(args, torch) -> dict:
     c.model.evoformer_stack.no_blocks = args.evo_blocks
     c.model.extra_msa.extra_msa_stack.no_blocks = args.extra_blocks
     torch.manual_seed(0)
-    return _timed(AlphaFold(c), args, torch, lambda m, b: m(b))
+    return AlphaFold(c), lambda m, b: m(b)
 
 
-def worker_ours(args, torch) -> dict:
+def worker_openfold(args, torch) -> dict:
+    model, call = build_openfold(args, torch)
+    return _timed(model, args, torch, call)
+
+
+def build_ours(args, torch):
+    """Our model for the setting (the memory policy applied), and how to call it."""
     from alphafold_mem.config import model_config
-    from alphafold_mem.memory import MemoryPolicy, track_peak
+    from alphafold_mem.memory import MemoryPolicy
     from alphafold_mem.planner import apply_memory_policy
     from alphafold_mem.model import AlphaFold
 
-    from alphafold_mem.memory.host import apply_malloc_setting
-
-    # what `alphafold-mem train/predict` do by default (--malloc trim, or $ALPHAFOLD_MEM_MALLOC); a no-op
-    # when the environment sets MALLOC_*_THRESHOLD_ (allocator "mmap") or ALPHAFOLD_MEM_MALLOC=default
-    # (allocator "glibc")
-    malloc = apply_malloc_setting()
     cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
                                        "extra_msa.num_blocks": args.extra_blocks})
     training = args.mode == "training"
@@ -121,8 +123,19 @@ def worker_ours(args, torch) -> dict:
         policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
                   "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
     torch.manual_seed(0)
-    model = apply_memory_policy(AlphaFold(cfg), policy)
-    call = lambda m, b: m(b, recycle_dim=-1)  # noqa: E731
+    return apply_memory_policy(AlphaFold(cfg), policy), lambda m, b: m(b, recycle_dim=-1)
+
+
+def worker_ours(args, torch) -> dict:
+    from alphafold_mem.memory import track_peak
+    from alphafold_mem.memory.host import apply_malloc_setting
+
+    # what `alphafold-mem train/predict` do by default (--malloc trim, or $ALPHAFOLD_MEM_MALLOC); a no-op
+    # when the environment sets MALLOC_*_THRESHOLD_ (allocator "mmap") or ALPHAFOLD_MEM_MALLOC=default
+    # (allocator "glibc")
+    malloc = apply_malloc_setting()
+    model, call = build_ours(args, torch)
+    training = args.mode == "training"
     result = _timed(model, args, torch, call)
     with track_peak() as mem:
         _run_model(model, _batch(args.features, torch), training, torch, call)
@@ -131,9 +144,35 @@ def worker_ours(args, torch) -> dict:
     return {**result, "counter_bytes": mem.peak, "malloc": malloc, "huge_pages": huge_pages_status()}
 
 
+def worker_both(args, torch) -> dict:
+    """Both models in this one process, timed alternately ``args.alternations`` times (the order
+    swapped every round), so that both see the same machine at nearly the same moment: wall seconds
+    per run for each side. Time only (one process has one resident set), under one allocator for
+    both (plain glibc: our ``--malloc trim`` thread is not started)."""
+    import time
+
+    training = args.mode == "training"
+    sides = {"openfold": build_openfold(args, torch), "ours": build_ours(args, torch)}
+    for model, call in sides.values():  # the same warm-up as a fresh-process cell
+        _run_model(model, _batch(args.warmup_features, torch), training, torch, call)
+        model.zero_grad(set_to_none=True)
+    batch = _batch(args.features, torch)
+    seconds = {side: [] for side in sides}
+    for i in range(args.alternations):
+        for side in (("openfold", "ours") if i % 2 == 0 else ("ours", "openfold")):
+            model, call = sides[side]
+            start = time.perf_counter()
+            _run_model(model, batch, training, torch, call)
+            seconds[side].append(time.perf_counter() - start)
+            model.zero_grad(set_to_none=True)
+    return {f"{side}_seconds": v for side, v in seconds.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--side", choices=["ours", "openfold"], required=True)
+    ap.add_argument("--side", choices=["ours", "openfold", "both"], required=True,
+                    help="both: the two models in this process, timed alternately (--alternations)")
+    ap.add_argument("--alternations", type=int, default=3)
     ap.add_argument("--setting", choices=TRAINING_SETTINGS, required=True)
     ap.add_argument("--mode", choices=["inference", "training"], default="inference")
     ap.add_argument("--features", required=True, help="npz of the inputs (OpenFold layout, trailing recycling dim)")
@@ -152,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    print(json.dumps((worker_openfold if args.side == "openfold" else worker_ours)(args, torch)))
+    worker = {"openfold": worker_openfold, "ours": worker_ours, "both": worker_both}[args.side]
+    print(json.dumps(worker(args, torch)))
     return 0
 
 
