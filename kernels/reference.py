@@ -47,7 +47,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = ()) ->
         raise ValueError(f"attention shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     logits = torch.matmul(q, k.transpose(-1, -2))  # [*, H, Q, K]
     for b in biases:
-        logits = logits + b
+        if b.dtype == logits.dtype and torch.broadcast_shapes(logits.shape, b.shape) == logits.shape:
+            logits = logits.add_(b)  # a fresh buffer (autograd saved q and k, not it): same values, no copy
+        else:
+            logits = logits + b
     if logits.dtype not in _FULL:  # the casts cost a call each even when they change nothing
         logits = logits.to(_stat_dtype(logits))
     probs = torch.softmax(logits, dim=-1)  # [*, H, Q, K]
