@@ -346,3 +346,23 @@ def test_triton_in_subprocess():
         cwd=root, env=env, capture_output=True, text=True, timeout=900,
     )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+
+
+def test_add_bias_adds_in_place_only_when_the_sum_keeps_the_shape():
+    """kernels.reference.add_bias (the attention cores' bias addition): into the logits buffer when the
+    bias broadcasts to it without enlarging it, else a new tensor; the values of ``logits + bias`` both ways."""
+    from kernels.reference import add_bias
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 4, 5)
+    for shape in [(2, 3, 4, 5), (2, 1, 1, 5), (4, 5), (5,), (1, 1, 1, 1, 5), (2, 3, 4, 1)]:
+        bias, fresh = torch.randn(shape), logits.clone()
+        out = add_bias(fresh, bias)
+        assert torch.equal(out, logits + bias)
+        in_place = out.data_ptr() == fresh.data_ptr()
+        assert in_place == (len(shape) <= 4 and out.shape == logits.shape), shape
+    for shape in [(3, 2, 3, 4, 5), (7, 1, 1, 1, 1)]:  # the sum is larger than the logits: a new tensor
+        bias, fresh = torch.randn(shape), logits.clone()
+        out = add_bias(fresh, bias)
+        assert out.shape == torch.broadcast_shapes(logits.shape, shape) and torch.equal(fresh, logits)
+        assert torch.equal(out, logits + bias)

@@ -24,6 +24,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from kernels.reference import add_bias
+
 from .chunking import estimating
 
 
@@ -43,12 +45,8 @@ def _bias_slice(b: Tensor, qs: int, qn: int, ks: int, kn: int) -> Tensor:
 def _logits(q: Tensor, k: Tensor, biases: Sequence[Tensor], qs: int, qn: int, ks: int, kn: int,
             sd: torch.dtype) -> Tensor:
     s = torch.matmul(q.narrow(-2, qs, qn), k.narrow(-2, ks, kn).transpose(-1, -2)).to(sd)  # [*, H, qn, kn]
-    for b in biases:
-        b = _bias_slice(b, qs, qn, ks, kn)
-        if torch.broadcast_shapes(s.shape, b.shape) == s.shape:
-            s.add_(b)  # s is a fresh buffer: add in place (no second logits-sized allocation)
-        else:
-            s = s + b
+    for b in biases:  # s is a fresh buffer: added in place (no second logits-sized allocation)
+        s = add_bias(s, _bias_slice(b, qs, qn, ks, kn))
     return s
 
 
