@@ -127,11 +127,15 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(cell)
                     print(_row(cell), flush=True)
     if args.json:
-        from alphafold_mem.io import atomic_write
-
-        with atomic_write(args.json) as tmp:
-            pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
+        _write_json(args.json, rows)
     return 0
+
+
+def _write_json(path: str, rows: list) -> None:
+    from alphafold_mem.io import atomic_write
+
+    with atomic_write(path) as tmp:
+        pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
 
 
 def _same_process(setup: OpenFoldSetup, args) -> int:
@@ -162,10 +166,7 @@ def _same_process(setup: OpenFoldSetup, args) -> int:
                     print(f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
                           f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |", flush=True)
     if args.json:
-        from alphafold_mem.io import atomic_write
-
-        with atomic_write(args.json) as tmp:
-            pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
+        _write_json(args.json, rows)
     return 1 if failed else 0
 
 
