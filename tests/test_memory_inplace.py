@@ -4,6 +4,8 @@ memory), streamed templates (online softmax; outputs and gradients), query-chunk
 attention, row-chunked heads and embedders, host parking. fp32 on CPU, sizes that the chunk sizes do
 not divide, masks with both values."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -89,6 +91,30 @@ def test_triangle_multiplication_streamed_buffer(outgoing):
                 assert offload_active(z.device)
                 out = op.add_to_(z.clone(), z.clone(), pm)
             assert (out - ref).abs().max().item() <= TOL, cs
+
+
+@pytest.mark.parametrize("outgoing", [True, False])
+def test_triangle_multiplication_blocks_of_rows(outgoing):
+    """The in-place multiplicative update takes its product over blocks of at least MATMUL_ROWS rows
+    (columns), each computed chunk_size rows at a time: at N_res 37 (several blocks, a short last
+    one, every remainder of chunk_size) it equals z + forward, also with b streamed from host blocks."""
+    from alphafold_mem.model import triangle
+
+    g = torch.Generator().manual_seed(3)
+    n = 37
+    assert n > 2 * triangle.MATMUL_ROWS
+    z = torch.randn(1, n, n, C, generator=g)
+    pm = (torch.rand(1, n, n, generator=g) > 0.2).float()
+    pm[:, -3:] = 0
+    op = _perturbed(TriangleMultiplication(C, 6, outgoing=outgoing))
+    with torch.no_grad():
+        ref = z + op(z, pm)
+        for cs, offload in ((1, "none"), (4, "none"), (5, "none"), (7, "none"), (16, "none"), (40, "none"),
+                            (4, "buffers"), (5, "buffers")):
+            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, offload=offload))
+            with simulated_device(StorageTracker()) if offload == "buffers" else contextlib.nullcontext():
+                out = op.add_to_(z.clone(), z.clone(), pm)
+            assert (out - ref).abs().max().item() <= TOL, (cs, offload)
 
 
 def test_add_to_equals_residual_update_bf16_full():

@@ -272,9 +272,12 @@ def declared_splits(root: nn.Module) -> Iterator[tuple[str, nn.Module, str, Spli
 
 
 def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, out: Optional[Result] = None,
-              accumulate: bool = False, collect: bool = False) -> Union[Result, list]:
+              accumulate: bool = False, collect: bool = False, chunk_size: Union[int, None, str] = "module"
+              ) -> Union[Result, list]:
     """Run the declared step ``step`` of ``module``: ``fn(*args)``, in slices of ``module.chunk_size``
-    along the declared axis (``None``: one call on the whole tensors, the reference computation).
+    (or of ``chunk_size`` when given: a step whose slices must be larger than the policy's, e.g. to
+    keep a batched product efficient) along the declared axis (``None``: one call on the whole
+    tensors, the reference computation).
     A module bound to a device-sharding runner (``module.dap``, set by
     :func:`alphafold_mem.distributed.apply_parallel_policy`) runs the step through it instead.
 
@@ -306,7 +309,9 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
         if out is not None and not collect and runner.run_into(module, step, split, fn, args, out, accumulate):
             return out  # written slice by slice into this device's share of out
         return _deliver(runner.run(module, step, split, fn, args), out, accumulate, collect)
-    return chunked(fn, args, split.dims, getattr(module, "chunk_size", None), out_dim=split.out_dim, out=out,
+    if chunk_size == "module":
+        chunk_size = getattr(module, "chunk_size", None)
+    return chunked(fn, args, split.dims, chunk_size, out_dim=split.out_dim, out=out,
                    accumulate=accumulate, collect=collect)
 
 

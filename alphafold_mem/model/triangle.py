@@ -56,8 +56,13 @@ def _blockwise_matmul(a: Tensor, blocks: Iterable[Tensor]) -> Tensor:
             part = torch.matmul(a.narrow(-1, start, n).to(dtype).to(acc), block.to(dtype).to(acc))
             x = part if x is None else x.add_(part)
             start += n
+            del part  # not alive beside the next block's product (the estimator's cut computes two blocks)
     return x.to(dtype)
 
+
+#: the fewest output rows (columns) per block of the in-place multiplicative update's batched product
+#: (:meth:`TriangleMultiplication.add_to_`)
+MATMUL_ROWS = 16
 
 #: pointwise steps (of z, or of z and its mask) are also independent along the columns
 _POINTWISE_COLUMNS = Split("column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))
@@ -87,8 +92,10 @@ class TriangleMultiplication(nn.Module):
         # read a[:, j] and the whole of b
         "incoming": Split("pair_row", (Replicate(rows=-3), Shard(-2, columns=True), Shard(-3)), output=-3, also=Split(
             "pair_column", (Shard(-2, columns=True), WHOLE, Shard(-2, columns=True)), output=Shard(-2, columns=True))),
-        # in place (add_to_): b alone, channel-first [*, C, N_res, N_res] (its rows are dim -2)
+        # in place (add_to_): b alone, channel-first [*, C, N_res, N_res]; incoming: z's rows are its dim -2,
+        # outgoing (summed index first, [*, C, k, j]): z's rows are its dim -1
         "project_right": Split("pair_row", (Shard(-3), Slice(-2)), output=-2),
+        "project_right_columns": Split("pair_row", (Shard(-3), Slice(-2)), output=-1),
         # outgoing in place: output rows i read z rows i (for a and the gate) and the whole of b
         "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Slice(-2)), output=-3),
         # incoming in place: output columns j read z columns j (for a and the gate) and the whole of b
@@ -151,64 +158,113 @@ class TriangleMultiplication(nn.Module):
 
     # -- in place (inference) --------------------------------------------------------------------------
     def add_to_(self, target: Tensor, z: Tensor, pair_mask: Tensor) -> Tensor:
-        """``target += self(z, pair_mask)`` in place, chunk by chunk, for inference (``target`` may be z).
+        """``target += self(z, pair_mask)`` in place, block by block, for inference (``target`` may be z).
 
         Outgoing, output row i depends on every row of z through b (incoming: output column j on
-        every row of z), so b (``[*, C, N_res, N_res]``, channel-first so that every chunk's product
-        is one batched matmul without copying it) is computed first, in row chunks, and then each
-        chunk of output rows (incoming: columns) computes its own a and gate from its z rows
-        (columns) and is added at once. That buffer is the only pair-sized tensor besides z; with
-        ``offload="buffers"`` on an accelerator it is kept in host memory in row blocks and
-        streamed back for every chunk. Under ``kernels="triton"`` (and under device sharding, whose
-        forward computes it block by block) the update is
-        added whole. Returns ``target``.
+        every row of z), so b is computed first, in row chunks, channel-first with the summed index
+        k before the output index (outgoing ``[*, C, k, j]``, incoming ``[*, C, k, i]``: every
+        block's product is then one batched matmul reading b as it lies). Then each block of output
+        rows (incoming: columns) computes its own a and gate from its z rows (columns), takes the
+        product and is added at once. That buffer is the only pair-sized tensor besides z; with
+        ``offload="buffers"`` on an accelerator it is kept in host memory in blocks and streamed
+        back for every block.
+
+        Blocks are ``chunk_size`` rows, but at least :data:`MATMUL_ROWS`: the product reads all of b
+        for every block, so with a few rows per block it is bound by memory traffic (N_res 128,
+        c 128, one thread: 4-row blocks took 2-3x the time of 16-row blocks with b out of cache).
+        Inside a block, a, the gate and the output are computed ``chunk_size`` rows at a time, so a
+        block holds a, the product and the gated output (3 x rows x N_res x c) beyond the chunk's
+        own transients. Under ``kernels="triton"`` (and under device sharding, whose forward
+        computes it block by block) the update is added whole. Returns ``target``.
         """
         if self.kernel_impl != "reference" or getattr(self, "dap", None) is not None:
             # the fused kernel materialises no projection; under device sharding the update is computed
             # block by block (forward, distributed/product.py); either way the update is added
             return target.add_(self(z, pair_mask))
         streamed = self.offload == "buffers" and offload_active(z.device)
+        outgoing = self.outgoing
+        lead = tuple(range(z.dim() - 3))
 
-        def right(zc: Tensor, mc: Tensor) -> Tensor:  # [*, C, I, N_res]
-            b = self._right(self.layer_norm_input(zc), mc).movedim(-1, -3)
+        def right(zc: Tensor, mc: Tensor) -> Tensor:  # outgoing [*, C, N_res (k), J]; incoming [*, C, K, N_res (i)]
+            b = self._right(self.layer_norm_input(zc), mc)  # [*, rows, N_res, C]
+            b = b.permute(*lead, -1, -2, -3) if outgoing else b.movedim(-1, -3)
             return to_host(b.contiguous()) if streamed else b
 
-        b = run_split(self, "project_right", right, z, pair_mask, collect=streamed)  # tensor, or host row blocks
+        blocks_dim = -1 if outgoing else -2  # b's dim along z's rows
+        b = run_split(self, "project_right_columns" if outgoing else "project_right", right, z, pair_mask,
+                      collect=streamed)  # tensor, or host blocks
         if streamed and estimating():  # the estimator's loop cut computed two blocks: the rest, as host bytes
-            rest = (z.shape[-3] - sum(block.shape[-2] for block in b)) * b[-1].numel() // b[-1].shape[-2]
+            rest = (z.shape[-3] - sum(block.shape[blocks_dim] for block in b)) * b[-1].numel() // b[-1].shape[blocks_dim]
             host_bytes(rest * b[-1].element_size())
-        step, rows = ("outgoing_inplace", self._outgoing_rows) if self.outgoing else \
+        step, rows = ("outgoing_inplace", self._outgoing_rows) if outgoing else \
             ("incoming_inplace", self._incoming_columns)
-        run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True)
+        block = None if self.chunk_size is None else -(-MATMUL_ROWS // self.chunk_size) * self.chunk_size
+        run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True, chunk_size=block)
         if streamed and estimating():
             host_bytes(-rest * b[-1].element_size())
         return target
 
+    def _left_and_gate(self, z: Tensor, pair_mask: Tensor, columns: bool) -> tuple[Tensor, Tensor]:
+        """For a block of z rows ``[*, I, N_res, c_z]`` (``columns``: z columns ``[*, N_res, J, c_z]``),
+        ``chunk_size`` rows (columns) at a time: a, channel-first and contiguous with the block's
+        index before the summed one (``[*, C, I, k]``; columns ``[*, C, J, k]``), and the output
+        gate ``sigmoid(gating_linear(norm(z)))`` (z's shape)."""
+        dim = -2 if columns else -3
+        n = z.shape[dim]
+        step = min(self.chunk_size or n, n)
+        a = gate = None
+        for start in range(0, n, step):
+            size = min(step, n - start)
+            zn = self.layer_norm_input(z.narrow(dim, start, size))
+            left = self._left(zn, pair_mask.narrow(dim + 1, start, size))  # [*, rows, cols, C]
+            left = left.permute(*range(left.dim() - 3), -1, -2, -3) if columns else left.movedim(-1, -3)
+            g = torch.sigmoid(self.gating_linear(zn))
+            if step == n:  # one chunk: nothing to assemble
+                return left.contiguous(), g
+            if a is None:
+                a = left.new_empty(left.shape[:-2] + (n, left.shape[-1]))
+                gate = g.new_empty(z.shape[:-1] + g.shape[-1:])
+            a.narrow(-2, start, size).copy_(left)
+            gate.narrow(dim, start, size).copy_(g)
+            del zn, left, g
+        return a, gate
+
+    def _gate_output_(self, gate: Tensor, x: Tensor, columns: bool) -> Tensor:
+        """``gate * output_projection(center_layer_norm(x))`` into ``gate``, ``chunk_size`` rows of the
+        block at a time; x ``[*, C, I, N_res]`` (columns: ``[*, C, J, N_res (i)]``)."""
+        dim = -2 if columns else -3
+        n = gate.shape[dim]
+        step = min(self.chunk_size or n, n)
+        for start in range(0, n, step):
+            size = min(step, n - start)
+            xs = x.narrow(-2, start, size)
+            xs = xs.permute(*range(xs.dim() - 3), -1, -2, -3) if columns else xs.movedim(-3, -1)
+            gate.narrow(dim, start, size).mul_(self.output_projection(self.center_layer_norm(xs)))
+        return gate
+
     def _outgoing_rows(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
-        """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (j), N_res (k)]`` or its host row blocks."""
-        zn = self.layer_norm_input(z)
-        # channel-first and contiguous: every channel's [I, k] matrix is then read as it lies (a strided
-        # view would be copied once per channel inside the batched product)
-        a = self._left(zn, pair_mask).movedim(-1, -3).contiguous()  # [*, C, I, k]
+        """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (k), N_res (j)]`` or its host blocks of j."""
+        a, gate = self._left_and_gate(z, pair_mask, columns=False)  # [*, C, I, k], [*, I, N_res, c_z]
         if isinstance(b, Tensor):
-            x = torch.matmul(a, b.transpose(-1, -2))  # [*, C, I, j]
-        else:  # b's row blocks are blocks of output columns j
-            x = a.new_empty(a.shape[:-1] + (zn.shape[-2],))
+            x = torch.matmul(a, b)  # [*, C, I, j]
+        else:  # b's blocks are blocks of output columns j
+            x = a.new_empty(a.shape[:-1] + (z.shape[-2],))
             start = 0
             for block in stream(b[:2] if estimating() else b, z.device):
-                x.narrow(-1, start, block.shape[-2]).copy_(torch.matmul(a, block.transpose(-1, -2)))
-                start += block.shape[-2]
-        return self._finish(x.movedim(-3, -1), zn)
+                x.narrow(-1, start, block.shape[-1]).copy_(torch.matmul(a, block))
+                start += block.shape[-1]
+        del a
+        return self._gate_output_(gate, x, columns=False)
 
     def _incoming_columns(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
         """Update columns from z columns ``[*, N_res, J, c_z]``; b ``[*, C, N_res (k), N_res (i)]`` or its host row blocks."""
-        zn = self.layer_norm_input(z)
-        a = self._left(zn, pair_mask).movedim(-1, -3).transpose(-1, -2).contiguous()  # [*, C, J, k] (as above)
+        a, gate = self._left_and_gate(z, pair_mask, columns=True)  # [*, C, J, k], [*, N_res, J, c_z]
         if isinstance(b, Tensor):
             x = torch.matmul(a, b)  # [*, C, J, i]
         else:  # b's row blocks are blocks of the summed index k
             x = _blockwise_matmul(a, stream(b[:2] if estimating() else b, z.device))
-        return self._finish(x.permute(*range(x.dim() - 3), -1, -2, -3), zn)  # [*, i, J, C]
+        del a
+        return self._gate_output_(gate, x, columns=True)
 
 
 class TriangleAttention(nn.Module):
