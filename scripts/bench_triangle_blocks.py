@@ -14,7 +14,7 @@ row, and the peak bytes of tensor storages created during the call (the storage 
 
 ``--rows 0`` means: blocks of exactly ``chunk_size`` rows (the behaviour before blocks existed). The
 printed ``max |Δ|`` is the largest difference of the updated z from the first row's (the block size
-changes only how the product is split, not what it computes).
+changes only how the product is split, not what it computes: rounding at most).
 """
 
 from __future__ import annotations

@@ -320,3 +320,30 @@ def test_parking_round_trip_and_simulated_counts():
         assert tracker.live == 4000
         del a, b, p, blocks, blk
     assert tracker.live == 0 and tracker.host == 0 and tracker.peak == 6000
+
+
+def test_bench_triangle_blocks_prints_one_row_per_block_size(capsys):
+    """scripts/bench_triangle_blocks.py: a row per (N_res, edges, MATMUL_ROWS), the same update at every
+    block size (max |Δ| <= 1e-5), and the module constant restored afterwards."""
+    import importlib.util
+    from pathlib import Path
+
+    from alphafold_mem.model import triangle
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_triangle_blocks.py"
+    spec = importlib.util.spec_from_file_location("bench_triangle_blocks", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    before = triangle.MATMUL_ROWS
+    threads = torch.get_num_threads()
+    try:
+        assert bench.main(["--n-res", "21", "--chunk-size", "2", "--rows", "0", "8", "--channels", "8",
+                           "--repeats", "1", "--threads", str(threads)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert triangle.MATMUL_ROWS == before
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| 21 ")]
+    assert [(r[1].strip(), r[2].strip(), r[3].strip()) for r in rows] == [
+        ("outgoing", "0", "2"), ("outgoing", "8", "8"), ("incoming", "0", "2"), ("incoming", "8", "8")]
+    assert all(float(r[7]) <= 1e-5 for r in rows)  # the product split differently: rounding only
+    assert all(float(r[6]) > 0 for r in rows)
