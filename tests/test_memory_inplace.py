@@ -97,7 +97,8 @@ def test_triangle_multiplication_streamed_buffer(outgoing):
 def test_triangle_multiplication_blocks_of_rows(outgoing):
     """The in-place multiplicative update takes its product over blocks of at least MATMUL_ROWS rows
     (columns), each computed chunk_size rows at a time: at N_res 37 (several blocks, a short last
-    one, every remainder of chunk_size) it equals z + forward, also with b streamed from host blocks."""
+    one, every remainder of chunk_size) it equals z + forward, also with b streamed from host blocks,
+    and in bf16-full bit for bit."""
     from alphafold_mem.model import triangle
 
     g = torch.Generator().manual_seed(3)
@@ -115,6 +116,16 @@ def test_triangle_multiplication_blocks_of_rows(outgoing):
             with simulated_device(StorageTracker()) if offload == "buffers" else contextlib.nullcontext():
                 out = op.add_to_(z.clone(), z.clone(), pm)
             assert (out - ref).abs().max().item() <= TOL, (cs, offload)
+    # bf16-full (bf16 stream and mask under the bf16 autocast): bit for bit, as at one block
+    zb, pmb = z.bfloat16(), pm.bfloat16()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        apply_memory_policy(op, MemoryPolicy(precision="bf16-full"))
+        ref = zb + op(zb, pmb)
+        for cs, offload in ((4, "none"), (5, "none"), (4, "buffers"), (7, "buffers")):
+            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full"))
+            with simulated_device(StorageTracker()) if offload == "buffers" else contextlib.nullcontext():
+                out = op.add_to_(zb.clone(), zb.clone(), pmb)
+            assert out.dtype == torch.bfloat16 and torch.equal(out, ref), (cs, offload)
 
 
 def test_add_to_equals_residual_update_bf16_full():

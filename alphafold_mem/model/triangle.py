@@ -170,8 +170,8 @@ class TriangleMultiplication(nn.Module):
         back for every block.
 
         Blocks are ``chunk_size`` rows, but at least :data:`MATMUL_ROWS`: the product reads all of b
-        for every block, so with a few rows per block it is bound by memory traffic (N_res 128,
-        c 128, one thread: 4-row blocks took 2-3x the time of 16-row blocks with b out of cache).
+        for every block, so with a few rows per block it is bound by memory traffic
+        (``scripts/bench_triangle_blocks.py`` prints time and peak against the rows per block).
         Inside a block, a, the gate and the output are computed ``chunk_size`` rows at a time, so a
         block holds a, the product and the gated output (3 x rows x N_res x c) beyond the chunk's
         own transients. Under ``kernels="triton"`` (and under device sharding, whose forward
