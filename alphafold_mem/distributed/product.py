@@ -113,7 +113,7 @@ def _outgoing(sh: Sharding, module: nn.Module, z: Tensor, mask: Tensor) -> Tenso
             isz = min(ichunk, length - i0)
             zn = norm(z.narrow(-3, i0, isz))  # [*, I, N, c_z]
             mi = mask.narrow(-2, i0, isz) if mask.shape[-2] != 1 else mask
-            a = module._left(zn, mi).movedim(-1, -3).contiguous()  # [*, C, I, N (k)]: contiguous, see TriangleMultiplication._outgoing_rows
+            a = module._left(zn, mi).movedim(-1, -3).contiguous()  # [*, C, I, N (k)]: contiguous, see TriangleMultiplication._left_and_gate
             x = torch.matmul(a, b.transpose(-1, -2))  # [*, C, I, J]
             del a
             upd = module._finish(x.movedim(-3, -1), zn.narrow(-2, j0, valid))  # [*, I, J, c_z]

@@ -208,7 +208,9 @@ class TriangleMultiplication(nn.Module):
         """For a block of z rows ``[*, I, N_res, c_z]`` (``columns``: z columns ``[*, N_res, J, c_z]``),
         ``chunk_size`` rows (columns) at a time: a, channel-first and contiguous with the block's
         index before the summed one (``[*, C, I, k]``; columns ``[*, C, J, k]``), and the output
-        gate ``sigmoid(gating_linear(norm(z)))`` (z's shape)."""
+        gate ``sigmoid(gating_linear(norm(z)))`` (z's shape). Contiguous, because the batched
+        product then reads every channel's matrix as it lies (a strided view would be copied once
+        per channel inside it)."""
         dim = -2 if columns else -3
         n = z.shape[dim]
         step = min(self.chunk_size or n, n)
