@@ -358,3 +358,41 @@ def test_bench_triangle_blocks_prints_one_row_per_block_size(capsys):
         ("outgoing", "0", "2"), ("outgoing", "8", "8"), ("incoming", "0", "2"), ("incoming", "8", "8")]
     assert all(float(r[7]) <= 1e-5 for r in rows)  # the product split differently: rounding only
     assert all(float(r[6]) > 0 for r in rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gating_in_place_without_autograd_is_the_plain_formula(dtype):
+    """sigmoid_gate / masked / relu compute into the fresh projection when autograd records nothing:
+    the same values bit for bit as the plain formula; with autograd recording they run the plain
+    formula (inputs untouched, gradients as the formula's); a mask of a wider dtype promotes the
+    result as the formula does (no in-place cast)."""
+    from alphafold_mem.model.primitives import masked, relu, sigmoid_gate
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 7, 5, generator=g).to(dtype)
+    logits = torch.randn(3, 7, 5, generator=g).to(dtype)
+    mask = (torch.rand(3, 7, generator=g) > 0.3).to(dtype)
+    with torch.no_grad():
+        fresh = logits.clone()
+        out = sigmoid_gate(x, fresh, mask)
+        assert out.data_ptr() == fresh.data_ptr()  # computed in the projection: no new tensor
+        assert torch.equal(out, x * torch.sigmoid(logits) * mask[..., None])
+        head = x[:, :1]  # broadcast along dim -2, as the global attention's output is
+        assert torch.equal(sigmoid_gate(head, logits.clone()), head * torch.sigmoid(logits))
+        fresh = x.clone()
+        assert masked(fresh, mask).data_ptr() == fresh.data_ptr()
+        assert torch.equal(fresh, x * mask[..., None])
+        fresh = logits.clone()
+        assert torch.equal(relu(fresh), torch.relu(logits)) and fresh.data_ptr() == relu(fresh).data_ptr()
+        wide = mask.double()  # the formula promotes to float64: so must the helper
+        assert sigmoid_gate(x, logits.clone(), wide).dtype == torch.float64
+        assert torch.equal(masked(x.clone(), wide), x * wide[..., None])
+    xr, lr = x.clone().requires_grad_(), logits.clone().requires_grad_()
+    xp, lp = x.clone().requires_grad_(), logits.clone().requires_grad_()
+    out = sigmoid_gate(xr, lr, mask)
+    ref = xp * torch.sigmoid(lp) * mask[..., None]
+    assert torch.equal(out, ref) and torch.equal(lr.detach(), logits)  # the input was not overwritten
+    weights = torch.randn(out.shape, generator=g).to(dtype)
+    (out * weights).sum().backward()
+    (ref * weights).sum().backward()
+    assert torch.equal(xr.grad, xp.grad) and torch.equal(lr.grad, lp.grad)

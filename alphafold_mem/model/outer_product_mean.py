@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from ..precision import fp32_island, fp32_region
-from .primitives import LayerNorm, Linear
+from .primitives import LayerNorm, Linear, masked
 
 
 class OuterProductMean(nn.Module):
@@ -62,18 +62,17 @@ class OuterProductMean(nn.Module):
         b = run_split(self, "project_right", self._right, m, msa_mask)  # [*, N_seq, N_res, C]
 
         def rows(mc: Tensor, b_: Tensor, mask_i: Tensor, mask: Tensor) -> Tensor:
-            a = self.left_projection(self.layer_norm_input(mc)) * mask_i[..., None]  # [*, N_seq, I, C]
+            a = masked(self.left_projection(self.layer_norm_input(mc)), mask_i)  # [*, N_seq, I, C]
             return self._outer(a, b_, mask_i, mask)
 
         return run_split(self, "outer_from_msa", rows, m, b, msa_mask, msa_mask, out=target, accumulate=True)
 
     def _right(self, m: Tensor, msa_mask: Tensor) -> Tensor:
-        return self.right_projection(self.layer_norm_input(m)) * msa_mask[..., None]
+        return masked(self.right_projection(self.layer_norm_input(m)), msa_mask)
 
     def _project(self, m: Tensor, msa_mask: Tensor) -> tuple[Tensor, Tensor]:
         m = self.layer_norm_input(m)
-        mask = msa_mask[..., None]  # [*, N_seq, N_res, 1]
-        return self.left_projection(m) * mask, self.right_projection(m) * mask
+        return masked(self.left_projection(m), msa_mask), masked(self.right_projection(m), msa_mask)
 
     def _outer(self, a: Tensor, b: Tensor, mask_i: Tensor, mask: Tensor) -> Tensor:
         outer = torch.einsum("...sic,...sjd->...ijcd", a, b)  # [*, I, N_res, C, C]

@@ -109,6 +109,52 @@ def residual_update(x: Tensor, module: nn.Module, dropout: Optional[nn.Module], 
     return residual(x, update if dropout is None else dropout(update), inplace)
 
 
+def _recording(*tensors: Optional[Tensor]) -> bool:
+    """Whether autograd records an op on these tensors (then nothing may be overwritten in place)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _holds(out: Tensor, *others: Optional[Tensor]) -> bool:
+    """Whether ``out`` can receive ``out * other`` for each other in place: same result dtype, and
+    the others broadcast to its shape."""
+    return all(o is None or (torch.result_type(out, o) == out.dtype
+                             and torch.broadcast_shapes(out.shape, o.shape) == out.shape) for o in others)
+
+
+def sigmoid_gate(x: Tensor, gate_logits: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+    """AF2's sigmoid gating ``x * sigmoid(gate_logits)``, times ``mask[..., None]`` when a mask is
+    given (Suppl. Alg. 7 line 5, Alg. 11 lines 3-4 and 9).
+
+    Shapes: x broadcastable to gate_logits ``[*, C]``; mask ``[*]`` (broadcastable to
+    ``gate_logits.shape[:-1]``). ``gate_logits`` must be a fresh tensor the caller does not read
+    again (a Linear's output): when autograd records nothing (no-grad inference) and the dtypes
+    allow, the result is computed in it (``sigmoid_``, ``mul_``), one tensor where the plain formula
+    makes three. The values are the same bit for bit: each product is the same two numbers (IEEE
+    multiplication commutes) in the same order. Otherwise the plain formula runs.
+    """
+    m = None if mask is None else mask[..., None]
+    if _recording(x, gate_logits, m) or not _holds(gate_logits, x, m):
+        out = x * torch.sigmoid(gate_logits)
+        return out if m is None else out * m
+    out = gate_logits.sigmoid_().mul_(x)
+    return out if m is None else out.mul_(m)
+
+
+def masked(x: Tensor, mask: Tensor) -> Tensor:
+    """``x * mask[..., None]``; x ``[*, C]``, mask ``[*]``. ``x`` must be fresh (a Linear's output):
+    with autograd recording nothing and the dtypes allowing, x is masked in place (same values)."""
+    m = mask[..., None]
+    if _recording(x, m) or not _holds(x, m):
+        return x * m
+    return x.mul_(m)
+
+
+def relu(x: Tensor) -> Tensor:
+    """``relu(x)``; in place on ``x`` (which must be fresh, a Linear's output) when autograd records
+    nothing. Same values."""
+    return F.relu(x) if _recording(x) else x.relu_()
+
+
 def mask_bias(mask: Tensor, inf: float = 1e9) -> Tensor:
     """Additive attention bias ``inf * (mask - 1)``: 0 where mask is 1, ``-inf`` where it is 0."""
     return (mask - 1.0) * inf
@@ -156,8 +202,7 @@ class Attention(nn.Module):
             o = kernels.attention(q, k, v, list(biases), impl=self.attention_impl)  # [*, H, Q, C]
         o = o.transpose(-2, -3)  # [*, Q, H, C]
         if self.linear_g is not None:
-            g = torch.sigmoid(self.linear_g(q_x)).unflatten(-1, (h, c))  # [*, Q, H, C]
-            o = o * g
+            o = sigmoid_gate(o, self.linear_g(q_x).unflatten(-1, (h, c)))  # [*, Q, H, C]
         return self.linear_o(o.flatten(-2))  # [*, Q, c_q]
 
 
@@ -191,8 +236,7 @@ class GlobalAttention(nn.Module):
         logits = torch.matmul(q, k.transpose(-1, -2)) + bias  # [*, N_res, H, N_seq]
         a = torch.softmax(fp32_island(logits), dim=-1).to(v.dtype)
         o = torch.matmul(a, v)  # [*, N_res, H, C]
-        g = torch.sigmoid(self.linear_g(m)).unflatten(-1, (h, c))  # [*, N_res, N_seq, H, C]
-        o = g * o[..., None, :, :]  # [*, N_res, N_seq, H, C]
+        o = sigmoid_gate(o[..., None, :, :], self.linear_g(m).unflatten(-1, (h, c)))  # [*, N_res, N_seq, H, C]
         return self.linear_o(o.flatten(-2))
 
 
@@ -255,4 +299,4 @@ class Transition(nn.Module):
 
     def _rows(self, x: Tensor, mask: Tensor) -> Tensor:
         x = self.layer_norm(x)
-        return self.linear_2(F.relu(self.linear_1(x))) * mask[..., None]
+        return masked(self.linear_2(relu(self.linear_1(x))), mask)

@@ -26,7 +26,7 @@ from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_sp
 from ..memory.chunking import estimating
 from ..memory.offload import host_bytes, offload_active, stream, to_host
 from ..precision import fp32_region
-from .primitives import Attention, LayerNorm, Linear, mask_bias
+from .primitives import Attention, LayerNorm, Linear, mask_bias, sigmoid_gate
 
 
 def _normalise_once(norm: LayerNorm, z: Tensor, chunk_size: Optional[int]) -> tuple[Callable[[Tensor], Tensor], Tensor]:
@@ -138,10 +138,10 @@ class TriangleMultiplication(nn.Module):
         return self._left(z, pair_mask), self._right(z, pair_mask)
 
     def _left(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        return self.left_projection(z) * torch.sigmoid(self.left_gate(z)) * pair_mask[..., None]
+        return sigmoid_gate(self.left_projection(z), self.left_gate(z), pair_mask)
 
     def _right(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        return self.right_projection(z) * torch.sigmoid(self.right_gate(z)) * pair_mask[..., None]
+        return sigmoid_gate(self.right_projection(z), self.right_gate(z), pair_mask)
 
     def _output(self, a: Tensor, b: Tensor, z: Tensor) -> Tensor:
         """Output rows from a, b and the normalised z rows."""
@@ -154,7 +154,7 @@ class TriangleMultiplication(nn.Module):
     def _finish(self, x: Tensor, z: Tensor) -> Tensor:
         """Center LayerNorm, output projection and gate (by the normalised z at the same positions)."""
         x = self.output_projection(self.center_layer_norm(x))  # [*, I, J, c_z]
-        return x * torch.sigmoid(self.gating_linear(z))
+        return sigmoid_gate(x, self.gating_linear(z))
 
     # -- in place (inference) --------------------------------------------------------------------------
     def add_to_(self, target: Tensor, z: Tensor, pair_mask: Tensor) -> Tensor:
@@ -220,7 +220,7 @@ class TriangleMultiplication(nn.Module):
             zn = self.layer_norm_input(z.narrow(dim, start, size))
             left = self._left(zn, pair_mask.narrow(dim + 1, start, size))  # [*, rows, cols, C]
             left = left.permute(*range(left.dim() - 3), -1, -2, -3) if columns else left.movedim(-1, -3)
-            g = torch.sigmoid(self.gating_linear(zn))
+            g = self.gating_linear(zn).sigmoid_()  # inference only (add_to_): the fresh projection, in place
             if step == n:  # one chunk: nothing to assemble
                 return left.contiguous(), g
             if a is None:
