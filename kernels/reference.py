@@ -22,15 +22,22 @@ def _stat_dtype(x: Tensor) -> torch.dtype:
     return torch.promote_types(x.dtype, torch.float32)
 
 
+def broadcasts_into(other: Sequence[int], shape: Sequence[int]) -> bool:
+    """Whether a tensor of shape ``other`` broadcasts to ``shape`` without enlarging it (so an
+    elementwise op with it can write into a tensor of ``shape`` in place). Written out, not
+    ``torch.broadcast_shapes``: it runs for every chunk of the in-place paths, and that call costs
+    ~15-25 us on CPU, as much as the op on a small chunk."""
+    n = len(other)
+    return n <= len(shape) and all(b == 1 or b == s for b, s in zip(other, shape[len(shape) - n:]))
+
+
 def add_bias(logits: Tensor, bias: Tensor) -> Tensor:
     """``logits + bias``, added into ``logits`` in place when the sum keeps its shape (``bias``
-    broadcasts to ``logits`` without enlarging it), in ``logits``' dtype (a caller that wants a wider
-    bias to promote the sum adds out of place); otherwise ``logits + bias``. ``logits`` must be a fresh
-    buffer nothing else reads (an attention core's ``q k^T``: autograd saved q and k, not it); the
-    values are those of ``logits + bias`` either way. The shape test is written out: it runs for every
-    bias of every attention chunk, and ``torch.broadcast_shapes`` costs ~25 us a call on CPU."""
-    shape, n = logits.shape, bias.dim()
-    if n <= len(shape) and all(b == 1 or b == s for b, s in zip(bias.shape, shape[len(shape) - n:])):
+    broadcasts to ``logits`` without enlarging it, :func:`broadcasts_into`), in ``logits``' dtype (a
+    caller that wants a wider bias to promote the sum adds out of place); otherwise ``logits + bias``.
+    ``logits`` must be a fresh buffer nothing else reads (an attention core's ``q k^T``: autograd saved
+    q and k, not it); the values are those of ``logits + bias`` either way."""
+    if broadcasts_into(bias.shape, logits.shape):
         return logits.add_(bias)
     return logits + bias
 

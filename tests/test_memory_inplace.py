@@ -383,7 +383,8 @@ def test_gating_in_place_without_autograd_is_the_plain_formula(dtype):
         assert masked(fresh, mask).data_ptr() == fresh.data_ptr()
         assert torch.equal(fresh, x * mask[..., None])
         fresh = logits.clone()
-        assert torch.equal(relu(fresh), torch.relu(logits)) and fresh.data_ptr() == relu(fresh).data_ptr()
+        out = relu(fresh)
+        assert torch.equal(out, torch.relu(logits)) and out.data_ptr() == fresh.data_ptr()
         wide = mask.double()  # the formula promotes to float64: so must the helper
         assert sigmoid_gate(x, logits.clone(), wide).dtype == torch.float64
         assert torch.equal(masked(x.clone(), wide), x * wide[..., None])

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import kernels
+from kernels.reference import broadcasts_into
 
 from ..memory.attention import low_memory_attention
 from ..memory.axes import Shard, Slice, Split, declare, exempt, run_split
@@ -116,9 +117,10 @@ def _recording(*tensors: Optional[Tensor]) -> bool:
 
 def _holds(out: Tensor, *others: Optional[Tensor]) -> bool:
     """Whether ``out`` can receive ``out * other`` for each other in place: same result dtype, and
-    the others broadcast to its shape."""
-    return all(o is None or (torch.result_type(out, o) == out.dtype
-                             and torch.broadcast_shapes(out.shape, o.shape) == out.shape) for o in others)
+    the others broadcast to its shape (:func:`kernels.reference.broadcasts_into`: this runs on every
+    chunk)."""
+    return all(o is None or (torch.result_type(out, o) == out.dtype and broadcasts_into(o.shape, out.shape))
+               for o in others)
 
 
 def sigmoid_gate(x: Tensor, gate_logits: Tensor, mask: Optional[Tensor] = None) -> Tensor:
