@@ -60,7 +60,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from alphafold_mem.ablation.openfold import (  # noqa: E402
-    ALLOCATORS, SETTINGS, TRAINING_SETTINGS, OpenFoldSetup, median_cell, openfold_workspace, run_cell)
+    ALLOCATORS, SETTINGS, TRAINING_SETTINGS, OpenFoldSetup, median_cell, openfold_workspace, run_cell, run_ratios)
 
 
 def _in_mb(result: dict) -> dict:
@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
           f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, fresh process per run, "
-          f"median of {args.repeats} (the sides interleaved)")
+          f"median of {args.repeats} (the sides interleaved; the last column: each interleaved pair's time ratio)")
     print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
           "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | OpenFold page faults M "
-          "| ours page faults M | ours malloc |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ours page faults M | ours malloc | ours/OpenFold s per run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with openfold_workspace(setup) as tmp:
         for n_res in args.n_res:
             for allocator in args.allocator:
@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                             runs[side].append(run_cell(setup, side, n_res, setting, allocator, tmp))
                     for side in sides:
                         cell[side] = _in_mb(median_cell(runs[side]))
+                    cell["runs"] = runs  # every run of each side, for the JSON
+                    if "openfold" in runs:
+                        cell["seconds_ratio_per_run"] = run_ratios(runs["ours"], runs["openfold"])
                     rows.append(cell)
                     print(_row(cell), flush=True)
     if args.json:
@@ -187,7 +190,8 @@ def _row(cell: dict) -> str:
     return (f"| {cell['n_res']} | {cell['allocator']} | {cell['setting']} | {f(of, 'seconds')} | {f(ours, 'seconds')} "
             f"| {f(of, 'cpu_s')} | {f(ours, 'cpu_s')} | {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} "
             f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} "
-            f"| {faults(of)} | {faults(ours)} | {ours.get('malloc', '—').split(':')[0]} |")
+            f"| {faults(of)} | {faults(ours)} | {ours.get('malloc', '—').split(':')[0]} "
+            f"| {', '.join(f'{r:.2f}' for r in cell.get('seconds_ratio_per_run', [])) or '—'} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The OpenFold side-by-side driver's cell arithmetic (alphafold_mem.ablation.openfold)."""
 
-from alphafold_mem.ablation.openfold import ALLOCATORS, median_cell
+from alphafold_mem.ablation.openfold import ALLOCATORS, median_cell, run_ratios
 
 
 def test_median_cell_takes_median_of_numbers_and_keeps_labels():
@@ -9,6 +9,14 @@ def test_median_cell_takes_median_of_numbers_and_keeps_labels():
     cell = median_cell(runs)
     assert cell == {"seconds": 2.0, "rss_bytes": 20, "malloc": "applied: x"}
     assert median_cell(runs + [{"error": "boom"}]) == {"error": "boom"}
+
+
+def test_run_ratios_pair_the_interleaved_runs_and_skip_failures():
+    ours = [{"seconds": 9.0}, {"seconds": 8.0}, {"error": "killed"}, {"seconds": 6.0}]
+    openfold = [{"seconds": 10.0}, {"seconds": 8.0}, {"seconds": 5.0}, {"error": "boom"}]
+    assert run_ratios(ours, openfold) == [0.9, 1.0]
+    assert run_ratios([{"rss_bytes": 3}], [{"rss_bytes": 4}], key="rss_bytes") == [0.75]
+    assert run_ratios([{"seconds": 1.0}], [{"seconds": 0.0}]) == []
 
 
 def test_allocator_environments():

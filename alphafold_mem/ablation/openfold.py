@@ -33,7 +33,7 @@ from .standalone.openfold_worker import SETTINGS, STAND_IN, TRAINING_SETTINGS
 from .standalone.rss import ALLOCATORS
 
 __all__ = ["ALLOCATORS", "OpenFoldSetup", "SETTINGS", "TRAINING_SETTINGS", "median_cell", "openfold_workspace", "run_cell",
-           "run_openfold", "write_features"]
+           "run_openfold", "run_ratios", "write_features"]
 
 WORKER = Path(__file__).resolve().parent / "standalone" / "openfold_worker.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,6 +115,14 @@ def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocato
     if proc.returncode != 0:
         return {"error": " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_ratios(ours: Sequence[dict], openfold: Sequence[dict], key: str = "seconds") -> list[float]:
+    """``ours[i][key] / openfold[i][key]`` for each pair of interleaved runs (run i of each side ran
+    back to back), so a table shows how far one run's ratio moves on this machine, not only the
+    median; pairs where either run failed are skipped."""
+    return [o[key] / f[key] for o, f in zip(ours, openfold)
+            if "error" not in o and "error" not in f and f.get(key, 0) > 0 and key in o]
 
 
 def median_cell(runs: Sequence[dict]) -> dict:
