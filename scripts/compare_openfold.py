@@ -29,6 +29,10 @@ thread handing free pages back once a second); ``release`` is ``default`` with o
 ``default`` with ours opting out (``ALPHAFOLD_MEM_MALLOC=default``), plain glibc on both sides. Our
 side's ``malloc`` column says which applied.
 
+``--repeats R`` runs each side R times per cell, interleaved (ours, OpenFold, ours, ...): the table
+gives the medians and, in its last column, each pair's time ratio (ours run i over OpenFold run i),
+so the spread of single runs stands beside the median; the ``--json`` file keeps every run.
+
 Settings: ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours ``MemoryPolicy(inplace=True)``:
 OpenFold's no-grad forward updates in place, ours then too), ``chunk4`` (chunk size 4 on both sides,
 in place; OpenFold's chunk-size tuning off), ``low_memory`` (OpenFold ``globals.use_lma=True``; ours
