@@ -40,6 +40,10 @@ in place; OpenFold's chunk-size tuning off), ``low_memory`` (OpenFold ``globals.
 ``globals.blocks_per_ckpt=1``; ours ``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)``
 for ``unchunked``).
 
+``--against-itself SIDE`` runs, instead, one side against itself: ``--repeats`` pairs of fresh runs
+back to back, each pair's time and RSS ratio, and how many pairs were above 1.0: how far one run of
+the same program moves on this machine, the floor under any one-run verdict.
+
 ``--same-process K`` runs, instead, both models in one process per cell (OpenFold's Python, our
 package on its path), timed alternately K times with the order swapped every round: both then see
 the same machine at nearly the same moment, so the time ratio (the median of the per-round ratios)
@@ -94,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--same-process", type=int, default=0, metavar="K",
                     help="instead: both models in one process per cell, timed alternately K times (time only; "
                          "both see the same machine, so the ratio is steadier than across fresh processes)")
+    ap.add_argument("--against-itself", choices=["openfold", "ours"],
+                    help="instead: one side against itself, two fresh runs per repeat back to back (A, B, A, B, ...): "
+                         "the ratios one run of the same program moves by on this machine (the floor under any "
+                         "one-run comparison)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -106,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.openfold_src:
             ap.error("--same-process needs --openfold-src")
         return _same_process(setup, args)
+    if args.against_itself:
+        if args.against_itself == "openfold" and not args.openfold_src:
+            ap.error("--against-itself openfold needs --openfold-src")
+        return _against_itself(setup, args)
     sides = ["ours"] + (["openfold"] if args.openfold_src else [])
     if not args.openfold_src:
         print("# no --openfold-src: our side only", file=sys.stderr)
@@ -172,6 +184,45 @@ def _same_process(setup: OpenFoldSetup, args) -> int:
                     ratios = [o / f for o, f in zip(ours, of)]
                     print(f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
                           f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |", flush=True)
+    if args.json:
+        _write_json(args.json, rows)
+    return 1 if failed else 0
+
+
+def _against_itself(setup: OpenFoldSetup, args) -> int:
+    """One side against itself: per cell, ``--repeats`` pairs of fresh runs back to back (A, B, A, B,
+    ...); the table gives each pair's time and RSS ratio (A over B) and how many pairs were above 1.0,
+    i.e. how often one run of a program fails "<= 1.0x" against the same program."""
+    side = args.against_itself
+    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
+          f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, {side} against itself: "
+          f"{args.repeats} pairs of fresh runs back to back (A, B, A, B, ...)")
+    print("| N_res | allocator | setting | side | A s (median) | B s (median) | A/B s per pair | pairs with A/B s > 1.0 "
+          "| A/B RSS per pair |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows, failed = [], 0
+    with openfold_workspace(setup) as tmp:
+        for n_res in args.n_res:
+            for allocator in args.allocator:
+                for setting in args.settings:
+                    runs = {"a": [], "b": []}
+                    for _ in range(args.repeats):
+                        for run in ("a", "b"):
+                            runs[run].append(run_cell(setup, side, n_res, setting, allocator, tmp))
+                    seconds = run_ratios(runs["a"], runs["b"])
+                    rss = run_ratios(runs["a"], runs["b"], key="rss_bytes")
+                    cell = {"n_res": n_res, "allocator": allocator, "setting": setting, "side": side, "runs": runs,
+                            "seconds_ratio_per_run": seconds, "rss_ratio_per_run": rss}
+                    rows.append(cell)
+                    a, b = median_cell(runs["a"]), median_cell(runs["b"])
+                    if "error" in a or "error" in b:
+                        failed += 1
+                        print(f"| {n_res} | {allocator} | {setting} | {side} | error: {(a.get('error') or b['error'])[:80]} "
+                              "| | | | |", flush=True)
+                        continue
+                    print(f"| {n_res} | {allocator} | {setting} | {side} | {a['seconds']:.1f} | {b['seconds']:.1f} "
+                          f"| {', '.join(f'{r:.2f}' for r in seconds)} | {sum(r > 1.0 for r in seconds)} of {len(seconds)} "
+                          f"| {', '.join(f'{r:.2f}' for r in rss)} |", flush=True)
     if args.json:
         _write_json(args.json, rows)
     return 1 if failed else 0

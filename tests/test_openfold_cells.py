@@ -84,3 +84,47 @@ def test_same_process_mode_times_both_models_alternately(tmp_path, capsys):
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 12 ")]
     ratios = [o / f for o, f in zip(row["ours_seconds"], row["openfold_seconds"])]
     assert table and f"{sorted(ratios)[1]:.3f}" in table[0]
+
+
+def _compare_script():
+    import importlib.util
+    import pathlib
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "compare_openfold.py"
+    spec = importlib.util.spec_from_file_location("compare_openfold", script)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    return compare
+
+
+def test_against_itself_pairs_fresh_runs_of_one_side(tmp_path, capsys, monkeypatch):
+    """``compare_openfold.py --against-itself ours --repeats 3``: two fresh runs per repeat of the one
+    side (A, B, A, B, ...), each pair's time and RSS ratio, and the count of pairs above 1.0. The runs
+    are replaced by a recorder with known times, so the ratios and the count are checked exactly."""
+    import json
+
+    compare = _compare_script()
+    times = iter([10.0, 8.0, 9.0, 9.0, 8.0, 10.0])
+    calls = []
+
+    def fake_run_cell(setup, side, n_res, setting, allocator, tmp, alternations=3):
+        calls.append(side)
+        return {"seconds": next(times), "rss_bytes": 4_000_000 + 1_000_000 * len(calls)}
+
+    monkeypatch.setattr(compare, "run_cell", fake_run_cell)
+    out = tmp_path / "rows.json"
+    rc = compare.main(["--against-itself", "ours", "--n-res", "12", "--settings", "chunk4", "--allocator", "default",
+                       "--repeats", "3", "--json", str(out)])
+    assert rc == 0 and calls == ["ours"] * 6
+    (row,) = json.loads(out.read_text())
+    assert row["seconds_ratio_per_run"] == [1.25, 1.0, 0.8]
+    assert row["rss_ratio_per_run"] == [5 / 6, 7 / 8, 9 / 10]
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| 12 ")]
+    assert "| 1.25, 1.00, 0.80 | 1 of 3 |" in line
+
+
+def test_against_itself_openfold_needs_a_checkout():
+    import pytest
+
+    with pytest.raises(SystemExit):
+        _compare_script().main(["--against-itself", "openfold", "--n-res", "12"])
