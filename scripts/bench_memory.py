@@ -64,17 +64,23 @@ POLICIES = {
     "inference": [("reference", MemoryPolicy.reference()),
                   ("inplace", MemoryPolicy(inplace=True)),
                   ("chunk16", MemoryPolicy(chunk_size=16)),
+                  ("inplace_outer", MemoryPolicy(inplace=True, outer_product="recompute")),
                   ("low_memory_inference", MemoryPolicy.low_memory_inference())],
     "training": [("reference", MemoryPolicy.reference()),
                  ("training_no_ckpt", MemoryPolicy.training(**NO_CKPT)),
+                 ("training_no_ckpt_outer", MemoryPolicy.training(**NO_CKPT, outer_product="recompute")),
                  ("training", MemoryPolicy.training()),
+                 ("training_outer", MemoryPolicy.training(outer_product="recompute")),
                  ("training_update", MemoryPolicy.training(checkpoint_granularity="update"))],
 }
 DESCRIPTIONS = {
     "inplace": "in place, unchunked",
     "chunk16": "reference attention, chunk 16",
     "training_no_ckpt": "training(), no checkpointing",
+    "inplace_outer": "in place, unchunked, outer product in row blocks",
+    "training_no_ckpt_outer": "training(), no checkpointing, outer product recomputed",
     "training": "training() (every block checkpointed)",
+    "training_outer": "training(), outer product in row blocks, recomputed",
     "training_update": "training(), checkpoint every residual update",
 }
 

@@ -180,6 +180,8 @@ def reference_run(model_and_batch):
     MemoryPolicy.training(checkpoint_granularity="nested"),
     MemoryPolicy.low_memory_inference(chunk_size=6, attention_chunks=(5, 4)),
     MemoryPolicy(chunk_size=5, checkpoint_evoformer=2, checkpoint_template=1),
+    MemoryPolicy.training(outer_product="recompute"),
+    MemoryPolicy(inplace=True, outer_product="recompute"),
 ], ids=lambda p: p.name)
 def test_presets_match_reference(model_and_batch, reference_run, policy):
     """Outputs and parameter gradients; the low_memory_inference default (chunk 16) is exercised at

@@ -43,7 +43,10 @@ def tiny():
     (MemoryPolicy.low_memory_inference(chunk_size=4), False),
     (MemoryPolicy.low_memory_inference(chunk_size=4, precision="bf16-full"), False),
     (MemoryPolicy.training(), True),
-], ids=["reference-inference", "low-memory-inference", "low-memory-bf16-full", "training"])
+    (MemoryPolicy.training(outer_product="recompute"), True),
+    (MemoryPolicy(outer_product="recompute"), False),
+], ids=["reference-inference", "low-memory-inference", "low-memory-bf16-full", "training", "training-outer-recompute",
+        "outer-recompute-inference"])
 def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     cfg, model, batch = tiny
     apply_memory_policy(model, policy)
@@ -68,7 +71,8 @@ def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     (MemoryPolicy.low_memory_inference(chunk_size=4), "cpu"),
     (MemoryPolicy.low_memory_inference(chunk_size=4, offload="idle"), "cuda"),
     (MemoryPolicy.low_memory_inference(chunk_size=8, precision="bf16-full"), "cuda"),
-], ids=["reference", "low-memory-cpu", "idle-offload-accelerator", "buffers-offload-bf16-full"])
+    (MemoryPolicy(outer_product="recompute"), "cpu"),
+], ids=["reference", "low-memory-cpu", "idle-offload-accelerator", "buffers-offload-bf16-full", "outer-recompute"])
 def test_fast_estimate_equals_full_trace(policy, device):
     """The shortcuts (one or two blocks per stack, two iterations of every loop, two templates, the
     structure module's last layer) change the prediction by < 2 % against tracing everything; 4

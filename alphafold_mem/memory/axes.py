@@ -57,6 +57,8 @@ SEAMS = MappingProxyType({
     "offload": "offload: what waits in host memory (alphafold_mem.memory.offload.OFFLOAD_LEVELS)",
     "templates": "templates: the template stack batched or streamed one template at a time",
     "head_logits": "head_logits: the pair-sized head logits kept as outputs or reduced in row chunks",
+    "outer_product": "outer_product: the outer product mean's [*, N_res, N_res, C*C] product formed whole "
+                     "('reference') or in row blocks and recomputed in backward ('recompute')",
     "dropout": "dap: under device sharding the dropout mask is drawn at the global shape, then sliced",
 })
 

@@ -6,7 +6,7 @@ What the binder sets, per declaration:
 * a module with splittable steps: ``chunk_size``;
 * seam ``attention``: ``attention_impl`` (``"triton"`` under ``kernels="triton"``, else the policy's
   ``attention``) and ``attention_chunks``; seam ``kernel``: ``kernel_impl`` (the policy's ``kernels``);
-  seam ``inplace``: ``inplace``; seams ``precision``, ``offload``, ``templates``, ``head_logits``: the
+  seam ``inplace``: ``inplace``; seams ``precision``, ``offload``, ``templates``, ``head_logits``, ``outer_product``: the
   attribute of the same name;
 * a stack: ``checkpoint_every`` from the policy's ``checkpoint_<stack>`` field, read by
   :func:`alphafold_mem.memory.checkpoint.run_blocks`; with ``checkpoint_granularity="update"`` every
@@ -50,6 +50,7 @@ def _seam_settings(policy: MemoryPolicy) -> dict[str, dict[str, Any]]:
         "offload": {"offload": policy.offload},
         "templates": {"templates": policy.templates},
         "head_logits": {"head_logits": policy.head_logits},
+        "outer_product": {"outer_product": policy.outer_product},
     }
 
 

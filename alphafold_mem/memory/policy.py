@@ -20,6 +20,8 @@ KERNELS = ("reference", "triton")
 TEMPLATE_MODES = ("batched", "streamed")
 #: ``MemoryPolicy.head_logits``: whether the [*, N_res, N_res, bins] head logits are outputs.
 HEAD_LOGITS = ("keep", "drop")
+#: ``MemoryPolicy.outer_product``: how the outer product mean forms its outer product.
+OUTER_PRODUCT_MODES = ("reference", "recompute")
 
 ChunkSize = Union[None, int, str]
 
@@ -81,6 +83,12 @@ class MemoryPolicy:
             or ``"drop"`` (inference: PAE and pTM are computed from PAE logits in row chunks;
             neither logits tensor is returned; ``distogram_logits`` is not computed). With autograd
             both are kept (the losses read them).
+        outer_product: ``"reference"`` (the outer product mean's ``[*, N_res, N_res, C*C]`` product of
+            each chunk formed whole, flattened and projected; with autograd the flattened product,
+            eight pair representations' worth of elements at AF2's sizes, is saved for backward) or
+            ``"recompute"`` (row blocks of at most one pair representation's worth, both copies
+            counted; only the two projections are saved and backward forms each block again:
+            :func:`alphafold_mem.memory.outer_product.outer_product_linear`).
         max_memory: memory budget in bytes for ``chunk_size="auto"``; ``None``: the free memory of
             the device at the time of the forward.
         max_chunk_size: the largest chunk ``chunk_size="auto"`` considers (``None``: no limit below
@@ -100,6 +108,7 @@ class MemoryPolicy:
     offload: str = "none"
     templates: str = "batched"
     head_logits: str = "keep"
+    outer_product: str = "reference"
     max_memory: Optional[int] = None
     max_chunk_size: Optional[int] = None
 
@@ -107,7 +116,7 @@ class MemoryPolicy:
         if isinstance(self.offload, bool):
             object.__setattr__(self, "offload", "idle" if self.offload else "none")
         for name, valid in (("offload", tuple(OFFLOAD_LEVELS)), ("templates", TEMPLATE_MODES),
-                            ("head_logits", HEAD_LOGITS)):
+                            ("head_logits", HEAD_LOGITS), ("outer_product", OUTER_PRODUCT_MODES)):
             if getattr(self, name) not in valid:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
         if self.max_chunk_size is not None and self.max_chunk_size < 1:
@@ -146,7 +155,8 @@ class MemoryPolicy:
         """Training: every Evoformer, extra-MSA and template block checkpointed (AF2 Suppl. 1.11.8;
         one recomputation per step), and low-memory attention (the probabilities are never stored,
         not even while recomputing). For shallow stacks ``checkpoint_granularity="update"`` has the
-        smaller peak (see the field). Mixed precision: ``precision="bf16"`` (inference and plain
+        smaller peak (see the field); ``outer_product="recompute"`` lowers it further (see the
+        field). Mixed precision: ``precision="bf16"`` (inference and plain
         PyTorch loops) or the Lightning trainer's ``bf16-mixed``."""
         base = dict(attention="chunked", checkpoint_evoformer=1, checkpoint_extra_msa=1, checkpoint_template=1)
         return cls(**{**base, **overrides})
@@ -189,4 +199,5 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
     return getattr(MemoryPolicy, name)(**overrides)
 
 
-__all__ = ["ATTENTION_IMPLS", "HEAD_LOGITS", "KERNELS", "MemoryPolicy", "PRESETS", "TEMPLATE_MODES", "preset"]
+__all__ = ["ATTENTION_IMPLS", "HEAD_LOGITS", "KERNELS", "MemoryPolicy", "OUTER_PRODUCT_MODES", "PRESETS", "TEMPLATE_MODES",
+           "preset"]

@@ -9,6 +9,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
+from ..memory.outer_product import outer_product_linear
 from ..precision import fp32_island, fp32_region
 from .primitives import LayerNorm, Linear, masked
 
@@ -23,7 +24,10 @@ class OuterProductMean(nn.Module):
     ``chunk_size`` (memory policy) chunks the projections over MSA rows and the outer product
     ``[*, N_res, N_res, C, C]`` over its first residue axis i; device sharding gathers b piece by
     piece along j (the declared ``also``). ``add_to_`` (inference) adds the update into z chunk by
-    chunk and keeps only b whole: each chunk projects its own columns of a.
+    chunk and keeps only b whole: each chunk projects its own columns of a. ``outer_product``
+    (memory policy) ``"recompute"``: the outer product and its projection run in row blocks
+    (:func:`alphafold_mem.memory.outer_product.outer_product_linear`), so neither the
+    ``[*, I, N_res, C*C]`` product nor its gradient exists whole and backward recomputes it.
     """
 
     memory_spec = declare(splits={
@@ -42,8 +46,9 @@ class OuterProductMean(nn.Module):
         "outer_from_msa": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3,
                                 also=Split("pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)),
                                            output=Shard(-2, columns=True))),
-    })
+    }, seams=["outer_product"])
     chunk_size: Optional[int] = None
+    outer_product: str = "reference"
 
     def __init__(self, c_m: int, c_z: int, c_hidden: int, eps: float = 1e-3):
         super().__init__()
@@ -75,8 +80,11 @@ class OuterProductMean(nn.Module):
         return masked(self.left_projection(m), msa_mask), masked(self.right_projection(m), msa_mask)
 
     def _outer(self, a: Tensor, b: Tensor, mask_i: Tensor, mask: Tensor) -> Tensor:
-        outer = torch.einsum("...sic,...sjd->...ijcd", a, b)  # [*, I, N_res, C, C]
-        out = self.output(outer.flatten(-2))  # [*, I, N_res, c_z]
+        if self.outer_product == "recompute":
+            out = outer_product_linear(a, b, self.output.weight, self.output.bias)  # [*, I, N_res, c_z]
+        else:
+            outer = torch.einsum("...sic,...sjd->...ijcd", a, b)  # [*, I, N_res, C, C]
+            out = self.output(outer.flatten(-2))  # [*, I, N_res, c_z]
         # the count of sequences in fp32 (bf16 holds integers exactly only up to 256)
         with fp32_region(mask.device.type):
             norm = torch.einsum("...si,...sj->...ij", fp32_island(mask_i), fp32_island(mask))[..., None]  # [*, I, N_res, 1]
