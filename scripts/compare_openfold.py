@@ -59,6 +59,7 @@ Example (model_1_ptm, 48 + 4 blocks, N_seq 16, N_extra 64, 2 templates; several 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import pathlib
 import sys
@@ -122,29 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     if not args.openfold_src:
         print("# no --openfold-src: our side only", file=sys.stderr)
     rows = []
-    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
-          f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, fresh process per run, "
-          f"median of {args.repeats} (the sides interleaved; the last column: each interleaved pair's time ratio)")
+    print(_config_line(args, f"fresh process per run, median of {args.repeats} (the sides interleaved; the last column: "
+                             "each interleaved pair's time ratio)"))
     print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
           "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | OpenFold page faults M "
           "| ours page faults M | ours malloc | ours/OpenFold s per run |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with openfold_workspace(setup) as tmp:
-        for n_res in args.n_res:
-            for allocator in args.allocator:
-                for setting in args.settings:
-                    cell = {"n_res": n_res, "allocator": allocator, "setting": setting}
-                    runs = {side: [] for side in sides}
-                    for _ in range(args.repeats):  # interleaved: ours, OpenFold, ours, ... (the machine's drift hits both)
-                        for side in sides:
-                            runs[side].append(run_cell(setup, side, n_res, setting, allocator, tmp))
-                    for side in sides:
-                        cell[side] = _in_mb(median_cell(runs[side]))
-                    cell["runs"] = runs  # every run of each side, for the JSON
-                    if "openfold" in runs:
-                        cell["seconds_ratio_per_run"] = run_ratios(runs["ours"], runs["openfold"])
-                    rows.append(cell)
-                    print(_row(cell), flush=True)
+        for n_res, allocator, setting in _cells(args):
+            cell = {"n_res": n_res, "allocator": allocator, "setting": setting}
+            runs = {side: [] for side in sides}
+            for _ in range(args.repeats):  # interleaved: ours, OpenFold, ours, ... (the machine's drift hits both)
+                for side in sides:
+                    runs[side].append(run_cell(setup, side, n_res, setting, allocator, tmp))
+            for side in sides:
+                cell[side] = _in_mb(median_cell(runs[side]))
+            cell["runs"] = runs  # every run of each side, for the JSON
+            if "openfold" in runs:
+                cell["seconds_ratio_per_run"] = run_ratios(runs["ours"], runs["openfold"])
+            rows.append(cell)
+            print(_row(cell), flush=True)
     if args.json:
         _write_json(args.json, rows)
     return 0
@@ -157,33 +155,47 @@ def _write_json(path: str, rows: list) -> None:
         pathlib.Path(tmp).write_text(json.dumps(rows, indent=1))
 
 
+def _config_line(args, what: str) -> str:
+    """The table's first line: model, sizes, mode, and how it was measured (``what``)."""
+    return (f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
+            f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, {what}")
+
+
+def _print_head(args, what: str, columns: list) -> None:
+    """The configuration line, then a Markdown table's header."""
+    print(_config_line(args, what))
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
+def _cells(args):
+    """(N_res, allocator, setting) of every cell, in the table's order."""
+    return itertools.product(args.n_res, args.allocator, args.settings)
+
+
 def _same_process(setup: OpenFoldSetup, args) -> int:
     """Both models in one process per cell, timed alternately: medians and the median of the
     per-round ratios."""
     import statistics
 
-    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
-          f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, both models in one process "
-          f"per cell, {args.same_process} alternations (order swapped each round), wall seconds")
-    print("| N_res | allocator | setting | OpenFold s (median) | ours s (median) | ours/OpenFold (median of rounds) "
-          "| ours/OpenFold per round |")
-    print("|---|---|---|---|---|---|---|")
+    _print_head(args, f"both models in one process per cell, {args.same_process} alternations (order swapped each "
+                      "round), wall seconds",
+                ["N_res", "allocator", "setting", "OpenFold s (median)", "ours s (median)",
+                 "ours/OpenFold (median of rounds)", "ours/OpenFold per round"])
     rows, failed = [], 0
     with openfold_workspace(setup) as tmp:
-        for n_res in args.n_res:
-            for allocator in args.allocator:
-                for setting in args.settings:
-                    res = run_cell(setup, "both", n_res, setting, allocator, tmp, alternations=args.same_process)
-                    cell = {"n_res": n_res, "allocator": allocator, "setting": setting, **res}
-                    rows.append(cell)
-                    if "error" in res:
-                        failed += 1
-                        print(f"| {n_res} | {allocator} | {setting} | error: {res['error'][:80]} | | | |", flush=True)
-                        continue
-                    of, ours = res["openfold_seconds"], res["ours_seconds"]
-                    ratios = [o / f for o, f in zip(ours, of)]
-                    print(f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
-                          f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |", flush=True)
+        for n_res, allocator, setting in _cells(args):
+            res = run_cell(setup, "both", n_res, setting, allocator, tmp, alternations=args.same_process)
+            cell = {"n_res": n_res, "allocator": allocator, "setting": setting, **res}
+            rows.append(cell)
+            if "error" in res:
+                failed += 1
+                print(f"| {n_res} | {allocator} | {setting} | error: {res['error'][:80]} | | | |", flush=True)
+                continue
+            of, ours = res["openfold_seconds"], res["ours_seconds"]
+            ratios = [o / f for o, f in zip(ours, of)]
+            print(f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
+                  f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |", flush=True)
     if args.json:
         _write_json(args.json, rows)
     return 1 if failed else 0
@@ -194,35 +206,30 @@ def _against_itself(setup: OpenFoldSetup, args) -> int:
     ...); the table gives each pair's time and RSS ratio (A over B) and how many pairs were above 1.0,
     i.e. how often one run of a program fails "<= 1.0x" against the same program."""
     side = args.against_itself
-    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
-          f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, {side} against itself: "
-          f"{args.repeats} pairs of fresh runs back to back (A, B, A, B, ...)")
-    print("| N_res | allocator | setting | side | A s (median) | B s (median) | A/B s per pair | pairs with A/B s > 1.0 "
-          "| A/B RSS per pair |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    _print_head(args, f"{side} against itself: {args.repeats} pairs of fresh runs back to back (A, B, A, B, ...)",
+                ["N_res", "allocator", "setting", "side", "A s (median)", "B s (median)", "A/B s per pair",
+                 "pairs with A/B s > 1.0", "A/B RSS per pair"])
     rows, failed = [], 0
     with openfold_workspace(setup) as tmp:
-        for n_res in args.n_res:
-            for allocator in args.allocator:
-                for setting in args.settings:
-                    runs = {"a": [], "b": []}
-                    for _ in range(args.repeats):
-                        for run in ("a", "b"):
-                            runs[run].append(run_cell(setup, side, n_res, setting, allocator, tmp))
-                    seconds = run_ratios(runs["a"], runs["b"])
-                    rss = run_ratios(runs["a"], runs["b"], key="rss_bytes")
-                    cell = {"n_res": n_res, "allocator": allocator, "setting": setting, "side": side, "runs": runs,
-                            "seconds_ratio_per_run": seconds, "rss_ratio_per_run": rss}
-                    rows.append(cell)
-                    a, b = median_cell(runs["a"]), median_cell(runs["b"])
-                    if "error" in a or "error" in b:
-                        failed += 1
-                        print(f"| {n_res} | {allocator} | {setting} | {side} | error: {(a.get('error') or b['error'])[:80]} "
-                              "| | | | |", flush=True)
-                        continue
-                    print(f"| {n_res} | {allocator} | {setting} | {side} | {a['seconds']:.1f} | {b['seconds']:.1f} "
-                          f"| {', '.join(f'{r:.2f}' for r in seconds)} | {sum(r > 1.0 for r in seconds)} of {len(seconds)} "
-                          f"| {', '.join(f'{r:.2f}' for r in rss)} |", flush=True)
+        for n_res, allocator, setting in _cells(args):
+            runs = {"a": [], "b": []}
+            for _ in range(args.repeats):
+                for run in ("a", "b"):
+                    runs[run].append(run_cell(setup, side, n_res, setting, allocator, tmp))
+            seconds = run_ratios(runs["a"], runs["b"])
+            rss = run_ratios(runs["a"], runs["b"], key="rss_bytes")
+            cell = {"n_res": n_res, "allocator": allocator, "setting": setting, "side": side, "runs": runs,
+                    "seconds_ratio_per_run": seconds, "rss_ratio_per_run": rss}
+            rows.append(cell)
+            a, b = median_cell(runs["a"]), median_cell(runs["b"])
+            if "error" in a or "error" in b:
+                failed += 1
+                print(f"| {n_res} | {allocator} | {setting} | {side} | error: {(a.get('error') or b['error'])[:80]} "
+                      "| | | | |", flush=True)
+                continue
+            print(f"| {n_res} | {allocator} | {setting} | {side} | {a['seconds']:.1f} | {b['seconds']:.1f} "
+                  f"| {', '.join(f'{r:.2f}' for r in seconds)} | {sum(r > 1.0 for r in seconds)} of {len(seconds)} "
+                  f"| {', '.join(f'{r:.2f}' for r in rss)} |", flush=True)
     if args.json:
         _write_json(args.json, rows)
     return 1 if failed else 0
