@@ -72,6 +72,8 @@ SLOW_TESTS = (
     "test_memory_estimate.py::test_fast_estimate_equals_full_trace[low-memory-cpu]",
     "test_memory_estimate.py::test_fast_estimate_equals_full_trace[idle-offload-accelerator]",
     "test_memory_estimate.py::test_fast_estimate_equals_full_trace[buffers-offload-bf16-full]",
+    "test_memory_estimate.py::test_fast_estimate_equals_full_trace[outer-recompute]",
+    "test_memory_estimate.py::test_estimate_within_5_percent_of_measured[training-outer-recompute]",
     # the ablation's device-sharding rows through predict (two ranks, 43 s on 2 cores)
     "test_ablation.py::test_dap_rows_run_through_predict_with_dap",
 )

@@ -6,8 +6,8 @@ What the binder sets, per declaration:
 * a module with splittable steps: ``chunk_size``;
 * seam ``attention``: ``attention_impl`` (``"triton"`` under ``kernels="triton"``, else the policy's
   ``attention``) and ``attention_chunks``; seam ``kernel``: ``kernel_impl`` (the policy's ``kernels``);
-  seam ``inplace``: ``inplace``; seams ``precision``, ``offload``, ``templates``, ``head_logits``, ``outer_product``: the
-  attribute of the same name;
+  seam ``inplace``: ``inplace``; seams ``precision``, ``offload``, ``templates``, ``head_logits``,
+  ``outer_product``: the attribute of the same name;
 * a stack: ``checkpoint_every`` from the policy's ``checkpoint_<stack>`` field, read by
   :func:`alphafold_mem.memory.checkpoint.run_blocks`; with ``checkpoint_granularity="update"`` every
   splittable module inside its blocks (one residual update each) is checkpointed instead; with
