@@ -74,6 +74,11 @@ SLOW_TESTS = (
     "test_memory_estimate.py::test_fast_estimate_equals_full_trace[buffers-offload-bf16-full]",
     "test_memory_estimate.py::test_fast_estimate_equals_full_trace[outer-recompute]",
     "test_memory_estimate.py::test_estimate_within_5_percent_of_measured[training-outer-recompute]",
+    # a second variant of what a faster test in the fast set also covers (fp32 MSA-row attention kernel:
+    # c16_maskgrad; bf16 prediction: test_bf16_prediction; offload in the planner: the estimate tests)
+    "test_kernels.py::test_fused_attention_matches_reference[msa_row_fp32_c8]",
+    "test_inference.py::test_bf16_demo_weights_match_fp32_on_1lcd",
+    "test_memory_estimate.py::test_offload_lowers_the_accelerator_prediction_only",
     # the ablation's device-sharding rows through predict (two ranks, 43 s on 2 cores)
     "test_ablation.py::test_dap_rows_run_through_predict_with_dap",
 )
