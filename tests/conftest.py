@@ -79,6 +79,10 @@ SLOW_TESTS = (
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_fp32_c8]",
     "test_inference.py::test_bf16_demo_weights_match_fp32_on_1lcd",
     "test_memory_estimate.py::test_offload_lowers_the_accelerator_prediction_only",
+    # whole predict runs (several targets each) beside the faster predict tests of the fast set
+    "test_inputs_predict.py::test_finished_target_is_skipped_only_when_its_provenance_matches",
+    "test_inputs_predict.py::test_case_directory_with_unusual_extensions",
+    "test_kernels.py::test_fused_attention_matches_reference[triangle_fp32_c32]",
     # the ablation's device-sharding rows through predict (two ranks, 43 s on 2 cores)
     "test_ablation.py::test_dap_rows_run_through_predict_with_dap",
 )
