@@ -108,6 +108,20 @@ def test_saves_the_projections_not_the_product():
     assert blocked <= ref - 1.5 * product
 
 
+def test_no_sequences_gives_the_bias_and_zero_gradients():
+    """N_seq 0 (a sample without extra sequences): the product is empty, the output is the bias,
+    as the reference's; gradients flow (zeros for a and b, the bias gets the output's)."""
+    a = torch.zeros(0, 6, 4, requires_grad=True)
+    b = torch.zeros(0, 5, 3, requires_grad=True)
+    w = torch.randn(2, 12, requires_grad=True)
+    bias = torch.randn(2, requires_grad=True)
+    out = outer_product_linear(a, b, w, bias, rows=4)
+    assert torch.equal(out, _reference(a, b, w, bias))
+    out.sum().backward()
+    assert torch.equal(bias.grad, torch.full((2,), 30.0)) and torch.equal(w.grad, torch.zeros_like(w))
+    assert a.grad.shape == a.shape and b.grad.shape == b.shape
+
+
 def test_outer_rows_and_errors():
     assert outer_rows(64, 32, 32, 128) == 4  # AF2's sizes: the two copies of 4 rows = one pair representation
     assert outer_rows(1000, 32, 32, 128) == 62

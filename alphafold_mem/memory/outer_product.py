@@ -23,6 +23,7 @@ in its input's dtype.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -62,8 +63,9 @@ class _OuterProductLinear(torch.autograd.Function):
         j, d = b.shape[-2:]
         with torch.autocast(a.device.type, enabled=False):
             a3, b3, w, bb = (t if t is None or dtype is None else t.to(dtype) for t in (a, b, weight, bias))
-            a3, b3 = a3.reshape(-1, s, i, c), b3.reshape(-1, s, j, d)
-            out = a3.new_empty(a3.shape[0], i, j, weight.shape[0])
+            batch = math.prod(lead)  # not -1 in reshape: N_seq may be 0 (no extra sequences)
+            a3, b3 = a3.reshape(batch, s, i, c), b3.reshape(batch, s, j, d)
+            out = a3.new_empty(batch, i, j, weight.shape[0])
             starts = range(0, i, rows)
             for start in (starts[:2] if cut else starts):
                 n = min(rows, i - start)
@@ -83,8 +85,9 @@ class _OuterProductLinear(torch.autograd.Function):
         s, i, c = a.shape[-3:]
         j, d = b.shape[-2:]
         cast = (lambda t: t) if dtype is None else (lambda t: t.to(dtype))
-        a3, b3, w = cast(a).reshape(-1, s, i, c), cast(b).reshape(-1, s, j, d), cast(weight)
-        g3 = cast(grad).reshape(a3.shape[0], i, j, weight.shape[0])
+        batch = math.prod(lead)
+        a3, b3, w = cast(a).reshape(batch, s, i, c), cast(b).reshape(batch, s, j, d), cast(weight)
+        g3 = cast(grad).reshape(batch, i, j, weight.shape[0])
         need_a, need_b, need_w, need_bias = ctx.needs_input_grad[:4]
         da = torch.zeros_like(a3) if need_a else None
         db = torch.zeros(b3.shape, dtype=torch.promote_types(b3.dtype, torch.float32), device=b3.device) if need_b else None
