@@ -31,7 +31,7 @@ The fp32 islands, each expressed by one helper here:
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -43,6 +43,16 @@ def fp32_island(x: Tensor) -> Tensor:
     """Cast half-precision tensors to fp32 (fp32/fp64 pass through): the named fp32 islands of
     AF2 (softmax statistics, the structure module, geometry, confidence heads, losses)."""
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+def autocast_dtype(x: Tensor) -> Optional[torch.dtype]:
+    """The dtype autocast runs a matmul of ``x`` in: autocast's when it is on for ``x``'s device,
+    ``None`` when it is off or ``x`` is fp64 (autocast leaves fp64 alone). For code that runs its
+    own matmuls with autocast off and must round as autocast would."""
+    device_type = x.device.type
+    if torch.is_autocast_enabled(device_type) and x.dtype != torch.float64:
+        return torch.get_autocast_dtype(device_type)
+    return None
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..precision import autocast_dtype
 from .chunking import estimating
 
 
@@ -39,13 +40,6 @@ def outer_rows(n_res: int, c: int, d: int, c_out: int) -> int:
     return max(1, min(n_res, (n_res * c_out) // (2 * c * d)))
 
 
-def _compute_dtype(x: Tensor) -> Optional[torch.dtype]:
-    device_type = x.device.type
-    if torch.is_autocast_enabled(device_type) and x.dtype != torch.float64:
-        return torch.get_autocast_dtype(device_type)
-    return None
-
-
 def _block_outer(a_blk: Tensor, b: Tensor) -> Tensor:
     """``[B, S, R, C]`` x ``[B, S, J, D]`` -> ``[B, R, J, C*D]`` (contiguous)."""
     return torch.einsum("bsrc,bsjd->brjcd", a_blk, b).reshape(a_blk.shape[0], a_blk.shape[2], b.shape[2], -1)
@@ -54,7 +48,7 @@ def _block_outer(a_blk: Tensor, b: Tensor) -> Tensor:
 class _OuterProductLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a: Tensor, b: Tensor, weight: Tensor, bias: Optional[Tensor], rows: int, cut: bool) -> Tensor:
-        dtype = _compute_dtype(a)
+        dtype = autocast_dtype(a)
         ctx.dtypes = (a.dtype, b.dtype, weight.dtype, None if bias is None else bias.dtype)
         ctx.autocast_dtype = dtype
         ctx.rows = rows
@@ -73,7 +67,6 @@ class _OuterProductLinear(torch.autograd.Function):
                 out.narrow(1, start, n).copy_(torch.nn.functional.linear(x, w, bb))
                 del x
         ctx.save_for_backward(a, b, weight)
-        ctx.has_bias = bias is not None
         return out.reshape(*lead, i, j, weight.shape[0])
 
     @staticmethod
@@ -106,7 +99,7 @@ class _OuterProductLinear(torch.autograd.Function):
                 if need_b:
                     db.add_(torch.einsum("brjcd,bsrc->bsjd", gx, a_blk))
                 del gx
-        dbias = grad.reshape(-1, grad.shape[-1]).sum(0).to(ctx.dtypes[3]) if ctx.has_bias and need_bias else None
+        dbias = grad.reshape(-1, grad.shape[-1]).sum(0).to(ctx.dtypes[3]) if need_bias else None
         a_dtype, b_dtype, w_dtype, _ = ctx.dtypes
         return (None if da is None else da.reshape(*lead, s, i, c).to(a_dtype),
                 None if db is None else db.reshape(*lead, s, j, d).to(b_dtype),

@@ -25,7 +25,7 @@ import kernels
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from ..memory.chunking import estimating
 from ..memory.offload import host_bytes, offload_active, stream, to_host
-from ..precision import fp32_region
+from ..precision import autocast_dtype, fp32_region
 from .primitives import Attention, LayerNorm, Linear, mask_bias, sigmoid_gate
 
 
@@ -46,8 +46,7 @@ def _blockwise_matmul(a: Tensor, blocks: Iterable[Tensor]) -> Tensor:
     stay in a chunk-sized fp32 accumulator (>= fp32 for fp64), cast to the matmul dtype at the end.
     Summing bf16 partial products instead rounds once per block (offload="buffers" under bf16)."""
     device_type = a.device.type
-    autocast = torch.is_autocast_enabled(device_type) and a.dtype != torch.float64  # autocast leaves fp64 alone
-    dtype = torch.get_autocast_dtype(device_type) if autocast else a.dtype
+    dtype = autocast_dtype(a) or a.dtype
     acc = torch.promote_types(dtype, torch.float32)
     x, start = None, 0
     with fp32_region(device_type):
