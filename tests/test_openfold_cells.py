@@ -59,19 +59,14 @@ def test_same_process_mode_times_both_models_alternately(tmp_path, capsys):
     """``compare_openfold.py --same-process K``: one process per cell runs OpenFold's model (here a
     stand-in checkout with OpenFold's module layout) and ours, K timed runs each; the table gives the
     median of the per-round ratios and the JSON every run."""
-    import importlib.util
     import json
-    import pathlib
 
     (tmp_path / "openfold" / "model").mkdir(parents=True)
     (tmp_path / "openfold" / "__init__.py").write_text("")
     (tmp_path / "openfold" / "model" / "__init__.py").write_text("")
     (tmp_path / "openfold" / "config.py").write_text(FAKE_CONFIG)
     (tmp_path / "openfold" / "model" / "model.py").write_text(FAKE_MODEL)
-    script = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "compare_openfold.py"
-    spec = importlib.util.spec_from_file_location("compare_openfold", script)
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare = _compare_script()
     out = tmp_path / "rows.json"
     rc = compare.main(["--openfold-src", str(tmp_path), "--n-res", "12", "--n-seq", "3", "--n-extra", "4",
                        "--templates", "1", "--evo-blocks", "1", "--extra-blocks", "1", "--settings", "chunk4",
