@@ -19,5 +19,4 @@ from .planner import apply_memory_policy  # noqa: E402
 from .predict import predict  # noqa: E402
 from .version import __version__  # noqa: E402
 
-__all__ = ["AlphaFold", "MemoryPolicy", "ModelConfig", "apply_memory_policy", "model_config", "predict",
-           "__version__"]
+__all__ = ["AlphaFold", "MemoryPolicy", "ModelConfig", "apply_memory_policy", "model_config", "predict", "__version__"]

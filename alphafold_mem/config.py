@@ -234,46 +234,94 @@ _MODEL_DIFFS: dict[str, dict[str, Any]] = {
     "model_5": {"template.enabled": False},
 }
 
-def _stack(path: str, num_blocks: int, c_hidden_msa_att: int, num_heads_msa: int, c_hidden_opm: int, c_hidden_mul: int,
-           c_hidden_pair_att: int, num_heads_pair: int) -> dict[str, int]:
+
+def _stack(
+    path: str,
+    num_blocks: int,
+    c_hidden_msa_att: int,
+    num_heads_msa: int,
+    c_hidden_opm: int,
+    c_hidden_mul: int,
+    c_hidden_pair_att: int,
+    num_heads_pair: int,
+) -> dict[str, int]:
     """Overrides of one Evoformer-style stack (``evoformer`` or ``extra_msa``) as dotted paths."""
-    sizes = dict(num_blocks=num_blocks, c_hidden_msa_att=c_hidden_msa_att, num_heads_msa=num_heads_msa,
-                 c_hidden_opm=c_hidden_opm, c_hidden_mul=c_hidden_mul, c_hidden_pair_att=c_hidden_pair_att,
-                 num_heads_pair=num_heads_pair)
+    sizes = dict(
+        num_blocks=num_blocks,
+        c_hidden_msa_att=c_hidden_msa_att,
+        num_heads_msa=num_heads_msa,
+        c_hidden_opm=c_hidden_opm,
+        c_hidden_mul=c_hidden_mul,
+        c_hidden_pair_att=c_hidden_pair_att,
+        num_heads_pair=num_heads_pair,
+    )
     return {f"{path}.{k}": v for k, v in sizes.items()}
 
 
 _TINY = {
-    "c_m": 16, "c_z": 8, "c_s": 24, "c_t": 8, "c_e": 8, "num_recycles": 1,
+    "c_m": 16,
+    "c_z": 8,
+    "c_s": 24,
+    "c_t": 8,
+    "c_e": 8,
+    "num_recycles": 1,
     **_stack("evoformer", 2, 4, 2, 4, 8, 4, 2),
     **_stack("extra_msa", 1, 4, 2, 4, 8, 4, 2),
-    "template.pair_stack.num_blocks": 1, "template.pair_stack.c_hidden_tri_att": 4,
-    "template.pair_stack.num_heads_tri_att": 2, "template.pair_stack.c_hidden_tri_mul": 8,
-    "template.pointwise_c_hidden": 4, "template.pointwise_num_heads": 2, "template.max_templates": 2,
-    "structure_module.num_layers": 3, "structure_module.c_ipa": 4, "structure_module.num_heads_ipa": 2,
-    "structure_module.num_qk_points": 2, "structure_module.num_v_points": 3,
-    "structure_module.c_resnet": 8, "heads.plddt_c_hidden": 16, "heads.pae_enabled": True,
-    "data.max_msa_clusters": 16, "data.max_extra_msa": 32, "data.crop_size": 64,
+    "template.pair_stack.num_blocks": 1,
+    "template.pair_stack.c_hidden_tri_att": 4,
+    "template.pair_stack.num_heads_tri_att": 2,
+    "template.pair_stack.c_hidden_tri_mul": 8,
+    "template.pointwise_c_hidden": 4,
+    "template.pointwise_num_heads": 2,
+    "template.max_templates": 2,
+    "structure_module.num_layers": 3,
+    "structure_module.c_ipa": 4,
+    "structure_module.num_heads_ipa": 2,
+    "structure_module.num_qk_points": 2,
+    "structure_module.num_v_points": 3,
+    "structure_module.c_resnet": 8,
+    "heads.plddt_c_hidden": 16,
+    "heads.pae_enabled": True,
+    "data.max_msa_clusters": 16,
+    "data.max_extra_msa": 32,
+    "data.crop_size": 64,
 }
 
 _DEMO = {
-    "c_m": 32, "c_z": 32, "c_s": 64, "c_t": 16, "c_e": 16, "num_recycles": 1,
+    "c_m": 32,
+    "c_z": 32,
+    "c_s": 64,
+    "c_t": 16,
+    "c_e": 16,
+    "num_recycles": 1,
     "template.enabled": False,
     **_stack("evoformer", 4, 8, 4, 8, 32, 8, 4),
     **_stack("extra_msa", 1, 8, 4, 8, 16, 8, 4),
-    "structure_module.num_layers": 4, "structure_module.c_ipa": 16, "structure_module.num_heads_ipa": 4,
-    "structure_module.c_resnet": 32, "heads.plddt_c_hidden": 32, "heads.pae_enabled": True,
-    "data.max_msa_clusters": 32, "data.max_extra_msa": 128, "data.crop_size": 96,
+    "structure_module.num_layers": 4,
+    "structure_module.c_ipa": 16,
+    "structure_module.num_heads_ipa": 4,
+    "structure_module.c_resnet": 32,
+    "heads.plddt_c_hidden": 32,
+    "heads.pae_enabled": True,
+    "data.max_msa_clusters": 32,
+    "data.max_extra_msa": 128,
+    "data.crop_size": 96,
 }
 
 # Suppl. Table 4: initial training vs fine-tuning sample sizes and loss weights.
 _INITIAL_TRAINING = {
-    "data.crop_size": 256, "data.max_msa_clusters": 128, "data.max_extra_msa": 1024,
-    "loss.violation_weight": 0.0, "loss.experimentally_resolved_weight": 0.0,
+    "data.crop_size": 256,
+    "data.max_msa_clusters": 128,
+    "data.max_extra_msa": 1024,
+    "loss.violation_weight": 0.0,
+    "loss.experimentally_resolved_weight": 0.0,
 }
 _FINETUNING = {
-    "data.crop_size": 384, "data.max_msa_clusters": 512, "data.max_extra_msa": 5120,
-    "loss.violation_weight": 1.0, "loss.experimentally_resolved_weight": 0.01,
+    "data.crop_size": 384,
+    "data.max_msa_clusters": 512,
+    "data.max_extra_msa": 5120,
+    "loss.violation_weight": 1.0,
+    "loss.experimentally_resolved_weight": 0.01,
 }
 
 PRESETS: tuple[str, ...] = (

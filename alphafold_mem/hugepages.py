@@ -65,7 +65,7 @@ def _kernel_mode() -> str:
         text = open(_SYSFS).read()
     except OSError:
         return "unknown"
-    return text[text.index("[") + 1:text.index("]")] if "[" in text else "unknown"
+    return text[text.index("[") + 1 : text.index("]")] if "[" in text else "unknown"
 
 
 def _advised(address: int) -> bool:
@@ -96,5 +96,7 @@ def huge_pages_status() -> str:
         advised = _advised(x.data_ptr())
     except OSError:
         return f"unknown: no /proc/self/smaps ({_requested})"
-    return f"{'on' if advised else 'off'}: large CPU tensors {'' if advised else 'not '}advised MADV_HUGEPAGE " \
-           f"(kernel mode {mode}; {_requested})"
+    return (
+        f"{'on' if advised else 'off'}: large CPU tensors {'' if advised else 'not '}advised MADV_HUGEPAGE "
+        f"(kernel mode {mode}; {_requested})"
+    )

@@ -23,8 +23,15 @@ __all__ = ["lddt", "lddt_ca", "kabsch", "superpose", "rmsd", "ca_rmsd", "gdt_ts"
 _CA = rc.atom_order["CA"]
 
 
-def lddt(pred: Tensor, true: Tensor, mask: Tensor, cutoff: float = 15.0, per_residue: bool = False,
-         eps: float = 1e-10, no_pairs: float = 0.0) -> Tensor:
+def lddt(
+    pred: Tensor,
+    true: Tensor,
+    mask: Tensor,
+    cutoff: float = 15.0,
+    per_residue: bool = False,
+    eps: float = 1e-10,
+    no_pairs: float = 0.0,
+) -> Tensor:
     """Local distance difference test on one atom per residue (superposition-free).
 
     For every pair (i, j), i != j, both present and with reference distance < ``cutoff``, the
@@ -55,8 +62,9 @@ def lddt(pred: Tensor, true: Tensor, mask: Tensor, cutoff: float = 15.0, per_res
     return torch.where(den > 0, num / den.clamp(min=eps), torch.full_like(num, no_pairs))
 
 
-def lddt_ca(pred_atom37: Tensor, true_atom37: Tensor, mask_atom37: Tensor, cutoff: float = 15.0,
-            per_residue: bool = False) -> Tensor:
+def lddt_ca(
+    pred_atom37: Tensor, true_atom37: Tensor, mask_atom37: Tensor, cutoff: float = 15.0, per_residue: bool = False
+) -> Tensor:
     """lDDT-Cα from atom37 coordinates ``[*, N, 37, 3]`` and the reference mask ``[*, N, 37]``."""
     return lddt(pred_atom37[..., _CA, :], true_atom37[..., _CA, :], mask_atom37[..., _CA], cutoff, per_residue)
 
@@ -108,8 +116,9 @@ def ca_rmsd(pred_atom37: Tensor, true_atom37: Tensor, mask_atom37: Tensor) -> Te
     return rmsd(pred_atom37[..., _CA, :], true_atom37[..., _CA, :], mask_atom37[..., _CA])
 
 
-def gdt_ts(pred: Tensor, true: Tensor, mask: Optional[Tensor] = None,
-           cutoffs: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)) -> Tensor:
+def gdt_ts(
+    pred: Tensor, true: Tensor, mask: Optional[Tensor] = None, cutoffs: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+) -> Tensor:
     """GDT-TS ``[*]`` in [0, 1]: mean over cutoffs of the largest fraction of residues within the
     cutoff after a superposition.
 
@@ -143,7 +152,7 @@ def gdt_ts(pred: Tensor, true: Tensor, mask: Optional[Tensor] = None,
                 break
             for s in range(0, n - w + 1, max(1, w // 2)):
                 sm = torch.zeros(n, dtype=torch.float64)
-                sm[s:s + w] = 1.0
+                sm[s : s + w] = 1.0
                 seeds.append(sm)
         best = []
         for c in cutoffs:

@@ -31,12 +31,14 @@ The fp32 islands, each expressed by one helper here:
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional
+from typing import Iterator, Literal, Optional, get_args
 
 import torch
 from torch import Tensor
 
-PRECISIONS = ("fp32", "bf16", "bf16-full")
+#: Numeric precision of a run (see the module docstring).
+Precision = Literal["fp32", "bf16", "bf16-full"]
+PRECISIONS = get_args(Precision)
 
 
 def fp32_island(x: Tensor) -> Tensor:
@@ -90,4 +92,12 @@ def autocast(precision: str, device_type: str) -> contextlib.AbstractContextMana
     return torch.autocast(device_type, dtype=torch.bfloat16)
 
 
-__all__ = ["PRECISIONS", "autocast", "embedder_region", "fp32_island", "fp32_region", "representation_dtype"]
+__all__ = [
+    "PRECISIONS",
+    "Precision",
+    "autocast",
+    "embedder_region",
+    "fp32_island",
+    "fp32_region",
+    "representation_dtype",
+]

@@ -9,11 +9,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .config import ModelConfig
-from .geometry import all_atom, residue_constants as rc
+from .geometry import all_atom
+from .geometry import residue_constants as rc
 
 
-def random_features(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int = 0,
-                    seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
+def random_features(
+    config: ModelConfig,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int = 0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, Tensor]:
     """A synthetic batch that :meth:`AlphaFold.forward` accepts (no batch dim).
 
     The MSA's first row is the query; the other rows are random mutants with gaps and deletions;
@@ -34,18 +42,26 @@ def random_features(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: in
     aatype = torch.randint(0, 20, (n_res,), generator=g)
     msa = torch.randint(0, 22, (n_seq, n_res), generator=g)
     msa[0] = aatype
-    deletions = torch.where(torch.rand(n_seq, n_res, generator=g) < 0.1,
-                            torch.randint(1, 5, (n_seq, n_res), generator=g), 0).float()
+    deletions = torch.where(
+        torch.rand(n_seq, n_res, generator=g) < 0.1, torch.randint(1, 5, (n_seq, n_res), generator=g), 0
+    ).float()
     deletions[0] = 0
     profile = torch.softmax(torch.randn(n_seq, n_res, 23, generator=g), -1)
     del_mean = deletions.mean(0, keepdim=True).expand(n_seq, n_res)
-    msa_feat = torch.cat([
-        F.one_hot(msa, 23).float(), (deletions > 0).float()[..., None],
-        (torch.atan(deletions / 3.0) * (2 / math.pi))[..., None], profile,
-        (torch.atan(del_mean / 3.0) * (2 / math.pi))[..., None]], -1)
+    msa_feat = torch.cat(
+        [
+            F.one_hot(msa, 23).float(),
+            (deletions > 0).float()[..., None],
+            (torch.atan(deletions / 3.0) * (2 / math.pi))[..., None],
+            profile,
+            (torch.atan(del_mean / 3.0) * (2 / math.pi))[..., None],
+        ],
+        -1,
+    )
     extra = torch.randint(0, 22, (n_extra_seq, n_res), generator=g)
-    extra_del = torch.where(torch.rand(n_extra_seq, n_res, generator=g) < 0.1,
-                            torch.randint(1, 5, (n_extra_seq, n_res), generator=g), 0).float()
+    extra_del = torch.where(
+        torch.rand(n_extra_seq, n_res, generator=g) < 0.1, torch.randint(1, 5, (n_extra_seq, n_res), generator=g), 0
+    ).float()
     masks = all_atom.make_atom14_masks(aatype)
     batch = {
         "aatype": aatype,

@@ -27,8 +27,14 @@ from .reference import TriangleMultiplicationWeights
 
 IMPLS = ("reference", "triton")
 
-__all__ = ["IMPLS", "KernelUnavailableError", "TriangleMultiplicationWeights", "attention", "layer_norm",
-           "triangle_multiplication"]
+__all__ = [
+    "IMPLS",
+    "KernelUnavailableError",
+    "TriangleMultiplicationWeights",
+    "attention",
+    "layer_norm",
+    "triangle_multiplication",
+]
 
 
 def _check_impl(impl: str) -> None:
@@ -62,8 +68,14 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, impl:
     return fused_layer_norm(x, weight, bias, eps)
 
 
-def triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool,
-                            eps: float = 1e-5, impl: str = "reference") -> Tensor:
+def triangle_multiplication(
+    z: Tensor,
+    mask: Tensor,
+    weights: TriangleMultiplicationWeights,
+    outgoing: bool,
+    eps: float = 1e-5,
+    impl: str = "reference",
+) -> Tensor:
     """Triangle multiplicative update (AF2 Alg. 11 ``outgoing=True``, Alg. 12 ``outgoing=False``) with
     shapes as in :func:`kernels.reference.triangle_multiplication`: z ``[*, N_res, N_res, c_z]``,
     mask ``[*, N_res, N_res]``; returns the update ``[*, N_res, N_res, c_z]``.

@@ -90,10 +90,13 @@ def require_triton(op: str, *tensors) -> None:
     if is_fake(*tensors):
         try:
             import triton  # noqa: F401
+
             return
         except Exception as exc:  # noqa: BLE001
-            raise KernelUnavailableError(f"impl='triton' was requested for {op} but the 'triton' package "
-                                         f"cannot be imported ({type(exc).__name__}: {exc})") from exc
+            raise KernelUnavailableError(
+                f"impl='triton' was requested for {op} but the 'triton' package "
+                f"cannot be imported ({type(exc).__name__}: {exc})"
+            ) from exc
     reason = triton_unavailable_reason()
     if reason is not None:
         raise KernelUnavailableError(

@@ -114,11 +114,11 @@ class _Bias:
 
 def _block_config(interpret: bool) -> dict:
     if interpret:  # small blocks so that the CPU tests cross several blocks
-        return dict(fwd=(16, 16), dq=(16, 16), dkdv=(16, 16), dbias=(16, 16), z_per_program=4,
-                    num_warps=1, num_stages=1)
+        return dict(
+            fwd=(16, 16), dq=(16, 16), dkdv=(16, 16), dbias=(16, 16), z_per_program=4, num_warps=1, num_stages=1
+        )
     # Untuned defaults for C <= 64 on sm80+ (not swept; python -m kernels.benchmarks.bench_attention times them).
-    return dict(fwd=(64, 64), dq=(64, 32), dkdv=(32, 64), dbias=(64, 64), z_per_program=16,
-                num_warps=4, num_stages=2)
+    return dict(fwd=(64, 64), dq=(64, 32), dkdv=(32, 64), dbias=(64, 64), z_per_program=16, num_warps=4, num_stages=2)
 
 
 def _validate(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Optional[Tensor]], interpret: bool) -> None:
@@ -152,7 +152,8 @@ def _validate(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Optional[Tensor]
             raise ValueError(f"fused_attention: bias {i} must be a floating-point tensor")
         if b.dim() > len(full) or any(bs not in (1, fs) for bs, fs in zip(reversed(b.shape), reversed(full))):
             raise ValueError(
-                f"fused_attention: bias {i} of shape {tuple(b.shape)} does not broadcast to [*, H, Q, K] = {tuple(full)}"
+                f"fused_attention: bias {i} of shape {tuple(b.shape)} does not broadcast to [*, H, Q, K] = "
+                f"{tuple(full)}"
             )
         if b.device != q.device:
             raise ValueError(f"fused_attention: bias {i} is on {b.device}, q on {q.device}")
@@ -188,10 +189,15 @@ def _launch_options(q: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[_Bia
     """Compile-time arguments and launch options shared by every kernel of one attention call."""
     ieee = q.dtype == torch.float32 and (interpret or not torch.backends.cuda.matmul.allow_tf32)
     return dict(
-        HAS_B0=b0 is not None, HAS_B1=b1 is not None,
-        BLOCK_C=max(16, triton.next_power_of_2(q.shape[-1])), BLOCK_CV=max(16, triton.next_power_of_2(v.shape[-1])),
-        DOT_DTYPE=_TL_DTYPE[q.dtype], EMULATE=interpret, IEEE=ieee,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        HAS_B0=b0 is not None,
+        HAS_B1=b1 is not None,
+        BLOCK_C=max(16, triton.next_power_of_2(q.shape[-1])),
+        BLOCK_CV=max(16, triton.next_power_of_2(v.shape[-1])),
+        DOT_DTYPE=_TL_DTYPE[q.dtype],
+        EMULATE=interpret,
+        IEEE=ieee,
+        num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"],
     )
 
 
@@ -208,15 +214,43 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[
     cfg = _block_config(interpret)
     bq, bk = cfg["fwd"]
     attn_fwd_kernel[(triton.cdiv(N_Q, bq), z * H)](
-        q4, k4, v4, o4, stats[0], stats[1], _bias_arg(b0, stats), _bias_arg(b1, stats),
-        q4.stride(), k4.stride(), v4.stride(), o4.stride(), H, N_Q, N_K, C, CV,
-        BLOCK_Q=bq, BLOCK_K=bk, **_launch_options(q, v, b0, b1, cfg, interpret),
+        q4,
+        k4,
+        v4,
+        o4,
+        stats[0],
+        stats[1],
+        _bias_arg(b0, stats),
+        _bias_arg(b1, stats),
+        q4.stride(),
+        k4.stride(),
+        v4.stride(),
+        o4.stride(),
+        H,
+        N_Q,
+        N_K,
+        C,
+        CV,
+        BLOCK_Q=bq,
+        BLOCK_K=bk,
+        **_launch_options(q, v, b0, b1, cfg, interpret),
     )
     return o4, stats
 
 
-def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Tensor,
-              b0: Optional[_Bias], b1: Optional[_Bias], need_db: tuple, z: int, fold_mode: str = "per_row"):
+def _backward(
+    do: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o4: Tensor,
+    stats: Tensor,
+    b0: Optional[_Bias],
+    b1: Optional[_Bias],
+    need_db: tuple,
+    z: int,
+    fold_mode: str = "per_row",
+):
     """dq, dk, dv and the fp32 gradients of the biases in ``need_db``: 2 launches, plus one per bias
     that needs a gradient and is shared across leading rows (the others are folded into the dk/dv pass)."""
     interpret = interpreter_enabled()
@@ -246,21 +280,66 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Te
     bq, bk = cfg["dq"]
     if not fake:
         attn_bwd_dq_kernel[(triton.cdiv(N_Q, bq), z * H)](
-            q4, k4, v4, o4, do4, stats[0], stats[1], delta, dq4, *operands, dq4.stride(),
-            H, N_Q, N_K, C, CV, BLOCK_Q=bq, BLOCK_K=bk, **common,
+            q4,
+            k4,
+            v4,
+            o4,
+            do4,
+            stats[0],
+            stats[1],
+            delta,
+            dq4,
+            *operands,
+            dq4.stride(),
+            H,
+            N_Q,
+            N_K,
+            C,
+            CV,
+            BLOCK_Q=bq,
+            BLOCK_K=bk,
+            **common,
         )
     # a bias gradient is folded into the dk/dv pass unless the bias is shared across leading rows
-    fold = [db is not None and (fold_mode == "all" or (fold_mode == "per_row" and not b.shares_rows))
-            for b, db in zip((b0, b1), dbs)]
+    fold = [
+        db is not None and (fold_mode == "all" or (fold_mode == "per_row" and not b.shares_rows))
+        for b, db in zip((b0, b1), dbs)
+    ]
     folded = [b.arg(db) if f else (delta, delta, 0, 0, 0) for b, db, f in zip((b0, b1), dbs, fold)]
-    bcast = {f"BCAST_{a}{i}": (b is not None and getattr(b, f"bcast_{a.lower()}")) for i, b in enumerate((b0, b1))
-             for a in ("Q", "K")}
+    bcast = {
+        f"BCAST_{a}{i}": (b is not None and getattr(b, f"bcast_{a.lower()}"))
+        for i, b in enumerate((b0, b1))
+        for a in ("Q", "K")
+    }
     bq, bk = cfg["dkdv"]
     if not fake:
         attn_bwd_dkdv_kernel[(triton.cdiv(N_K, bk), z * H)](
-            q4, k4, v4, do4, stats[0], stats[1], delta, dk4, dv4, operands[0], operands[1], *folded, *operands[2:],
-            dk4.stride(), dv4.stride(), H, N_Q, N_K, C, CV, FOLD_B0=fold[0], FOLD_B1=fold[1], **bcast,
-            BLOCK_Q=bq, BLOCK_K=bk, **common,
+            q4,
+            k4,
+            v4,
+            do4,
+            stats[0],
+            stats[1],
+            delta,
+            dk4,
+            dv4,
+            operands[0],
+            operands[1],
+            *folded,
+            *operands[2:],
+            dk4.stride(),
+            dv4.stride(),
+            H,
+            N_Q,
+            N_K,
+            C,
+            CV,
+            FOLD_B0=fold[0],
+            FOLD_B1=fold[1],
+            **bcast,
+            BLOCK_Q=bq,
+            BLOCK_K=bk,
+            **common,
         )
     bq, bk = cfg["dbias"]
     for b, db, f in zip((b0, b1), dbs, fold):
@@ -269,8 +348,27 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o4: Tensor, stats: Te
         # rows of q that share one bias row are summed in registers, Z_PER_PROGRAM at a time
         z_per = cfg["z_per_program"] if b.shares_rows else 1
         attn_bwd_dbias_kernel[(triton.cdiv(N_Q, bq) * triton.cdiv(N_K, bk), triton.cdiv(z, z_per) * H)](
-            q4, k4, v4, do4, stats[0], stats[1], delta, b.arg(db), *operands, z, H, N_Q, N_K, C, CV,
-            BCAST_Q=b.bcast_q, BCAST_K=b.bcast_k, Z_PER_PROGRAM=z_per, BLOCK_Q=bq, BLOCK_K=bk, **common,
+            q4,
+            k4,
+            v4,
+            do4,
+            stats[0],
+            stats[1],
+            delta,
+            b.arg(db),
+            *operands,
+            z,
+            H,
+            N_Q,
+            N_K,
+            C,
+            CV,
+            BCAST_Q=b.bcast_q,
+            BCAST_K=b.bcast_k,
+            Z_PER_PROGRAM=z_per,
+            BLOCK_Q=bq,
+            BLOCK_K=bk,
+            **common,
         )
     return dq4, dk4, dv4, dbs
 

@@ -67,9 +67,24 @@ def _row_stats(ROW_M, ROW_LOGL, DELTA, pid_zh, offs_q, N_Q):
 
 
 @triton.jit
-def _scores(q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, valid,
-            HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
-            DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr):
+def _scores(
+    q,
+    kt,
+    B0,
+    B1,
+    z,
+    h,
+    offs_q,
+    offs_k,
+    N_Q,
+    N_K,
+    valid,
+    HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """Score tile S = q k^T + b_0 + b_1 [BQ, BK] in fp32, -inf where not ``valid``.
 
     A bias is read through its strides, which are 0 along its broadcast axes."""
@@ -82,9 +97,25 @@ def _scores(q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, valid,
 
 
 @triton.jit
-def _probs(q, kt, row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K,
-           HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
-           DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr):
+def _probs(
+    q,
+    kt,
+    row_m,
+    row_logl,
+    B0,
+    B1,
+    z,
+    h,
+    offs_q,
+    offs_k,
+    N_Q,
+    N_K,
+    HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """P [BQ, BK] recomputed from the saved m and log l; 0 on padding."""
     valid = (offs_q < N_Q)[:, None] & (offs_k < N_K)[None, :]
     s = _scores(q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, valid, HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)
@@ -113,15 +144,39 @@ def _bias_grad_add(DB, base, offs_q, offs_k, N_Q, N_K, ds, BCAST_Q: tl.constexpr
         if BCAST_K:
             tl.atomic_add(DB[0] + base + offs_q * DB[3], tl.sum(ds, 1), mask=mq)
         else:
-            tl.atomic_add(DB[0] + base + offs_q[:, None] * DB[3] + offs_k[None, :] * DB[4], ds,
-                          mask=mq[:, None] & mk[None, :])
+            tl.atomic_add(
+                DB[0] + base + offs_q[:, None] * DB[3] + offs_k[None, :] * DB[4], ds, mask=mq[:, None] & mk[None, :]
+            )
 
 
 @triton.jit
 def attn_fwd_kernel(
-    Qp, Kp, Vp, Op, ROW_M, ROW_LOGL, B0, B1, sq, sk, sv, so, H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    Qp,
+    Kp,
+    Vp,
+    Op,
+    ROW_M,
+    ROW_LOGL,
+    B0,
+    B1,
+    sq,
+    sk,
+    sv,
+    so,
+    H,
+    N_Q,
+    N_K,
+    C,
+    CV,
+    HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """One program per (query block, z, h): online softmax over key blocks; O, m and log l."""
     pid_zh, z, h, offs_q, offs_c, offs_cv = _program(H, BLOCK_Q, BLOCK_C, BLOCK_CV)
@@ -132,8 +187,24 @@ def attn_fwd_kernel(
     for start_k in range(0, N_K, BLOCK_K):
         offs_k = start_k + tl.arange(0, BLOCK_K)
         kt = _load_t(Kp, sk, z, h, offs_k, offs_c, N_K, C)  # [BC, BK]
-        s = _scores(q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, (offs_k < N_K)[None, :],
-                    HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
+        s = _scores(
+            q,
+            kt,
+            B0,
+            B1,
+            z,
+            h,
+            offs_q,
+            offs_k,
+            N_Q,
+            N_K,
+            (offs_k < N_K)[None, :],
+            HAS_B0,
+            HAS_B1,
+            DOT_DTYPE,
+            EMULATE,
+            IEEE,
+        )  # [BQ, BK]
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new[:, None])
@@ -148,9 +219,36 @@ def attn_fwd_kernel(
 
 @triton.jit
 def attn_bwd_dq_kernel(
-    Qp, Kp, Vp, Op, dOp, ROW_M, ROW_LOGL, DELTA, dQp, B0, B1, sq, sk, sv, so, sdq, H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    Qp,
+    Kp,
+    Vp,
+    Op,
+    dOp,
+    ROW_M,
+    ROW_LOGL,
+    DELTA,
+    dQp,
+    B0,
+    B1,
+    sq,
+    sk,
+    sv,
+    so,
+    sdq,
+    H,
+    N_Q,
+    N_K,
+    C,
+    CV,
+    HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """One program per (query block, z, h): D and dq (O and dO share strides)."""
     pid_zh, z, h, offs_q, offs_c, offs_cv = _program(H, BLOCK_Q, BLOCK_C, BLOCK_CV)
@@ -165,8 +263,9 @@ def attn_bwd_dq_kernel(
         offs_k = start_k + tl.arange(0, BLOCK_K)
         kt = _load_t(Kp, sk, z, h, offs_k, offs_c, N_K, C)  # [BC, BK]
         vt = _load_t(Vp, sv, z, h, offs_k, offs_cv, N_K, CV)  # [BCV, BK]
-        p = _probs(q, kt, row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K,
-                   HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
+        p = _probs(
+            q, kt, row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE
+        )  # [BQ, BK]
         ds = _dscores(p, do, vt, delta, DOT_DTYPE, EMULATE, IEEE)
         dq += mm(ds, tl.trans(kt), DOT_DTYPE, EMULATE, IEEE)
     _store(dQp, sdq, z, h, offs_q, offs_c, N_Q, C, dq, EMULATE)
@@ -174,11 +273,45 @@ def attn_bwd_dq_kernel(
 
 @triton.jit
 def attn_bwd_dkdv_kernel(
-    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, dKp, dVp, B0, B1, DB0, DB1, sq, sk, sv, so, sdk, sdv, H, N_Q, N_K, C, CV,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, FOLD_B0: tl.constexpr, FOLD_B1: tl.constexpr,
-    BCAST_Q0: tl.constexpr, BCAST_K0: tl.constexpr, BCAST_Q1: tl.constexpr, BCAST_K1: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    Qp,
+    Kp,
+    Vp,
+    dOp,
+    ROW_M,
+    ROW_LOGL,
+    DELTA,
+    dKp,
+    dVp,
+    B0,
+    B1,
+    DB0,
+    DB1,
+    sq,
+    sk,
+    sv,
+    so,
+    sdk,
+    sdv,
+    H,
+    N_Q,
+    N_K,
+    C,
+    CV,
+    HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr,
+    FOLD_B0: tl.constexpr,
+    FOLD_B1: tl.constexpr,
+    BCAST_Q0: tl.constexpr,
+    BCAST_K0: tl.constexpr,
+    BCAST_Q1: tl.constexpr,
+    BCAST_K1: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """One program per (key block, z, h): dk and dv; with FOLD_Bt, also the gradient DB_t of bias t
     (same tuple layout as the bias, fp32) from the dS tiles it already holds, one atomic add per tile
@@ -193,8 +326,25 @@ def attn_bwd_dkdv_kernel(
         q = _load(Qp, sq, z, h, offs_q, offs_c, N_Q, C)  # [BQ, BC]
         do = _load(dOp, so, z, h, offs_q, offs_cv, N_Q, CV)  # [BQ, BCV]
         row_m, row_logl, delta = _row_stats(ROW_M, ROW_LOGL, DELTA, pid_zh, offs_q, N_Q)
-        p = _probs(q, tl.trans(k), row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K,
-                   HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
+        p = _probs(
+            q,
+            tl.trans(k),
+            row_m,
+            row_logl,
+            B0,
+            B1,
+            z,
+            h,
+            offs_q,
+            offs_k,
+            N_Q,
+            N_K,
+            HAS_B0,
+            HAS_B1,
+            DOT_DTYPE,
+            EMULATE,
+            IEEE,
+        )  # [BQ, BK]
         dv += mm(tl.trans(p), do, DOT_DTYPE, EMULATE, IEEE)
         ds = _dscores(p, do, tl.trans(v), delta, DOT_DTYPE, EMULATE, IEEE)
         dk += mm(tl.trans(ds), q, DOT_DTYPE, EMULATE, IEEE)
@@ -208,10 +358,38 @@ def attn_bwd_dkdv_kernel(
 
 @triton.jit
 def attn_bwd_dbias_kernel(
-    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, DB, B0, B1, sq, sk, sv, so, Z, H, N_Q, N_K, C, CV,
-    BCAST_Q: tl.constexpr, BCAST_K: tl.constexpr, Z_PER_PROGRAM: tl.constexpr,
-    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    Qp,
+    Kp,
+    Vp,
+    dOp,
+    ROW_M,
+    ROW_LOGL,
+    DELTA,
+    DB,
+    B0,
+    B1,
+    sq,
+    sk,
+    sv,
+    so,
+    Z,
+    H,
+    N_Q,
+    N_K,
+    C,
+    CV,
+    BCAST_Q: tl.constexpr,
+    BCAST_K: tl.constexpr,
+    Z_PER_PROGRAM: tl.constexpr,
+    HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """Gradient DB of one bias: one program per (query block, key block, h, run of Z_PER_PROGRAM rows).
 
@@ -241,7 +419,8 @@ def attn_bwd_dbias_kernel(
         do = _load(dOp, so, z, h, offs_q, offs_cv, N_Q, CV)  # [BQ, BCV]
         vt = _load_t(Vp, sv, z, h, offs_k, offs_cv, N_K, CV)  # [BCV, BK]
         row_m, row_logl, delta = _row_stats(ROW_M, ROW_LOGL, DELTA, pid_zh, offs_q, N_Q)
-        p = _probs(q, kt, row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K,
-                   HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)  # [BQ, BK]
+        p = _probs(
+            q, kt, row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE
+        )  # [BQ, BK]
         acc += _dscores(p, do, vt, delta, DOT_DTYPE, EMULATE, IEEE)
     _bias_grad_add(DB, cur + h * DB[2], offs_q, offs_k, N_Q, N_K, acc, BCAST_Q, BCAST_K)

@@ -39,8 +39,21 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
-def _ln_fwd_kernel(X, Y, W, B, MEAN, RSTD, M, C, eps,
-                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, EMULATE: tl.constexpr, STORE_Y: tl.constexpr = True):
+def _ln_fwd_kernel(
+    X,
+    Y,
+    W,
+    B,
+    MEAN,
+    RSTD,
+    M,
+    C,
+    eps,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    EMULATE: tl.constexpr,
+    STORE_Y: tl.constexpr = True,
+):
     """Rows of X [M, C]: mean and rstd [M] (fp32) and, with STORE_Y, Y = LayerNorm(X) * W + B."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_C)
@@ -62,8 +75,22 @@ def _ln_fwd_kernel(X, Y, W, B, MEAN, RSTD, M, C, eps,
 
 
 @triton.jit
-def _ln_bwd_kernel(X, DY, DX, W, MEAN, RSTD, DW_PART, DB_PART, M, C, N_PROGRAMS,
-                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, EMULATE: tl.constexpr):
+def _ln_bwd_kernel(
+    X,
+    DY,
+    DX,
+    W,
+    MEAN,
+    RSTD,
+    DW_PART,
+    DB_PART,
+    M,
+    C,
+    N_PROGRAMS,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
     """DX [M, C] from X, DY and the saved mean/rstd; program p writes its fp32 partial dW, dB sums
     (over the row blocks p, p + N_PROGRAMS, ...) to row p of DW_PART, DB_PART [N_PROGRAMS, BLOCK_C]."""
     pid = tl.program_id(0)
@@ -112,7 +139,9 @@ def _validate(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> None:
         if not isinstance(t, Tensor):
             raise ValueError(f"fused_layer_norm: {name} must be a tensor of shape [{c}], got {type(t).__name__}")
         if tuple(t.shape) != (c,) or not t.is_floating_point():
-            raise ValueError(f"fused_layer_norm: {name} must be a float tensor of shape [{c}], got {tuple(t.shape)} {t.dtype}")
+            raise ValueError(
+                f"fused_layer_norm: {name} must be a float tensor of shape [{c}], got {tuple(t.shape)} {t.dtype}"
+            )
         if t.device != x.device:
             raise ValueError(f"fused_layer_norm: {name} is on {t.device}, x on {x.device}")
     if not eps > 0:
@@ -136,8 +165,20 @@ def layer_norm_forward(x2: Tensor, weight: Tensor, bias: Tensor, eps: float, sto
     block_r, block_c = _block_config(c)
     if m > 0 and not is_fake(x2):
         _ln_fwd_kernel[(triton.cdiv(m, block_r),)](
-            x2, x2 if y is None else y, weight, bias, mean, rstd, m, c, eps, BLOCK_R=block_r, BLOCK_C=block_c,
-            EMULATE=interpreter_enabled(), STORE_Y=store_y, num_warps=4 if block_c <= 256 else 8,
+            x2,
+            x2 if y is None else y,
+            weight,
+            bias,
+            mean,
+            rstd,
+            m,
+            c,
+            eps,
+            BLOCK_R=block_r,
+            BLOCK_C=block_c,
+            EMULATE=interpreter_enabled(),
+            STORE_Y=store_y,
+            num_warps=4 if block_c <= 256 else 8,
         )
     return y, mean, rstd
 
@@ -153,8 +194,20 @@ def layer_norm_backward(x2: Tensor, dy2: Tensor, weight: Tensor, mean: Tensor, r
     db_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
     if m > 0 and not is_fake(x2):
         _ln_bwd_kernel[(n_prog,)](
-            x2, dy2, dx, weight, mean, rstd, dw_part, db_part, m, c, n_prog,
-            BLOCK_R=block_r, BLOCK_C=block_c, EMULATE=interpreter_enabled(),
+            x2,
+            dy2,
+            dx,
+            weight,
+            mean,
+            rstd,
+            dw_part,
+            db_part,
+            m,
+            c,
+            n_prog,
+            BLOCK_R=block_r,
+            BLOCK_C=block_c,
+            EMULATE=interpreter_enabled(),
             num_warps=4 if block_c <= 256 else 8,
         )
     return dx, dw_part[:, :c].sum(0), db_part[:, :c].sum(0)

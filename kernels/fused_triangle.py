@@ -95,8 +95,16 @@ def _swap(st: tuple) -> tuple:
 class _Launch:
     """What every kernel of one call shares: sizes, views, packed weights and compile-time options."""
 
-    def __init__(self, z4: Tensor, m3: Tensor, stats: Tensor, w: TriangleMultiplicationWeights, outgoing: bool,
-                 eps: float, dot_dtype: torch.dtype):
+    def __init__(
+        self,
+        z4: Tensor,
+        m3: Tensor,
+        stats: Tensor,
+        w: TriangleMultiplicationWeights,
+        outgoing: bool,
+        eps: float,
+        dot_dtype: torch.dtype,
+    ):
         self.b, self.n, _, self.cz = z4.shape
         self.ch = w.left_projection_weight.shape[0]
         self.eps, self.outgoing = eps, outgoing
@@ -112,8 +120,12 @@ class _Launch:
         f32 = {k: v.float().contiguous() for k, v in w._asdict().items()}
         self.w = f32
         ieee = dot_dtype == torch.float32 and (self.interpret or not torch.backends.cuda.matmul.allow_tf32)
-        self.const = dict(BLOCK_CZ=max(16, triton.next_power_of_2(self.cz)), DOT_DTYPE=_TL_DTYPE[dot_dtype],
-                          EMULATE=self.interpret, IEEE=ieee)
+        self.const = dict(
+            BLOCK_CZ=max(16, triton.next_power_of_2(self.cz)),
+            DOT_DTYPE=_TL_DTYPE[dot_dtype],
+            EMULATE=self.interpret,
+            IEEE=ieee,
+        )
         self.warps = dict(num_warps=self.cfg["num_warps"], num_stages=self.cfg["num_stages"])
 
     def contract(self, out: Tensor, x: Tensor, store_x: bool) -> None:
@@ -125,13 +137,41 @@ class _Launch:
             return
         grid = (triton.cdiv(self.n, cfg["i"]), triton.cdiv(self.n, cfg["j"]), self.b)
         tri_fwd_kernel[grid](
-            self.z4, self.zcs, self.m3, self.mcs, (self.stats[0], self.stats[1]), self.scs,
-            self.z4, self.zs, (self.stats[0], self.stats[1]), self.ss,
-            w["layer_norm_input_weight"], w["layer_norm_input_bias"], self.wp, self.bp,
-            w["center_layer_norm_weight"], s_vec, t_vec, w["output_projection_weight"],
-            w["gating_linear_weight"], w["gating_linear_bias"], out, out.stride(), x, x.stride(),
-            self.n, self.cz, self.ch, self.eps, STORE_X=store_x,
-            BLOCK_I=cfg["i"], BLOCK_J=cfg["j"], BLOCK_K=cfg["k"], BLOCK_H=cfg["h"], **self.const, **self.warps,
+            self.z4,
+            self.zcs,
+            self.m3,
+            self.mcs,
+            (self.stats[0], self.stats[1]),
+            self.scs,
+            self.z4,
+            self.zs,
+            (self.stats[0], self.stats[1]),
+            self.ss,
+            w["layer_norm_input_weight"],
+            w["layer_norm_input_bias"],
+            self.wp,
+            self.bp,
+            w["center_layer_norm_weight"],
+            s_vec,
+            t_vec,
+            w["output_projection_weight"],
+            w["gating_linear_weight"],
+            w["gating_linear_bias"],
+            out,
+            out.stride(),
+            x,
+            x.stride(),
+            self.n,
+            self.cz,
+            self.ch,
+            self.eps,
+            STORE_X=store_x,
+            BLOCK_I=cfg["i"],
+            BLOCK_J=cfg["j"],
+            BLOCK_K=cfg["k"],
+            BLOCK_H=cfg["h"],
+            **self.const,
+            **self.warps,
         )
 
     def output_backward(self, x: Tensor, d_out: Tensor, dzn: Tensor) -> dict:
@@ -140,20 +180,56 @@ class _Launch:
         rows = self.b * self.n * self.n
         bcz, bch = max(16, triton.next_power_of_2(cz)), max(16, triton.next_power_of_2(ch))
         n_prog = persistent_programs(x.device, triton.cdiv(rows, self.cfg["rows"]))
-        part = {k: torch.zeros((n_prog,) + s, dtype=torch.float32, device=x.device) for k, s in (
-            ("wo", (bcz, bch)), ("bo", (bcz,)), ("wg", (bcz, bcz)), ("bg", (bcz,)), ("wln", (bch,)), ("bln", (bch,)))}
+        part = {
+            k: torch.zeros((n_prog,) + s, dtype=torch.float32, device=x.device)
+            for k, s in (
+                ("wo", (bcz, bch)),
+                ("bo", (bcz,)),
+                ("wg", (bcz, bcz)),
+                ("bg", (bcz,)),
+                ("wln", (bch,)),
+                ("bln", (bch,)),
+            )
+        }
         if not self.fake:
             tri_bwd_out_kernel[(n_prog,)](
-                x, self.z4, (self.stats[0], self.stats[1]), d_out, dzn,
-                w["layer_norm_input_weight"], w["layer_norm_input_bias"], w["center_layer_norm_weight"],
-                w["center_layer_norm_bias"], w["output_projection_weight"], w["output_projection_bias"],
-                w["gating_linear_weight"], w["gating_linear_bias"],
-                part["wo"], part["bo"], part["wg"], part["bg"], part["wln"], part["bln"],
-                rows, cz, ch, self.eps, n_prog, BLOCK_R=self.cfg["rows"], BLOCK_CH=bch, **self.const, **self.warps,
+                x,
+                self.z4,
+                (self.stats[0], self.stats[1]),
+                d_out,
+                dzn,
+                w["layer_norm_input_weight"],
+                w["layer_norm_input_bias"],
+                w["center_layer_norm_weight"],
+                w["center_layer_norm_bias"],
+                w["output_projection_weight"],
+                w["output_projection_bias"],
+                w["gating_linear_weight"],
+                w["gating_linear_bias"],
+                part["wo"],
+                part["bo"],
+                part["wg"],
+                part["bg"],
+                part["wln"],
+                part["bln"],
+                rows,
+                cz,
+                ch,
+                self.eps,
+                n_prog,
+                BLOCK_R=self.cfg["rows"],
+                BLOCK_CH=bch,
+                **self.const,
+                **self.warps,
             )
-        return {"output_projection_weight": part["wo"].sum(0)[:cz, :ch], "output_projection_bias": part["bo"].sum(0)[:cz],
-                "gating_linear_weight": part["wg"].sum(0)[:cz, :cz], "gating_linear_bias": part["bg"].sum(0)[:cz],
-                "center_layer_norm_weight": part["wln"].sum(0)[:ch], "center_layer_norm_bias": part["bln"].sum(0)[:ch]}
+        return {
+            "output_projection_weight": part["wo"].sum(0)[:cz, :ch],
+            "output_projection_bias": part["bo"].sum(0)[:cz],
+            "gating_linear_weight": part["wg"].sum(0)[:cz, :cz],
+            "gating_linear_bias": part["bg"].sum(0)[:cz],
+            "center_layer_norm_weight": part["wln"].sum(0)[:ch],
+            "center_layer_norm_bias": part["bln"].sum(0)[:ch],
+        }
 
     def projection_backward(self, dx: Tensor, dzn: Tensor) -> dict:
         """dz' of the projections added into ``dzn``; gradients of the four projection weights and biases."""
@@ -167,13 +243,37 @@ class _Launch:
         dzs = dzn.stride() if self.outgoing else _swap(dzn.stride())
         if not self.fake:
             tri_bwd_proj_kernel[(n_prog, n_hb)](
-                dx, dx.stride(), _swap(dx.stride()), self.z4, self.zcs, self.m3, self.mcs,
-                (self.stats[0], self.stats[1]), self.scs, dzn, dzs, self.w["layer_norm_input_weight"],
-                self.w["layer_norm_input_bias"], self.wp, self.bp, d_wp, d_bp, n, self.cz, self.ch, n_tiles, n_prog,
-                ATOMIC=n_hb > 1, BLOCK_P=cfg["i"], BLOCK_Q=cfg["k"], BLOCK_J=cfg["j"], BLOCK_H=cfg["h"],
-                **self.const, **self.warps,
+                dx,
+                dx.stride(),
+                _swap(dx.stride()),
+                self.z4,
+                self.zcs,
+                self.m3,
+                self.mcs,
+                (self.stats[0], self.stats[1]),
+                self.scs,
+                dzn,
+                dzs,
+                self.w["layer_norm_input_weight"],
+                self.w["layer_norm_input_bias"],
+                self.wp,
+                self.bp,
+                d_wp,
+                d_bp,
+                n,
+                self.cz,
+                self.ch,
+                n_tiles,
+                n_prog,
+                ATOMIC=n_hb > 1,
+                BLOCK_P=cfg["i"],
+                BLOCK_Q=cfg["k"],
+                BLOCK_J=cfg["j"],
+                BLOCK_H=cfg["h"],
+                **self.const,
+                **self.warps,
             )
-        return _unpack(d_wp.sum(0)[..., :self.cz], d_bp.sum(0), self.outgoing)
+        return _unpack(d_wp.sum(0)[..., : self.cz], d_bp.sum(0), self.outgoing)
 
 
 def _no_autocast(t: Tensor):
@@ -235,8 +335,9 @@ class FusedTriangleMultiplicationFunction(torch.autograd.Function):
         if x.numel():
             grads.update(launch.projection_backward(x, dzn))
         del x
-        dz, d_lnw, d_lnb = layer_norm_backward(z4.view(-1, cz), dzn.view(-1, cz), weights[0], stats[0].view(-1),
-                                               stats[1].view(-1))
+        dz, d_lnw, d_lnb = layer_norm_backward(
+            z4.view(-1, cz), dzn.view(-1, cz), weights[0], stats[0].view(-1), stats[1].view(-1)
+        )
         grads.update(layer_norm_input_weight=d_lnw, layer_norm_input_bias=d_lnb)
         d_weights = []
         for i, (name, t) in enumerate(w._asdict().items()):
@@ -254,29 +355,40 @@ def _validate(z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights) -
     cz, ch = z.shape[-1], weights.left_projection_weight.shape[0]
     if not (1 <= cz <= _MAX_C and 1 <= ch <= _MAX_C):
         raise ValueError(f"fused_triangle_multiplication: c_z={cz}, c_hidden={ch} outside [1, {_MAX_C}]")
-    expected = {"layer_norm_input": ((cz,), (cz,)), "center_layer_norm": ((ch,), (ch,)),
-                "output_projection": ((cz, ch), (cz,)), "gating_linear": ((cz, cz), (cz,))}
+    expected = {
+        "layer_norm_input": ((cz,), (cz,)),
+        "center_layer_norm": ((ch,), (ch,)),
+        "output_projection": ((cz, ch), (cz,)),
+        "gating_linear": ((cz, cz), (cz,)),
+    }
     expected.update({f"{s}_{k}": ((ch, cz), (ch,)) for s in ("left", "right") for k in ("projection", "gate")})
     for name, (ws, bs) in expected.items():
         for part, shape in (("weight", ws), ("bias", bs)):
             t = getattr(weights, f"{name}_{part}")
             if not isinstance(t, Tensor) or tuple(t.shape) != shape or not t.is_floating_point():
-                raise ValueError(f"fused_triangle_multiplication: {name}.{part} must be a float tensor of shape "
-                                 f"{list(shape)}, got {tuple(getattr(t, 'shape', ()))} {getattr(t, 'dtype', type(t))}")
+                raise ValueError(
+                    f"fused_triangle_multiplication: {name}.{part} must be a float tensor of shape "
+                    f"{list(shape)}, got {tuple(getattr(t, 'shape', ()))} {getattr(t, 'dtype', type(t))}"
+                )
             if t.device != z.device:
                 raise ValueError(f"fused_triangle_multiplication: {name}.{part} is on {t.device}, z on {z.device}")
     try:
         torch.broadcast_shapes(mask.shape, z.shape[:-1])
     except RuntimeError:
-        raise ValueError(f"fused_triangle_multiplication: mask {tuple(mask.shape)} does not broadcast to "
-                         f"z's [*, N, N] = {tuple(z.shape[:-1])}") from None
+        raise ValueError(
+            f"fused_triangle_multiplication: mask {tuple(mask.shape)} does not broadcast to "
+            f"z's [*, N, N] = {tuple(z.shape[:-1])}"
+        ) from None
     if z.device.type != "cuda" and not interpreter_enabled() and not is_fake(z):
-        raise ValueError(f"fused_triangle_multiplication: z is on {z.device}; Triton needs CUDA tensors, or "
-                         "TRITON_INTERPRET=1 set before importing triton to run in the CPU interpreter")
+        raise ValueError(
+            f"fused_triangle_multiplication: z is on {z.device}; Triton needs CUDA tensors, or "
+            "TRITON_INTERPRET=1 set before importing triton to run in the CPU interpreter"
+        )
 
 
-def fused_triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool,
-                                  eps: float = 1e-5) -> Tensor:
+def fused_triangle_multiplication(
+    z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool, eps: float = 1e-5
+) -> Tensor:
     """Triton triangle multiplication; same signature and semantics as
     :func:`kernels.reference.triangle_multiplication` (limits in the module docstring).
 
@@ -293,5 +405,6 @@ def fused_triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMult
     """
     weights = TriangleMultiplicationWeights(*weights)
     _validate(z, mask, weights)
-    return FusedTriangleMultiplicationFunction.apply(z, mask.detach(), bool(outgoing), float(eps), _compute_dtype(z),
-                                                     *weights)
+    return FusedTriangleMultiplicationFunction.apply(
+        z, mask.detach(), bool(outgoing), float(eps), _compute_dtype(z), *weights
+    )

@@ -32,8 +32,13 @@ def _pairs(P, st, b, offs_p, offs_q, N):
 @triton.jit
 def _ptrs3(P, st, b, offs_p, offs_q, offs_c):
     """Pointers [BP, BQ, BC] into a [B, N, N, C] tensor (64-bit offsets: N^2 C can exceed 2^31)."""
-    return (P + b * st[0] + offs_p.to(tl.int64)[:, None, None] * st[1]
-            + offs_q.to(tl.int64)[None, :, None] * st[2] + offs_c.to(tl.int64)[None, None, :] * st[3])
+    return (
+        P
+        + b * st[0]
+        + offs_p.to(tl.int64)[:, None, None] * st[1]
+        + offs_q.to(tl.int64)[None, :, None] * st[2]
+        + offs_c.to(tl.int64)[None, None, :] * st[3]
+    )
 
 
 @triton.jit
@@ -42,8 +47,22 @@ def _mask3(offs_p, offs_q, offs_c, N, C):
 
 
 @triton.jit
-def _normed(Z, zs, STATS, ss, LNW, LNB, b, offs_p, offs_q, N, CZ,
-            BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_CZ: tl.constexpr):
+def _normed(
+    Z,
+    zs,
+    STATS,
+    ss,
+    LNW,
+    LNB,
+    b,
+    offs_p,
+    offs_q,
+    N,
+    CZ,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+):
     """LayerNorm(z) at pairs (offs_p, offs_q) as rows [BP * BQ, BCZ] (fp32; 0 on padding)."""
     offs_c = tl.arange(0, BLOCK_CZ)
     valid = _mask3(offs_p, offs_q, offs_c, N, CZ)
@@ -85,8 +104,20 @@ def _pair_rows(role: tl.constexpr, h0, CH, BLOCK_H: tl.constexpr):
 
 
 @triton.jit
-def _gated_linear(zn, WP, BP, role: tl.constexpr, h0, CH, CZ, BLOCK_H: tl.constexpr,
-                  BLOCK_CZ: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr):
+def _gated_linear(
+    zn,
+    WP,
+    BP,
+    role: tl.constexpr,
+    h0,
+    CH,
+    CZ,
+    BLOCK_H: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """Pre-activations (projection, gate) [R, BH] each, of role 0 (A) or 1 (B) at channels h0 + [0, BH),
     for normalised rows zn [R, BCZ]: one matmul with both weights interleaved."""
     rows, valid = _pair_rows(role, h0, CH, BLOCK_H)
@@ -97,9 +128,33 @@ def _gated_linear(zn, WP, BP, role: tl.constexpr, h0, CH, CZ, BLOCK_H: tl.conste
 
 
 @triton.jit
-def _projection(Z, zs, STATS, ss, M, ms, LNW, LNB, WP, BP, role: tl.constexpr, b, offs_p, offs_q, h0, N, CZ, CH,
-                BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_CZ: tl.constexpr,
-                DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr):
+def _projection(
+    Z,
+    zs,
+    STATS,
+    ss,
+    M,
+    ms,
+    LNW,
+    LNB,
+    WP,
+    BP,
+    role: tl.constexpr,
+    b,
+    offs_p,
+    offs_q,
+    h0,
+    N,
+    CZ,
+    CH,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """The gated, masked projection of one role at pairs (offs_p, offs_q), channels h0 + [0, BH):
     [BH, BP, BQ], recomputed from z (never read from memory)."""
     zn = _normed(Z, zs, STATS, ss, LNW, LNB, b, offs_p, offs_q, N, CZ, BLOCK_P, BLOCK_Q, BLOCK_CZ)
@@ -111,10 +166,43 @@ def _projection(Z, zs, STATS, ss, M, ms, LNW, LNB, WP, BP, role: tl.constexpr, b
 
 @triton.jit
 def tri_fwd_kernel(
-    ZC, zcs, MC, mcs, STATS_C, scs, ZG, zgs, STATS_G, sgs, LNW, LNB, WP, BP, CLNW, S, T, WO, WG, BG,
-    OUT, outs, X, xs, N, CZ, CH, eps,
-    STORE_X: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_H: tl.constexpr, BLOCK_CZ: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    ZC,
+    zcs,
+    MC,
+    mcs,
+    STATS_C,
+    scs,
+    ZG,
+    zgs,
+    STATS_G,
+    sgs,
+    LNW,
+    LNB,
+    WP,
+    BP,
+    CLNW,
+    S,
+    T,
+    WO,
+    WG,
+    BG,
+    OUT,
+    outs,
+    X,
+    xs,
+    N,
+    CZ,
+    CH,
+    eps,
+    STORE_X: tl.constexpr,
+    BLOCK_I: tl.constexpr,
+    BLOCK_J: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """One program per (i block, j block, batch). Channel block by channel block: x_ij = sum_k A_ik B_jk
     with A and B recomputed per (i or j, k) tile. STORE_X: write x [B, N, N, C_H] (fp32; the backward's
@@ -135,10 +223,60 @@ def tri_fwd_kernel(
         x = tl.zeros([BLOCK_H, BLOCK_I, BLOCK_J], tl.float32)
         for k0 in range(0, N, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            a = _projection(ZC, zcs, STATS_C, scs, MC, mcs, LNW, LNB, WP, BP, 0, b, offs_i, offs_k, h0, N, CZ, CH,
-                            BLOCK_I, BLOCK_K, BLOCK_H, BLOCK_CZ, DOT_DTYPE, EMULATE, IEEE)  # [BH, BI, BK]
-            bt = _projection(ZC, zcs, STATS_C, scs, MC, mcs, LNW, LNB, WP, BP, 1, b, offs_j, offs_k, h0, N, CZ, CH,
-                             BLOCK_J, BLOCK_K, BLOCK_H, BLOCK_CZ, DOT_DTYPE, EMULATE, IEEE)  # [BH, BJ, BK]
+            a = _projection(
+                ZC,
+                zcs,
+                STATS_C,
+                scs,
+                MC,
+                mcs,
+                LNW,
+                LNB,
+                WP,
+                BP,
+                0,
+                b,
+                offs_i,
+                offs_k,
+                h0,
+                N,
+                CZ,
+                CH,
+                BLOCK_I,
+                BLOCK_K,
+                BLOCK_H,
+                BLOCK_CZ,
+                DOT_DTYPE,
+                EMULATE,
+                IEEE,
+            )  # [BH, BI, BK]
+            bt = _projection(
+                ZC,
+                zcs,
+                STATS_C,
+                scs,
+                MC,
+                mcs,
+                LNW,
+                LNB,
+                WP,
+                BP,
+                1,
+                b,
+                offs_j,
+                offs_k,
+                h0,
+                N,
+                CZ,
+                CH,
+                BLOCK_J,
+                BLOCK_K,
+                BLOCK_H,
+                BLOCK_CZ,
+                DOT_DTYPE,
+                EMULATE,
+                IEEE,
+            )  # [BH, BJ, BK]
             x += mm(a, tl.permute(bt, (0, 2, 1)), DOT_DTYPE, EMULATE, IEEE)  # [BH, BI, BJ]
         xt = tl.permute(x, (1, 2, 0))  # [BI, BJ, BH]
         hm = (offs_h < CH)[None, None, :]
@@ -154,8 +292,13 @@ def tri_fwd_kernel(
             m2 += tl.sum(d * d, 2) + delta * delta * (h0 * nb / total)
             shift = tl.where(h0 == 0, block_mean, shift)
             xw = tl.where(hm, (xt - shift[:, :, None]) * _vec(CLNW, offs_h, CH)[None, None, :], 0.0)
-            acc += mm(tl.reshape(xw, (BLOCK_I * BLOCK_J, BLOCK_H)), _weight_t(WO, 0, offs_c, CZ, offs_h, CH),
-                      DOT_DTYPE, EMULATE, IEEE)  # [BI * BJ, BCZ]
+            acc += mm(
+                tl.reshape(xw, (BLOCK_I * BLOCK_J, BLOCK_H)),
+                _weight_t(WO, 0, offs_c, CZ, offs_h, CH),
+                DOT_DTYPE,
+                EMULATE,
+                IEEE,
+            )  # [BI * BJ, BCZ]
     if not STORE_X:
         rstd = tl.reshape(1.0 / tl.sqrt(m2 / CH + eps), (BLOCK_I * BLOCK_J,))
         dmean = tl.reshape(mean_x - shift, (BLOCK_I * BLOCK_J,))
@@ -163,16 +306,45 @@ def tri_fwd_kernel(
         zn = _normed(ZG, zgs, STATS_G, sgs, LNW, LNB, b, offs_i, offs_j, N, CZ, BLOCK_I, BLOCK_J, BLOCK_CZ)
         g = mm(zn, _weight_t(WG, 0, offs_c, CZ, offs_c, CZ), DOT_DTYPE, EMULATE, IEEE) + _vec(BG, offs_c, CZ)[None, :]
         out = tl.reshape(y * tl.sigmoid(g), (BLOCK_I, BLOCK_J, BLOCK_CZ))
-        tl.store(_ptrs3(OUT, outs, b, offs_i, offs_j, offs_c), round_to(out, OUT.dtype.element_ty, EMULATE),
-                 mask=_mask3(offs_i, offs_j, offs_c, N, CZ))
+        tl.store(
+            _ptrs3(OUT, outs, b, offs_i, offs_j, offs_c),
+            round_to(out, OUT.dtype.element_ty, EMULATE),
+            mask=_mask3(offs_i, offs_j, offs_c, N, CZ),
+        )
 
 
 @triton.jit
 def tri_bwd_out_kernel(
-    X, Z, STATS, dOUT, DZN, LNW, LNB, CLNW, CLNB, WO, BO, WG, BG,
-    DWO, DBO, DWG, DBG, DCLNW, DCLNB, R, CZ, CH, eps, N_PROGRAMS,
-    BLOCK_R: tl.constexpr, BLOCK_CZ: tl.constexpr, BLOCK_CH: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    X,
+    Z,
+    STATS,
+    dOUT,
+    DZN,
+    LNW,
+    LNB,
+    CLNW,
+    CLNB,
+    WO,
+    BO,
+    WG,
+    BG,
+    DWO,
+    DBO,
+    DWG,
+    DBG,
+    DCLNW,
+    DCLNB,
+    R,
+    CZ,
+    CH,
+    eps,
+    N_PROGRAMS,
+    BLOCK_R: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+    BLOCK_CH: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """Backward of ``sigmoid(z' W_g) * (LayerNorm(x) W_out)`` over rows (pairs) of the contiguous
     X [R, C_H], z, dOUT [R, C_Z]: x -> dx in place in X, the gate branch's dz' -> DZN [R, C_Z] (fp32),
@@ -238,15 +410,34 @@ def tri_bwd_out_kernel(
 @triton.jit
 def _dx_tile(X, xs, b, offs_r, offs_s, offs_h, N, CH):
     """dx [BH, BR, BS] at X[b, r, s, h] (pass strides with axes 1 and 2 swapped to read X[b, s, r, h])."""
-    ptrs = (X + b * xs[0] + offs_r.to(tl.int64)[None, :, None] * xs[1] + offs_s.to(tl.int64)[None, None, :] * xs[2]
-            + offs_h.to(tl.int64)[:, None, None] * xs[3])
+    ptrs = (
+        X
+        + b * xs[0]
+        + offs_r.to(tl.int64)[None, :, None] * xs[1]
+        + offs_s.to(tl.int64)[None, None, :] * xs[2]
+        + offs_h.to(tl.int64)[:, None, None] * xs[3]
+    )
     mask = (offs_h < CH)[:, None, None] & (offs_r < N)[None, :, None] & (offs_s < N)[None, None, :]
     return tl.load(ptrs, mask=mask, other=0.0)
 
 
 @triton.jit
-def _role_backward(d, zn, m, WP, BP, role: tl.constexpr, h0, CH, CZ, BLOCK_H: tl.constexpr,
-                   BLOCK_CZ: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr):
+def _role_backward(
+    d,
+    zn,
+    m,
+    WP,
+    BP,
+    role: tl.constexpr,
+    h0,
+    CH,
+    CZ,
+    BLOCK_H: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """From dL/d(projection) ``d`` [R, BH] of one role at rows zn [R, BCZ] (mask m [R]): the
     pre-activation gradients [R, 2 BH] (projection and gate interleaved, as :func:`_pair_rows`)
     and their contribution to dz' [R, BCZ]."""
@@ -272,9 +463,37 @@ def _store_role(DWP, DBP, role: tl.constexpr, h0, CH, d_w, d_b, BLOCK_H: tl.cons
 
 @triton.jit
 def tri_bwd_proj_kernel(
-    X, xs, xts, ZC, zcs, MC, mcs, STATS_C, scs, DZN, dzs, LNW, LNB, WP, BP, DWP, DBP, N, CZ, CH, N_TILES, N_PROGRAMS,
-    ATOMIC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_J: tl.constexpr,
-    BLOCK_H: tl.constexpr, BLOCK_CZ: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    X,
+    xs,
+    xts,
+    ZC,
+    zcs,
+    MC,
+    mcs,
+    STATS_C,
+    scs,
+    DZN,
+    dzs,
+    LNW,
+    LNB,
+    WP,
+    BP,
+    DWP,
+    DBP,
+    N,
+    CZ,
+    CH,
+    N_TILES,
+    N_PROGRAMS,
+    ATOMIC: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_J: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_CZ: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EMULATE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """Backward through the contraction and the gated projections. Grid (P persistent programs,
     channel blocks); each program loops over pair tiles (p, q) of the contraction view::
@@ -302,11 +521,61 @@ def tri_bwd_proj_kernel(
         d_b = tl.zeros([BLOCK_H, BLOCK_P, BLOCK_Q], tl.float32)
         for j0 in range(0, N, BLOCK_J):
             offs_j = j0 + tl.arange(0, BLOCK_J)
-            bt = _projection(ZC, zcs, STATS_C, scs, MC, mcs, LNW, LNB, WP, BP, 1, b, offs_j, offs_q, h0, N, CZ, CH,
-                             BLOCK_J, BLOCK_Q, BLOCK_H, BLOCK_CZ, DOT_DTYPE, EMULATE, IEEE)  # B_jq [BH, BJ, BQ]
+            bt = _projection(
+                ZC,
+                zcs,
+                STATS_C,
+                scs,
+                MC,
+                mcs,
+                LNW,
+                LNB,
+                WP,
+                BP,
+                1,
+                b,
+                offs_j,
+                offs_q,
+                h0,
+                N,
+                CZ,
+                CH,
+                BLOCK_J,
+                BLOCK_Q,
+                BLOCK_H,
+                BLOCK_CZ,
+                DOT_DTYPE,
+                EMULATE,
+                IEEE,
+            )  # B_jq [BH, BJ, BQ]
             d_a += mm(_dx_tile(X, xs, b, offs_p, offs_j, offs_h, N, CH), bt, DOT_DTYPE, EMULATE, IEEE)
-            at = _projection(ZC, zcs, STATS_C, scs, MC, mcs, LNW, LNB, WP, BP, 0, b, offs_j, offs_q, h0, N, CZ, CH,
-                             BLOCK_J, BLOCK_Q, BLOCK_H, BLOCK_CZ, DOT_DTYPE, EMULATE, IEEE)  # A_iq, i = j0 + ...
+            at = _projection(
+                ZC,
+                zcs,
+                STATS_C,
+                scs,
+                MC,
+                mcs,
+                LNW,
+                LNB,
+                WP,
+                BP,
+                0,
+                b,
+                offs_j,
+                offs_q,
+                h0,
+                N,
+                CZ,
+                CH,
+                BLOCK_J,
+                BLOCK_Q,
+                BLOCK_H,
+                BLOCK_CZ,
+                DOT_DTYPE,
+                EMULATE,
+                IEEE,
+            )  # A_iq, i = j0 + ...
             d_b += mm(_dx_tile(X, xts, b, offs_p, offs_j, offs_h, N, CH), at, DOT_DTYPE, EMULATE, IEEE)
         zn = _normed(ZC, zcs, STATS_C, scs, LNW, LNB, b, offs_p, offs_q, N, CZ, BLOCK_P, BLOCK_Q, BLOCK_CZ)
         m = tl.reshape(_pairs(MC, mcs, b, offs_p, offs_q, N), (BLOCK_P * BLOCK_Q,))

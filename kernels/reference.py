@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-
 #: dtypes whose statistics are computed as they are (no cast)
 _FULL = (torch.float32, torch.float64)
 
@@ -28,7 +27,7 @@ def broadcasts_into(other: Sequence[int], shape: Sequence[int]) -> bool:
     ``torch.broadcast_shapes``: it runs for every chunk of the in-place paths, and that call costs
     ~15-25 us on CPU, as much as the op on a small chunk."""
     n = len(other)
-    return n <= len(shape) and all(b == 1 or b == s for b, s in zip(other, shape[len(shape) - n:]))
+    return n <= len(shape) and all(b == 1 or b == s for b, s in zip(other, shape[len(shape) - n :]))
 
 
 def add_bias(logits: Tensor, bias: Tensor) -> Tensor:
@@ -89,12 +88,24 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
 
 #: The submodules of a triangle multiplication, under AF2's names (Suppl. Alg. 11/12; OpenFold uses
 #: the same in its AF2 weight import), in the order of :class:`TriangleMultiplicationWeights`.
-TRIANGLE_MULTIPLICATION_MODULES = ("layer_norm_input", "left_projection", "right_projection", "left_gate",
-                                   "right_gate", "center_layer_norm", "output_projection", "gating_linear")
+TRIANGLE_MULTIPLICATION_MODULES = (
+    "layer_norm_input",
+    "left_projection",
+    "right_projection",
+    "left_gate",
+    "right_gate",
+    "center_layer_norm",
+    "output_projection",
+    "gating_linear",
+)
 
 
-class TriangleMultiplicationWeights(NamedTuple("_TriangleMultiplicationWeights", [
-        (f"{module}_{part}", Tensor) for module in TRIANGLE_MULTIPLICATION_MODULES for part in ("weight", "bias")])):
+class TriangleMultiplicationWeights(
+    NamedTuple(
+        "_TriangleMultiplicationWeights",
+        [(f"{module}_{part}", Tensor) for module in TRIANGLE_MULTIPLICATION_MODULES for part in ("weight", "bias")],
+    )
+):
     """The 16 parameters of one triangle multiplication (AF2 Suppl. Alg. 11/12): ``<module>_weight``
     and ``<module>_bias`` for each name of :data:`TRIANGLE_MULTIPLICATION_MODULES`, in that order.
     With ``c`` = c_hidden (128 in AF2) and ``c_z`` the pair channels, in ``torch.nn.Linear`` layout
@@ -108,12 +119,18 @@ class TriangleMultiplicationWeights(NamedTuple("_TriangleMultiplicationWeights",
     def from_module(cls, module) -> "TriangleMultiplicationWeights":
         """The parameters of a module holding submodules named as in :data:`TRIANGLE_MULTIPLICATION_MODULES`,
         each with ``weight`` and ``bias`` (e.g. ``alphafold_mem.model.triangle.TriangleMultiplication``)."""
-        return cls(*(getattr(getattr(module, name), part)
-                     for name in TRIANGLE_MULTIPLICATION_MODULES for part in ("weight", "bias")))
+        return cls(
+            *(
+                getattr(getattr(module, name), part)
+                for name in TRIANGLE_MULTIPLICATION_MODULES
+                for part in ("weight", "bias")
+            )
+        )
 
 
-def triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool,
-                            eps: float = 1e-5) -> Tensor:
+def triangle_multiplication(
+    z: Tensor, mask: Tensor, weights: TriangleMultiplicationWeights, outgoing: bool, eps: float = 1e-5
+) -> Tensor:
     """Triangular multiplicative update (Jumper et al. 2021, Suppl. Alg. 11 outgoing, Alg. 12 incoming)::
 
         z' = LayerNorm(z)
@@ -137,10 +154,16 @@ def triangle_multiplication(z: Tensor, mask: Tensor, weights: TriangleMultiplica
     w = weights
     zn = layer_norm(z, w.layer_norm_input_weight, w.layer_norm_input_bias, eps)  # [*, N, N, c_z]
     m = mask[..., None].to(zn.dtype) if mask.dtype == torch.bool else mask[..., None]
-    a = F.linear(zn, w.left_projection_weight, w.left_projection_bias) \
-        * torch.sigmoid(F.linear(zn, w.left_gate_weight, w.left_gate_bias)) * m  # [*, N, N, c]
-    b = F.linear(zn, w.right_projection_weight, w.right_projection_bias) \
-        * torch.sigmoid(F.linear(zn, w.right_gate_weight, w.right_gate_bias)) * m  # [*, N, N, c]
+    a = (
+        F.linear(zn, w.left_projection_weight, w.left_projection_bias)
+        * torch.sigmoid(F.linear(zn, w.left_gate_weight, w.left_gate_bias))
+        * m
+    )  # [*, N, N, c]
+    b = (
+        F.linear(zn, w.right_projection_weight, w.right_projection_bias)
+        * torch.sigmoid(F.linear(zn, w.right_gate_weight, w.right_gate_bias))
+        * m
+    )  # [*, N, N, c]
     if outgoing:
         x = torch.einsum("...ikc,...jkc->...ijc", a, b)
     else:

@@ -31,7 +31,7 @@ def consecutive_ca_distances(path: pathlib.Path) -> dict[str, np.ndarray]:
         raise ValueError(f"{path}: cannot parse: {exc}") from exc
     out: dict[str, np.ndarray] = {}
     model = next(iter(structure), None)
-    for chain in ([] if model is None else model):
+    for chain in [] if model is None else model:
         ca = {res.id[1]: res["CA"].coord for res in chain if res.id[0] == " " and "CA" in res}
         pairs = [(ca[i], ca[i + 1]) for i in sorted(ca) if i + 1 in ca]
         if pairs:

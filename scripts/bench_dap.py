@@ -46,8 +46,15 @@ POLICIES = {"inference": MemoryPolicy.low_memory_inference(), "training": Memory
 
 
 def _config(args):
-    return model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks, "extra_msa.num_blocks": args.extra_blocks,
-                                        "template.enabled": False, "num_recycles": 0})
+    return model_config(
+        args.preset,
+        **{
+            "evoformer.num_blocks": args.evo_blocks,
+            "extra_msa.num_blocks": args.extra_blocks,
+            "template.enabled": False,
+            "num_recycles": 0,
+        },
+    )
 
 
 def _block_counter(block, into: dict, key: str):
@@ -93,8 +100,9 @@ def worker(rank: int, world: int, args, mode: str) -> dict:
     if world > 1:
         apply_parallel_policy(model, init_mesh(world, dev.type), gather_outputs=training)
     blocks: dict[str, int] = {}
-    handles = _block_counter(model.evoformer.blocks[0], blocks, "evoformer") + \
-        _block_counter(model.extra_msa_stack.blocks[0], blocks, "extra_msa")
+    handles = _block_counter(model.evoformer.blocks[0], blocks, "evoformer") + _block_counter(
+        model.extra_msa_stack.blocks[0], blocks, "extra_msa"
+    )
     COUNTER.reset()
     start = time.perf_counter()
     with track_peak(dev) as mem:
@@ -118,12 +126,22 @@ def worker(rank: int, world: int, args, mode: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="model_1")
-    for flag, default in (("--n-res", 256), ("--n-seq", 128), ("--n-extra", 1024), ("--evo-blocks", 2),
-                          ("--extra-blocks", 1)):
+    for flag, default in (
+        ("--n-res", 256),
+        ("--n-seq", 128),
+        ("--n-extra", 1024),
+        ("--evo-blocks", 2),
+        ("--extra-blocks", 1),
+    ):
         ap.add_argument(flag, type=int, default=default)
     ap.add_argument("--dap", default="1,2,4", help="DAP sizes (processes), comma-separated")
     ap.add_argument("--modes", default="inference,training")
-    ap.add_argument("--repeats", type=int, default=1, help="timed runs per row (the fastest is reported; 0: the time of the tracked run)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="timed runs per row (the fastest is reported; 0: the time of the tracked run)",
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--no-predicted", dest="predicted", action="store_false", help="skip the planner's estimates")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -131,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg = _config(args)
     sizes = [int(p) for p in args.dap.split(",")]
     c = cfg
-    print(f"# {args.preset} channels: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_res {args.n_res}, "
-          f"N_seq {args.n_seq}, N_extra {args.n_extra}; {args.threads} thread(s) per process, device {args.device}")
-    rep = 4 * (args.n_res ** 2 * c.c_z + args.n_seq * args.n_res * c.c_m + args.n_extra * args.n_res * c.c_e)
+    print(
+        f"# {args.preset} channels: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_res "
+        f"{args.n_res}, "
+        f"N_seq {args.n_seq}, N_extra {args.n_extra}; {args.threads} thread(s) per process, device {args.device}"
+    )
+    rep = 4 * (args.n_res**2 * c.c_z + args.n_seq * args.n_res * c.c_m + args.n_extra * args.n_res * c.c_e)
     print(f"# one pair + MSA + extra-MSA representation (fp32): {rep / 2**20:.1f} MiB")
     rows = []
     for mode in args.modes.split(","):
@@ -143,26 +164,51 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             results = run_local(worker, p, args, mode, device_type=args.device, start_method="spawn")
             peak = max(r["peak"] for r in results)
-            pred = (estimate_breakdown(cfg, POLICIES[mode], args.n_res, args.n_seq, args.n_extra, 0, training,
-                                       dap=p).activations if args.predicted else float("nan"))
+            pred = (
+                estimate_breakdown(
+                    cfg, POLICIES[mode], args.n_res, args.n_seq, args.n_extra, 0, training, dap=p
+                ).activations
+                if args.predicted
+                else float("nan")
+            )
             base = base or peak
             blocks = results[0]["blocks"]
-            analytic = {stack: block_comm_bytes(cfg, stack, args.n_res, rows, p, inference=not training)
-                        for stack, rows in (("evoformer", args.n_seq), ("extra_msa", args.n_extra))}
-            rows.append((mode, p, peak, pred, peak / base, max(r["seconds"] for r in results), blocks, analytic,
-                         max(r["step"] for r in results)))
+            analytic = {
+                stack: block_comm_bytes(cfg, stack, args.n_res, rows, p, inference=not training)
+                for stack, rows in (("evoformer", args.n_seq), ("extra_msa", args.n_extra))
+            }
+            rows.append(
+                (
+                    mode,
+                    p,
+                    peak,
+                    pred,
+                    peak / base,
+                    max(r["seconds"] for r in results),
+                    blocks,
+                    analytic,
+                    max(r["step"] for r in results),
+                )
+            )
             print(f"# {mode} P={p}: peak {peak / 2**20:.1f} MiB, {time.perf_counter() - t0:.0f} s", flush=True)
     print()
-    print("| mode | P | peak MiB / device | pred MiB | pred err | peak / P=1 | s | Evoformer block comm MB "
-          "(measured / analytic) | extra-MSA block comm MB (measured / analytic) | run comm MB / device |")
+    print(
+        "| mode | P | peak MiB / device | pred MiB | pred err | peak / P=1 | s | Evoformer block comm MB "
+        "(measured / analytic) | extra-MSA block comm MB (measured / analytic) | run comm MB / device |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for mode, p, peak, pred, ratio, sec, blocks, analytic, step in rows:
-        comm = " | ".join(f"{blocks.get(k, 0) / 1e6:.2f} / {analytic[k] / 1e6:.2f}"
-                          + (f" ({100 * (blocks.get(k, 0) - analytic[k]) / analytic[k]:+.1f}%)" if analytic[k] else "")
-                          for k in ("evoformer", "extra_msa"))
+        comm = " | ".join(
+            f"{blocks.get(k, 0) / 1e6:.2f} / {analytic[k] / 1e6:.2f}"
+            + (f" ({100 * (blocks.get(k, 0) - analytic[k]) / analytic[k]:+.1f}%)" if analytic[k] else "")
+            for k in ("evoformer", "extra_msa")
+        )
         err = f"{100 * (pred - peak) / peak:+.1f}%" if pred == pred else "—"
-        print(f"| {mode} | {p} | {peak / 2**20:.1f} | {pred / 2**20:.1f} | {err} | {ratio:.3f} | {sec:.1f} | {comm} | "
-              f"{step / 1e6:.1f} |", flush=True)
+        print(
+            f"| {mode} | {p} | {peak / 2**20:.1f} | {pred / 2**20:.1f} | {err} | {ratio:.3f} | {sec:.1f} | {comm} | "
+            f"{step / 1e6:.1f} |",
+            flush=True,
+        )
     return 0
 
 

@@ -61,17 +61,21 @@ NO_CKPT = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_templa
 
 
 POLICIES = {
-    "inference": [("reference", MemoryPolicy.reference()),
-                  ("inplace", MemoryPolicy(inplace=True)),
-                  ("chunk16", MemoryPolicy(chunk_size=16)),
-                  ("inplace_outer", MemoryPolicy(inplace=True, outer_product="recompute")),
-                  ("low_memory_inference", MemoryPolicy.low_memory_inference())],
-    "training": [("reference", MemoryPolicy.reference()),
-                 ("training_no_ckpt", MemoryPolicy.training(**NO_CKPT)),
-                 ("training_no_ckpt_outer", MemoryPolicy.training(**NO_CKPT, outer_product="recompute")),
-                 ("training", MemoryPolicy.training()),
-                 ("training_outer", MemoryPolicy.training(outer_product="recompute")),
-                 ("training_update", MemoryPolicy.training(checkpoint_granularity="update"))],
+    "inference": [
+        ("reference", MemoryPolicy.reference()),
+        ("inplace", MemoryPolicy(inplace=True)),
+        ("chunk16", MemoryPolicy(chunk_size=16)),
+        ("inplace_outer", MemoryPolicy(inplace=True, outer_product="recompute")),
+        ("low_memory_inference", MemoryPolicy.low_memory_inference()),
+    ],
+    "training": [
+        ("reference", MemoryPolicy.reference()),
+        ("training_no_ckpt", MemoryPolicy.training(**NO_CKPT)),
+        ("training_no_ckpt_outer", MemoryPolicy.training(**NO_CKPT, outer_product="recompute")),
+        ("training", MemoryPolicy.training()),
+        ("training_outer", MemoryPolicy.training(outer_product="recompute")),
+        ("training_update", MemoryPolicy.training(checkpoint_granularity="update")),
+    ],
 }
 DESCRIPTIONS = {
     "inplace": "in place, unchunked",
@@ -122,12 +126,16 @@ def predict_table() -> None:
     ``checkpoint_granularity="update"``; extrapolated from 1- and 2-block fake runs
     (``estimate_breakdown(..., exact=False)``), marked †. Then the longest N_res per budget."""
     t0 = time.perf_counter()
-    print("| run | N_res | N_seq | N_extra | N_templ | reference | low-memory (fp32) | low-memory (bf16) "
-          "| low-memory (bf16-full) | checkpoint per update |")
+    print(
+        "| run | N_res | N_seq | N_extra | N_templ | reference | low-memory (fp32) | low-memory (bf16) "
+        "| low-memory (bf16-full) | checkpoint per update |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     rows = [("model_1 inference", "model_1", n, 512, 5120, 4, False) for n in (256, 512, 1024, 2048, 4096, 10000)]
-    rows += [("initial_training step", "initial_training", 256, 128, 1024, 4, True),
-             ("finetuning step", "finetuning", 384, 512, 5120, 4, True)]
+    rows += [
+        ("initial_training step", "initial_training", 256, 128, 1024, 4, True),
+        ("finetuning step", "finetuning", 384, 512, 5120, 4, True),
+    ]
     for label, preset, n, s, e, t, training in rows:
         cfg = model_config(preset)
         if training:
@@ -135,8 +143,13 @@ def predict_table() -> None:
             policies = [MemoryPolicy.reference(), low, None, None, low.replace(checkpoint_granularity="update")]
         else:
             low = MemoryPolicy.low_memory_inference()
-            policies = [MemoryPolicy.reference(), low, low.replace(precision="bf16"),
-                        low.replace(precision="bf16-full"), None]
+            policies = [
+                MemoryPolicy.reference(),
+                low,
+                low.replace(precision="bf16"),
+                low.replace(precision="bf16-full"),
+                None,
+            ]
         cells = []
         for p in policies:
             if p is None:
@@ -150,16 +163,24 @@ def predict_table() -> None:
     print("|---|---|---|---|")
     cfg = model_config("model_1")
     for budget in (24, 40, 80):
-        cells = [max_length(cfg, budget * 10 ** 9, p, 512, 5120, 4, device="cuda")[0] for p in ("fp32", "bf16", "bf16-full")]
+        cells = [
+            max_length(cfg, budget * 10**9, p, 512, 5120, 4, device="cuda")[0] for p in ("fp32", "bf16", "bf16-full")
+        ]
         print(f"| {budget} GB | " + " | ".join(f"{n:,}" for n in cells) + " |", flush=True)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 
 def _build(args):
     """The benchmark's model and batch (the same in the main process and in every worker)."""
-    cfg = model_config(args.preset, **{
-        "evoformer.num_blocks": args.evo_blocks, "extra_msa.num_blocks": args.extra_blocks,
-        "template.enabled": args.templates > 0, "num_recycles": args.recycles})
+    cfg = model_config(
+        args.preset,
+        **{
+            "evoformer.num_blocks": args.evo_blocks,
+            "extra_msa.num_blocks": args.extra_blocks,
+            "template.enabled": args.templates > 0,
+            "num_recycles": args.recycles,
+        },
+    )
     dev = torch.device(args.device)
     torch.manual_seed(0)
     model = AlphaFold(cfg).eval()
@@ -178,9 +199,9 @@ def _rep_bytes(cfg, args, policy) -> int:
     the representations' dtype under ``policy``."""
     size = 2 if policy.precision == "bf16-full" else 4
     rows = args.n_seq + (args.templates if args.templates else 0)
-    elems = args.n_res ** 2 * cfg.c_z + rows * args.n_res * cfg.c_m + args.n_extra * args.n_res * cfg.c_e
+    elems = args.n_res**2 * cfg.c_z + rows * args.n_res * cfg.c_m + args.n_extra * args.n_res * cfg.c_e
     if args.templates:
-        elems += args.n_res ** 2 * cfg.c_t
+        elems += args.n_res**2 * cfg.c_t
     return size * elems
 
 
@@ -212,8 +233,18 @@ def _rss_in_fresh_process(args, mode: str, name: str, allocator: str) -> float:
     from alphafold_mem.ablation.standalone.rss import ALLOCATORS
 
     argv = [sys.executable, os.path.abspath(__file__), "--worker", name, "--worker-mode", mode]
-    for key in ("preset", "n_res", "n_seq", "n_extra", "evo_blocks", "extra_blocks", "templates", "recycles",
-                "threads", "precision"):
+    for key in (
+        "preset",
+        "n_res",
+        "n_seq",
+        "n_extra",
+        "evo_blocks",
+        "extra_blocks",
+        "templates",
+        "recycles",
+        "threads",
+        "precision",
+    ):
         value = getattr(args, key)
         if value is not None:
             argv += ["--" + key.replace("_", "-"), str(value)]
@@ -234,20 +265,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra-blocks", type=int, default=1)
     ap.add_argument("--templates", type=int, default=0, help="N_templ (0: template embedding off)")
     ap.add_argument("--recycles", type=int, default=0)
-    ap.add_argument("--precision", choices=("fp32", "bf16", "bf16-full"), default=None,
-                    help="run every policy in this precision (default: each policy's own, fp32)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per row, interleaved across rows (median reported)")
+    ap.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "bf16-full"),
+        default=None,
+        help="run every policy in this precision (default: each policy's own, fp32)",
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per row, interleaved across rows (median reported)"
+    )
     ap.add_argument("--modes", default="inference,training")
-    ap.add_argument("--policies", default="", help="comma-separated policy names to run (default: all of the mode; "
-                    "the first one is the reference of the ratio columns)")
-    ap.add_argument("--no-predicted", dest="predicted", action="store_false",
-                    help="skip the estimate_peak column (slow for deep stacks in training)")
-    ap.add_argument("--allocator", nargs="+", default=["mmap"], choices=["default", "mmap"],
-                    help="CPU: glibc settings of the fresh processes that measure peak RSS (one column each)")
+    ap.add_argument(
+        "--policies",
+        default="",
+        help="comma-separated policy names to run (default: all of the mode; "
+        "the first one is the reference of the ratio columns)",
+    )
+    ap.add_argument(
+        "--no-predicted",
+        dest="predicted",
+        action="store_false",
+        help="skip the estimate_peak column (slow for deep stacks in training)",
+    )
+    ap.add_argument(
+        "--allocator",
+        nargs="+",
+        default=["mmap"],
+        choices=["default", "mmap"],
+        help="CPU: glibc settings of the fresh processes that measure peak RSS (one column each)",
+    )
     ap.add_argument("--no-rss", dest="rss", action="store_false", help="CPU: skip the fresh-process RSS columns")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--predict", action="store_true", help="print the README tables of predicted peaks and exit")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is); 1 gives stable timings on shared cores")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads (0: leave as is); 1 gives stable timings on shared cores"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-mode", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -261,14 +313,20 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg, dev, model, batch = _build(args)
     cuda = dev.type == "cuda"
-    print(f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, "
-          f"N_res {args.n_res}, N_seq {args.n_seq}, N_extra {args.n_extra}, N_templ {args.templates}, "
-          f"recycles {args.recycles}, device {dev}, threads {torch.get_num_threads()}")
+    print(
+        f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, "
+        f"N_res {args.n_res}, N_seq {args.n_seq}, N_extra {args.n_extra}, N_templ {args.templates}, "
+        f"recycles {args.recycles}, device {dev}, threads {torch.get_num_threads()}"
+    )
     independent = ["CUDA max_memory_allocated"] if cuda else [f"RSS ({a})" for a in args.allocator] if args.rss else []
-    reps = "one pair + MSA + extra-MSA representation" + (" (+ template rows and one template pair)" if args.templates else "")
+    reps = "one pair + MSA + extra-MSA representation" + (
+        " (+ template rows and one template pair)" if args.templates else ""
+    )
     print(f"# {reps} (fp32): {_rep_bytes(cfg, args, MemoryPolicy.reference()) / 2**20:.1f} MiB")
-    print(f"# counter = storage counter (tensor storages created by torch ops); "
-          + (f"independent: {', '.join(independent)}" if independent else "no independent measure (--no-rss)"))
+    print(
+        "# counter = storage counter (tensor storages created by torch ops); "
+        + (f"independent: {', '.join(independent)}" if independent else "no independent measure (--no-rss)")
+    )
     print()
     for mode in args.modes.split(","):
         training = mode == "training"
@@ -282,19 +340,37 @@ def main(argv: list[str] | None = None) -> int:
             with track_peak(dev) if cuda else contextlib.nullcontext() as cuda_mem, tracker:
                 out = _step(model, batch, training)
             grads = _grads(model) if training else None
-            others = [cuda_mem.peak] if cuda else [_rss_in_fresh_process(args, mode, name, a) for a in args.allocator] \
-                if args.rss else []
-            pred = (estimate_breakdown(cfg, policy, args.n_res, args.n_seq, args.n_extra, args.templates,
-                                       training, device=dev).activations if args.predicted else float("nan"))
+            others = (
+                [cuda_mem.peak]
+                if cuda
+                else [_rss_in_fresh_process(args, mode, name, a) for a in args.allocator]
+                if args.rss
+                else []
+            )
+            pred = (
+                estimate_breakdown(
+                    cfg, policy, args.n_res, args.n_seq, args.n_extra, args.templates, training, device=dev
+                ).activations
+                if args.predicted
+                else float("nan")
+            )
             if ref is None:
                 ref = dict(out=out, grads=grads, peak=tracker.peak)
             results[name] = dict(
-                peak=tracker.peak, others=others, pred=pred, times=[], reps=_rep_bytes(cfg, args, policy),
+                peak=tracker.peak,
+                others=others,
+                pred=pred,
+                times=[],
+                reps=_rep_bytes(cfg, args, policy),
                 dx=(out["final_atom_positions"] - ref["out"]["final_atom_positions"]).abs().max().item(),
                 dp=(out["plddt"] - ref["out"]["plddt"]).abs().max().item(),
-                grad=_grad_error(grads, ref["grads"]) if training else float("nan"))
-            print(f"# {mode} {name}: counter {tracker.peak / 2**20:.1f} MiB"
-                  + "".join(f", {lab} {o / 2**20:.1f} MiB" for lab, o in zip(independent, others)), flush=True)
+                grad=_grad_error(grads, ref["grads"]) if training else float("nan"),
+            )
+            print(
+                f"# {mode} {name}: counter {tracker.peak / 2**20:.1f} MiB"
+                + "".join(f", {lab} {o / 2**20:.1f} MiB" for lab, o in zip(independent, others)),
+                flush=True,
+            )
             del out, grads
         for rnd in range(args.repeats):  # timed runs interleaved, so load changes hit every policy alike
             for name, policy in rows:
@@ -307,8 +383,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# {mode} {name}: run {rnd + 1} {results[name]['times'][-1]:.2f} s", flush=True)
         print()
         cols = " | ".join(f"{lab} MiB" for lab in independent)
-        print(f"| mode | policy | counter MiB | {cols + ' | ' if cols else ''}pred MiB | pred err | peak / ref "
-              "| peak / reps | s (median) | s / ref | dx Å | dplddt | grad rel |")
+        print(
+            f"| mode | policy | counter MiB | {cols + ' | ' if cols else ''}pred MiB | pred err | peak / ref "
+            "| peak / reps | s (median) | s / ref | dx Å | dplddt | grad rel |"
+        )
         print("|---|---|---|" + "---|" * len(independent) + "---|---|---|---|---|---|---|---|---|")
         ref_sec = statistics.median(results[rows[0][0]]["times"]) if args.repeats else float("nan")
         for name, _ in rows:
@@ -316,11 +394,14 @@ def main(argv: list[str] | None = None) -> int:
             sec = statistics.median(r["times"]) if r["times"] else float("nan")
             worst = max([r["peak"], *r["others"]])
             err = max(abs(r["pred"] - m) / m for m in [r["peak"], *r["others"]])
-            print(f"| {mode} | {DESCRIPTIONS.get(name, name)} | {r['peak'] / 2**20:.1f} | "
-                  + "".join(f"{o / 2**20:.1f} | " for o in r["others"])
-                  + f"{r['pred'] / 2**20:.1f} | {100 * err:.1f}% | {r['peak'] / ref['peak']:.3f} | "
-                  f"{worst / r['reps']:.2f} | {sec:.2f} | {sec / ref_sec:.2f} | {r['dx']:.1e} | "
-                  f"{r['dp']:.1e} | {r['grad']:.1e} |", flush=True)
+            print(
+                f"| {mode} | {DESCRIPTIONS.get(name, name)} | {r['peak'] / 2**20:.1f} | "
+                + "".join(f"{o / 2**20:.1f} | " for o in r["others"])
+                + f"{r['pred'] / 2**20:.1f} | {100 * err:.1f}% | {r['peak'] / ref['peak']:.3f} | "
+                f"{worst / r['reps']:.2f} | {sec:.2f} | {sec / ref_sec:.2f} | {r['dx']:.1e} | "
+                f"{r['dp']:.1e} | {r['grad']:.1e} |",
+                flush=True,
+            )
         apply_memory_policy(model, MemoryPolicy.reference())
     return 0
 

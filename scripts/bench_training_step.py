@@ -38,8 +38,13 @@ import sys
 
 CONFIGS = {
     "demo": ("demo", {}, 96, 32, 128),
-    "model1_2blocks": ("model_1", {"evoformer.num_blocks": 2, "extra_msa.num_blocks": 1, "template.enabled": False},
-                       128, 64, 512),
+    "model1_2blocks": (
+        "model_1",
+        {"evoformer.num_blocks": 2, "extra_msa.num_blocks": 1, "template.enabled": False},
+        128,
+        64,
+        512,
+    ),
 }
 POLICIES = ("training", "reference")
 
@@ -70,6 +75,7 @@ def worker(args) -> dict:
     import time
 
     from alphafold_mem.memory.host import MallocPeak, apply_malloc_setting, rss_growth
+
     remedy = apply_malloc_setting({"remedy": "release", "trim": "trim"}.get(args.allocator, "default"))
     import torch
 
@@ -111,11 +117,30 @@ def predict(config_name: str, policy_name: str) -> dict:
 
 
 def run_worker(config: str, policy: str, allocator: str, timeout: float) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    }
     for key in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         env.pop(key, None)
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--configs", config, "--policies",
-                           policy, "--allocators", allocator], capture_output=True, text=True, env=env, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            "--configs",
+            config,
+            "--policies",
+            policy,
+            "--allocators",
+            allocator,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -137,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    print("| config | policy | allocator | pred MB | counter MB | malloc MB | RSS MB | pred/counter - 1 "
-          "| pred/malloc - 1 | RSS/counter | s |")
+    print(
+        "| config | policy | allocator | pred MB | counter MB | malloc MB | RSS MB | pred/counter - 1 "
+        "| pred/malloc - 1 | RSS/counter | s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for config in args.configs:
@@ -148,10 +175,13 @@ def main(argv: list[str] | None = None) -> int:
                 m = run_worker(config, policy, allocator, args.timeout)
                 row = {"config": config, "policy": policy, "allocator": allocator, **p, **m}
                 rows.append(row)
-                print(f"| {config} | {policy} | {allocator} | {p['pred'] / 1e6:.1f} | {m['counter'] / 1e6:.1f} | "
-                      f"{m['malloc'] / 1e6:.1f} | {m['rss'] / 1e6:.1f} | {100 * (p['pred'] / m['counter'] - 1):+.2f}% | "
-                      f"{100 * (p['pred'] / m['malloc'] - 1):+.2f}% | {m['rss'] / m['counter']:.2f} | "
-                      f"{m['seconds']:.1f} |", flush=True)
+                print(
+                    f"| {config} | {policy} | {allocator} | {p['pred'] / 1e6:.1f} | {m['counter'] / 1e6:.1f} | "
+                    f"{m['malloc'] / 1e6:.1f} | {m['rss'] / 1e6:.1f} | {100 * (p['pred'] / m['counter'] - 1):+.2f}% | "
+                    f"{100 * (p['pred'] / m['malloc'] - 1):+.2f}% | {m['rss'] / m['counter']:.2f} | "
+                    f"{m['seconds']:.1f} |",
+                    flush=True,
+                )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -47,8 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-res", type=int, nargs="+", default=[64, 128, 256])
     ap.add_argument("--chunk-size", type=int, default=4)
-    ap.add_argument("--rows", type=int, nargs="+", default=[0, 8, 16, 32],
-                    help="MATMUL_ROWS values to compare (0: blocks of chunk_size rows)")
+    ap.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        default=[0, 8, 16, 32],
+        help="MATMUL_ROWS values to compare (0: blocks of chunk_size rows)",
+    )
     ap.add_argument("--channels", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
@@ -58,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     for tm in mods.values():
         apply_memory_policy(tm, MemoryPolicy(chunk_size=args.chunk_size, inplace=True))
     original = triangle.MATMUL_ROWS
-    print(f"# in-place triangle multiplication, c_z = c = {args.channels}, chunk_size {args.chunk_size}, "
-          f"{args.threads} thread(s), median of {args.repeats} (rows interleaved)")
+    print(
+        f"# in-place triangle multiplication, c_z = c = {args.channels}, chunk_size {args.chunk_size}, "
+        f"{args.threads} thread(s), median of {args.repeats} (rows interleaved)"
+    )
     print("| N_res | edges | MATMUL_ROWS | rows per block | s | / first row | peak MB (counter) | max abs diff |")
     print("|---|---|---|---|---|---|---|---|")
     try:
@@ -90,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                     rows = -(-max(r, 1) // args.chunk_size) * args.chunk_size
                     med = statistics.median(times[r])
                     diff = (results[r] - results[first]).abs().max().item()
-                    print(f"| {n} | {name} | {r} | {min(rows, n)} | {med:.4f} | {med / base:.2f} | "
-                          f"{peaks[r] / 1e6:.2f} | {diff:.1e} |", flush=True)
+                    print(
+                        f"| {n} | {name} | {r} | {min(rows, n)} | {med:.4f} | {med / base:.2f} | "
+                        f"{peaks[r] / 1e6:.2f} | {diff:.1e} |",
+                        flush=True,
+                    )
     finally:
         triangle.MATMUL_ROWS = original
     return 0

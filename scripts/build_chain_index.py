@@ -35,13 +35,16 @@ def main(argv=None) -> int:
     parser.add_argument("--verbose", action="store_true", help="one line per structure")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    index = build_chain_index(args.structures, args.alignments, args.out, cache_dir=args.cache_dir,
-                              verbose=args.verbose)
+    index = build_chain_index(
+        args.structures, args.alignments, args.out, cache_dir=args.cache_dir, verbose=args.verbose
+    )
     timings = getattr(index, "timings", [])
     with_msa = sum(1 for e in index.entries if e["alignment_dir"])
-    print(f"{len(index.entries)} protein chains ({with_msa} with alignments) from {len(timings)} structures; "
-          f"{len(index.skipped)} skipped; parse {sum(timings) / max(len(timings), 1):.3f} s/structure; "
-          f"total {time.perf_counter() - t0:.1f} s -> {args.out}")
+    print(
+        f"{len(index.entries)} protein chains ({with_msa} with alignments) from {len(timings)} structures; "
+        f"{len(index.skipped)} skipped; parse {sum(timings) / max(len(timings), 1):.3f} s/structure; "
+        f"total {time.perf_counter() - t0:.1f} s -> {args.out}"
+    )
     return 0
 
 

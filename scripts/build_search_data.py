@@ -83,15 +83,16 @@ def homolog_query(out: pathlib.Path) -> str:
     lines = (ROOT / "data/alignments/102m_A/non_pairing.a3m").read_text().splitlines()
     header, row = lines[2][1:].split("\t"), lines[3]
     seq = row.replace("-", "").upper()
-    out.write_text(f">{header[0]} myoglobin homolog: UniProt {header[0]} residues {header[7]}-{header[8]}, "
-                   f"first hit of data/alignments/102m_A/non_pairing.a3m\n{seq}\n")
+    out.write_text(
+        f">{header[0]} myoglobin homolog: UniProt {header[0]} residues {header[7]}-{header[8]}, "
+        f"first hit of data/alignments/102m_A/non_pairing.a3m\n{seq}\n"
+    )
     return seq
 
 
 def hits_files(seqres_path: pathlib.Path, out_dir: pathlib.Path, target: str, msa) -> int:
     import pyhmmer
 
-    from alphafold_mem.data import parse_msa
     from alphafold_mem.search.hmmsearch import build_profile
     from alphafold_mem.search.settings import HMMSEARCH_OPTIONS
 
@@ -105,16 +106,20 @@ def hits_files(seqres_path: pathlib.Path, out_dir: pathlib.Path, target: str, ms
     hits.to_msa(hmm.alphabet, trim=True, all_consensus_cols=True).write(buf, "stockholm")
     (out_dir / f"{target}_hits.sto").write_text(buf.getvalue().decode())
     domains = [(h, d) for h in hits for d in h.domains if d.included]
-    text = [f"Query         {target}\nMatch_columns {len(query)}\nNo_of_seqs    {msa.depth} out of {msa.depth}\n"
-            f"Neff          1.0\nSearched_HMMs {len(block)}\nDate          (written by scripts/build_search_data.py)\n"
-            "Command       hmmsearch alignments written in HH-suite .hhr layout\n\n"
-            " No Hit                             Prob E-value P-value  Score    SS Cols Query HMM  Template HMM\n"]
+    text = [
+        f"Query         {target}\nMatch_columns {len(query)}\nNo_of_seqs    {msa.depth} out of {msa.depth}\n"
+        f"Neff          1.0\nSearched_HMMs {len(block)}\nDate          (written by scripts/build_search_data.py)\n"
+        "Command       hmmsearch alignments written in HH-suite .hhr layout\n\n"
+        " No Hit                             Prob E-value P-value  Score    SS Cols Query HMM  Template HMM\n"
+    ]
     for k, (h, d) in enumerate(domains, 1):
         a = d.alignment
         cols = sum(1 for c in a.hmm_sequence if c != ".")
-        text.append(f"{k:3d} {h.name.decode() if isinstance(h.name, bytes) else h.name:<30} 100.0 {h.evalue:7.2g} "
-                    f"{h.pvalue:7.2g} {h.score:6.1f}   0.0 {cols:4d} {a.hmm_from:4d}-{a.hmm_to:<4d} "
-                    f"{a.target_from:4d}-{a.target_to:<4d}({a.target_length})\n")
+        text.append(
+            f"{k:3d} {h.name.decode() if isinstance(h.name, bytes) else h.name:<30} 100.0 {h.evalue:7.2g} "
+            f"{h.pvalue:7.2g} {h.score:6.1f}   0.0 {cols:4d} {a.hmm_from:4d}-{a.hmm_to:<4d} "
+            f"{a.target_from:4d}-{a.target_to:<4d}({a.target_length})\n"
+        )
     text.append("\n")
     for k, (h, d) in enumerate(domains, 1):
         a = d.alignment
@@ -130,12 +135,14 @@ def hits_files(seqres_path: pathlib.Path, out_dir: pathlib.Path, target: str, ms
         t_row = a.target_sequence.upper()
         ident = sum(x == y for x, y in zip(q_row, t_row) if x != "-")
         cols = sum(1 for x, y in zip(q_row, t_row) if x != "-" and y != "-")
-        text.append(f"No {k}\n>{name} {desc}\nProbab=100.00  E-value={h.evalue:.2g}  Score={h.score:.2f}  "
-                    f"Aligned_cols={cols}  Identities={round(100 * ident / max(1, cols))}%  Similarity=0.000  "
-                    f"Sum_probs={cols:.1f}  Template_Neff=1.000\n\n")
+        text.append(
+            f"No {k}\n>{name} {desc}\nProbab=100.00  E-value={h.evalue:.2g}  Score={h.score:.2f}  "
+            f"Aligned_cols={cols}  Identities={round(100 * ident / max(1, cols))}%  Similarity=0.000  "
+            f"Sum_probs={cols:.1f}  Template_Neff=1.000\n\n"
+        )
         qs, ts = a.hmm_from, a.target_from
         for start in range(0, len(q_row), 80):
-            qb, tb = "".join(q_row[start:start + 80]), t_row[start:start + 80]
+            qb, tb = "".join(q_row[start : start + 80]), t_row[start : start + 80]
             qe = qs + sum(c != "-" for c in qb) - 1
             te = ts + sum(c != "-" for c in tb) - 1
             text.append(f"Q {target:<14} {qs:4d} {qb} {qe:4d} ({len(query)})\n")
@@ -157,12 +164,15 @@ def main() -> int:
     from alphafold_mem.data.msa import parse_a3m_string
     from alphafold_mem.search.jackhmmer import search_database
 
-    print(f"102m_A_hits.sto/.hhr: {hits_files(out / 'pdb_seqres.txt', tdir, '102m_A', parse_msa(ROOT / 'data/alignments/102m_A/non_pairing.a3m'))} hits")
+    query_msa = parse_msa(ROOT / "data/alignments/102m_A/non_pairing.a3m")
+    print(f"102m_A_hits.sto/.hhr: {hits_files(out / 'pdb_seqres.txt', tdir, '102m_A', query_msa)} hits")
     seq = homolog_query(out / "A0A1A7XAT7.fasta")
     found = search_database("A0A1A7XAT7", seq, out / "homologs.fasta", progress=False)
     msa = parse_a3m_string("".join(f">{n}\n{r}\n" for n, r in zip(found.names, found.rows)))
-    print(f"A0A1A7XAT7 MSA: {msa.depth} rows; A0A1A7XAT7_hits.sto/.hhr: "
-          f"{hits_files(out / 'pdb_seqres.txt', tdir, 'A0A1A7XAT7', msa)} hits")
+    print(
+        f"A0A1A7XAT7 MSA: {msa.depth} rows; A0A1A7XAT7_hits.sto/.hhr: "
+        f"{hits_files(out / 'pdb_seqres.txt', tdir, 'A0A1A7XAT7', msa)} hits"
+    )
     return 0
 
 

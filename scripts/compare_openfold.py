@@ -1,6 +1,7 @@
 """Side by side with OpenFold: time and memory of the same forward (or training step), same inputs,
 same measure, each run in a fresh process; also each side's minor page faults (pages first touched
-after the allocator took them from the system), which explain most time differences on CPU. A command line over :mod:`alphafold_mem.ablation.openfold`,
+after the allocator took them from the system), which explain most time differences on CPU. A command line over
+:mod:`alphafold_mem.ablation.openfold`,
 the driver of ``alphafold-mem ablate``'s OpenFold section; each cell runs the one worker
 ``alphafold_mem/ablation/standalone/openfold_worker.py`` (with ``standalone/rss.py``, loadable by file
 path by OpenFold's Python).
@@ -69,7 +70,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from alphafold_mem.ablation.openfold import (  # noqa: E402
-    ALLOCATORS, SETTINGS, TRAINING_SETTINGS, OpenFoldSetup, median_cell, openfold_workspace, run_cell, run_ratios)
+    ALLOCATORS,
+    SETTINGS,
+    TRAINING_SETTINGS,
+    OpenFoldSetup,
+    median_cell,
+    openfold_workspace,
+    run_cell,
+    run_ratios,
+)
 
 
 def _in_mb(result: dict) -> dict:
@@ -90,27 +99,53 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--templates", type=int, default=2)
     ap.add_argument("--evo-blocks", type=int, default=48)
     ap.add_argument("--extra-blocks", type=int, default=4)
-    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=TRAINING_SETTINGS,
-                    help="nested: training only (ours checkpoint_granularity='nested' beside OpenFold's low_memory)")
+    ap.add_argument(
+        "--settings",
+        nargs="+",
+        default=list(SETTINGS),
+        choices=TRAINING_SETTINGS,
+        help="nested: training only (ours checkpoint_granularity='nested' beside OpenFold's low_memory)",
+    )
     ap.add_argument("--allocator", nargs="+", default=["default", "mmap"], choices=list(ALLOCATORS))
     ap.add_argument("--mode", default="inference", choices=["inference", "training"])
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="fresh processes per side and cell, the two sides interleaved (median reported)")
-    ap.add_argument("--same-process", type=int, default=0, metavar="K",
-                    help="instead: both models in one process per cell, timed alternately K times (time only; "
-                         "both see the same machine, so the ratio is steadier than across fresh processes)")
-    ap.add_argument("--against-itself", choices=["openfold", "ours"],
-                    help="instead: one side against itself, two fresh runs per repeat back to back (A, B, A, B, ...): "
-                         "the ratios one run of the same program moves by on this machine (the floor under any "
-                         "one-run comparison)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="fresh processes per side and cell, the two sides interleaved (median reported)",
+    )
+    ap.add_argument(
+        "--same-process",
+        type=int,
+        default=0,
+        metavar="K",
+        help="instead: both models in one process per cell, timed alternately K times (time only; "
+        "both see the same machine, so the ratio is steadier than across fresh processes)",
+    )
+    ap.add_argument(
+        "--against-itself",
+        choices=["openfold", "ours"],
+        help="instead: one side against itself, two fresh runs per repeat back to back (A, B, A, B, ...): "
+        "the ratios one run of the same program moves by on this machine (the floor under any "
+        "one-run comparison)",
+    )
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
 
-    setup = OpenFoldSetup(openfold_src=args.openfold_src, openfold_python=args.openfold_python, preset=args.preset,
-                          n_seq=args.n_seq, n_extra=args.n_extra, templates=args.templates,
-                          evo_blocks=args.evo_blocks, extra_blocks=args.extra_blocks, mode=args.mode, threads=1,
-                          timeout=args.timeout)
+    setup = OpenFoldSetup(
+        openfold_src=args.openfold_src,
+        openfold_python=args.openfold_python,
+        preset=args.preset,
+        n_seq=args.n_seq,
+        n_extra=args.n_extra,
+        templates=args.templates,
+        evo_blocks=args.evo_blocks,
+        extra_blocks=args.extra_blocks,
+        mode=args.mode,
+        threads=1,
+        timeout=args.timeout,
+    )
     if args.same_process:
         if not args.openfold_src:
             ap.error("--same-process needs --openfold-src")
@@ -123,11 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.openfold_src:
         print("# no --openfold-src: our side only", file=sys.stderr)
     rows = []
-    print(_config_line(args, f"fresh process per run, median of {args.repeats} (the sides interleaved; the last column: "
-                             "each interleaved pair's time ratio)"))
-    print("| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
-          "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | OpenFold page faults M "
-          "| ours page faults M | ours malloc | ours/OpenFold s per run |")
+    print(
+        _config_line(
+            args,
+            f"fresh process per run, median of {args.repeats} (the sides interleaved; the last column: "
+            "each interleaved pair's time ratio)",
+        )
+    )
+    print(
+        "| N_res | allocator | setting | OpenFold s | ours s | OpenFold CPU s | ours CPU s | OpenFold RSS MB "
+        "| ours RSS MB | ours counter MB | ours/OpenFold s | ours/OpenFold CPU s | ours/OpenFold RSS | OpenFold "
+        "page faults M "
+        "| ours page faults M | ours malloc | ours/OpenFold s per run |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with openfold_workspace(setup) as tmp:
         for n_res, allocator, setting in _cells(args):
@@ -157,8 +200,10 @@ def _write_json(path: str, rows: list) -> None:
 
 def _config_line(args, what: str) -> str:
     """The table's first line: model, sizes, mode, and how it was measured (``what``)."""
-    return (f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
-            f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, {what}")
+    return (
+        f"# {args.preset}: {args.evo_blocks} Evoformer + {args.extra_blocks} extra-MSA blocks, N_seq {args.n_seq}, "
+        f"N_extra {args.n_extra}, N_templ {args.templates}, {args.mode}, 1 thread, {what}"
+    )
 
 
 def _print_head(args, what: str, columns: list) -> None:
@@ -178,10 +223,20 @@ def _same_process(setup: OpenFoldSetup, args) -> int:
     per-round ratios."""
     import statistics
 
-    _print_head(args, f"both models in one process per cell, {args.same_process} alternations (order swapped each "
-                      "round), wall seconds",
-                ["N_res", "allocator", "setting", "OpenFold s (median)", "ours s (median)",
-                 "ours/OpenFold (median of rounds)", "ours/OpenFold per round"])
+    _print_head(
+        args,
+        f"both models in one process per cell, {args.same_process} alternations (order swapped each "
+        "round), wall seconds",
+        [
+            "N_res",
+            "allocator",
+            "setting",
+            "OpenFold s (median)",
+            "ours s (median)",
+            "ours/OpenFold (median of rounds)",
+            "ours/OpenFold per round",
+        ],
+    )
     rows, failed = [], 0
     with openfold_workspace(setup) as tmp:
         for n_res, allocator, setting in _cells(args):
@@ -194,8 +249,11 @@ def _same_process(setup: OpenFoldSetup, args) -> int:
                 continue
             of, ours = res["openfold_seconds"], res["ours_seconds"]
             ratios = [o / f for o, f in zip(ours, of)]
-            print(f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
-                  f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |", flush=True)
+            print(
+                f"| {n_res} | {allocator} | {setting} | {statistics.median(of):.1f} | {statistics.median(ours):.1f} "
+                f"| {statistics.median(ratios):.3f} | {', '.join(f'{r:.3f}' for r in ratios)} |",
+                flush=True,
+            )
     if args.json:
         _write_json(args.json, rows)
     return 1 if failed else 0
@@ -206,9 +264,21 @@ def _against_itself(setup: OpenFoldSetup, args) -> int:
     ...); the table gives each pair's time and RSS ratio (A over B) and how many pairs were above 1.0,
     i.e. how often one run of a program fails "<= 1.0x" against the same program."""
     side = args.against_itself
-    _print_head(args, f"{side} against itself: {args.repeats} pairs of fresh runs back to back (A, B, A, B, ...)",
-                ["N_res", "allocator", "setting", "side", "A s (median)", "B s (median)", "A/B s per pair",
-                 "pairs with A/B s > 1.0", "A/B RSS per pair"])
+    _print_head(
+        args,
+        f"{side} against itself: {args.repeats} pairs of fresh runs back to back (A, B, A, B, ...)",
+        [
+            "N_res",
+            "allocator",
+            "setting",
+            "side",
+            "A s (median)",
+            "B s (median)",
+            "A/B s per pair",
+            "pairs with A/B s > 1.0",
+            "A/B RSS per pair",
+        ],
+    )
     rows, failed = [], 0
     with openfold_workspace(setup) as tmp:
         for n_res, allocator, setting in _cells(args):
@@ -218,18 +288,31 @@ def _against_itself(setup: OpenFoldSetup, args) -> int:
                     runs[run].append(run_cell(setup, side, n_res, setting, allocator, tmp))
             seconds = run_ratios(runs["a"], runs["b"])
             rss = run_ratios(runs["a"], runs["b"], key="rss_bytes")
-            cell = {"n_res": n_res, "allocator": allocator, "setting": setting, "side": side, "runs": runs,
-                    "seconds_ratio_per_run": seconds, "rss_ratio_per_run": rss}
+            cell = {
+                "n_res": n_res,
+                "allocator": allocator,
+                "setting": setting,
+                "side": side,
+                "runs": runs,
+                "seconds_ratio_per_run": seconds,
+                "rss_ratio_per_run": rss,
+            }
             rows.append(cell)
             a, b = median_cell(runs["a"]), median_cell(runs["b"])
             if "error" in a or "error" in b:
                 failed += 1
-                print(f"| {n_res} | {allocator} | {setting} | {side} | error: {(a.get('error') or b['error'])[:80]} "
-                      "| | | | |", flush=True)
+                print(
+                    f"| {n_res} | {allocator} | {setting} | {side} | error: {(a.get('error') or b['error'])[:80]} "
+                    "| | | | |",
+                    flush=True,
+                )
                 continue
-            print(f"| {n_res} | {allocator} | {setting} | {side} | {a['seconds']:.1f} | {b['seconds']:.1f} "
-                  f"| {', '.join(f'{r:.2f}' for r in seconds)} | {sum(r > 1.0 for r in seconds)} of {len(seconds)} "
-                  f"| {', '.join(f'{r:.2f}' for r in rss)} |", flush=True)
+            print(
+                f"| {n_res} | {allocator} | {setting} | {side} | {a['seconds']:.1f} | {b['seconds']:.1f} "
+                f"| {', '.join(f'{r:.2f}' for r in seconds)} | {sum(r > 1.0 for r in seconds)} of {len(seconds)} "
+                f"| {', '.join(f'{r:.2f}' for r in rss)} |",
+                flush=True,
+            )
     if args.json:
         _write_json(args.json, rows)
     return 1 if failed else 0
@@ -249,11 +332,13 @@ def _row(cell: dict) -> str:
     def ratio(k):
         return f"{ours[k] / of[k]:.2f}" if k in of and k in ours and of[k] > 0 else "—"
 
-    return (f"| {cell['n_res']} | {cell['allocator']} | {cell['setting']} | {f(of, 'seconds')} | {f(ours, 'seconds')} "
-            f"| {f(of, 'cpu_s')} | {f(ours, 'cpu_s')} | {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} "
-            f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} "
-            f"| {faults(of)} | {faults(ours)} | {ours.get('malloc', '—').split(':')[0]} "
-            f"| {', '.join(f'{r:.2f}' for r in cell.get('seconds_ratio_per_run', [])) or '—'} |")
+    return (
+        f"| {cell['n_res']} | {cell['allocator']} | {cell['setting']} | {f(of, 'seconds')} | {f(ours, 'seconds')} "
+        f"| {f(of, 'cpu_s')} | {f(ours, 'cpu_s')} | {f(of, 'rss_mb', '.0f')} | {f(ours, 'rss_mb', '.0f')} "
+        f"| {f(ours, 'counter_mb', '.0f')} | {ratio('seconds')} | {ratio('cpu_s')} | {ratio('rss_mb')} "
+        f"| {faults(of)} | {faults(ours)} | {ours.get('malloc', '—').split(':')[0]} "
+        f"| {', '.join(f'{r:.2f}' for r in cell.get('seconds_ratio_per_run', [])) or '—'} |"
+    )
 
 
 if __name__ == "__main__":

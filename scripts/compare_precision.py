@@ -33,9 +33,18 @@ def run(data: str, out: Path, steps: int, precision: str) -> list[float]:
     module = AlphaFoldLightning(cfg, tc)
     dm = AF2DataModule(data, cfg, tc, cache_dir=out / "idx", max_steps=steps)
     rec = StepRecorder()
-    trainer = build_trainer(out / precision, steps, precision=precision, devices=1, accelerator="cpu",
-                            val_every_steps=None, ckpt_every_steps=10 ** 6, loggers=(), callbacks=[rec],
-                            progress_bar=False)
+    trainer = build_trainer(
+        out / precision,
+        steps,
+        precision=precision,
+        devices=1,
+        accelerator="cpu",
+        val_every_steps=None,
+        ckpt_every_steps=10**6,
+        loggers=(),
+        callbacks=[rec],
+        progress_bar=False,
+    )
     trainer.fit(module, datamodule=dm)
     return rec.losses
 
@@ -59,9 +68,11 @@ def main(argv=None) -> int:
         w.writerow(["step", "loss_fp32", "loss_bf16"])
         w.writerows([i, a, b] for i, (a, b) in enumerate(zip(fp32, bf16)))
     finite = all(x == x and abs(x) != float("inf") for x in bf16)
-    print(f"bf16 finite: {finite}; mean |rel diff| {sum(rel) / len(rel):.4f}, max {max(rel):.4f}; "
-          f"first-10 mean fp32 {sum(fp32[:10]) / 10:.3f} bf16 {sum(bf16[:10]) / 10:.3f}; "
-          f"last-10 mean fp32 {sum(fp32[-10:]) / 10:.3f} bf16 {sum(bf16[-10:]) / 10:.3f}")
+    print(
+        f"bf16 finite: {finite}; mean |rel diff| {sum(rel) / len(rel):.4f}, max {max(rel):.4f}; "
+        f"first-10 mean fp32 {sum(fp32[:10]) / 10:.3f} bf16 {sum(bf16[:10]) / 10:.3f}; "
+        f"last-10 mean fp32 {sum(fp32[-10:]) / 10:.3f} bf16 {sum(bf16[-10:]) / 10:.3f}"
+    )
     return 0
 
 

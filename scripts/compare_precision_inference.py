@@ -44,8 +44,13 @@ def compare(fp32_pdb: Path, bf16_pdb: Path) -> dict[str, float]:
         raise ValueError(f"{fp32_pdb} and {bf16_pdb} have different residue counts ({len(a.plddt)} vs {len(b.plddt)})")
     dev = deviation(b, a)
     x, y, mask = (torch.tensor(t, dtype=torch.float64)[:, CA] for t in (a.positions, b.positions, a.mask))
-    return dict(n_res=len(a.plddt), rmsd=dev["ca_rmsd_to_reference"], rmsd_raw=rmsd(y, x, mask, superpose_first=False).item(),
-                dplddt_mean=dev["plddt_mean_abs_diff"], dplddt_max=dev["plddt_max_abs_diff"])
+    return dict(
+        n_res=len(a.plddt),
+        rmsd=dev["ca_rmsd_to_reference"],
+        rmsd_raw=rmsd(y, x, mask, superpose_first=False).item(),
+        dplddt_mean=dev["plddt_mean_abs_diff"],
+        dplddt_max=dev["plddt_max_abs_diff"],
+    )
 
 
 def run_all(inputs: str, msa_dir: str, out: Path, **kwargs) -> list:
@@ -81,9 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     runs = {}
     for precision in ("fp32", args.precision):
-        runs[precision] = run_all(args.inputs, args.msa_dir, out / precision, weights=args.weights,
-                                  precision=precision, device="cpu", overwrite=args.overwrite,
-                                  track_memory=False, log=lambda line: None)
+        runs[precision] = run_all(
+            args.inputs,
+            args.msa_dir,
+            out / precision,
+            weights=args.weights,
+            precision=precision,
+            device="cpu",
+            overwrite=args.overwrite,
+            track_memory=False,
+            log=lambda line: None,
+        )
     print("| target | N_res | Cα-RMSD Å (superposed) | Cα-RMSD Å (raw) | mean abs ΔpLDDT | max abs ΔpLDDT |")
     print("|---|---|---|---|---|---|")
     bad, rows = [], []
@@ -94,15 +107,20 @@ def main(argv: list[str] | None = None) -> int:
             continue
         c = compare(out / "fp32" / f"{r32.name}.pdb", out / args.precision / f"{r32.name}.pdb")
         rows.append(c)
-        print(f"| {r32.name} | {c['n_res']} | {c['rmsd']:.3f} | {c['rmsd_raw']:.3f} | {c['dplddt_mean']:.3f} | "
-              f"{c['dplddt_max']:.3f} |", flush=True)
+        print(
+            f"| {r32.name} | {c['n_res']} | {c['rmsd']:.3f} | {c['rmsd_raw']:.3f} | {c['dplddt_mean']:.3f} | "
+            f"{c['dplddt_max']:.3f} |",
+            flush=True,
+        )
         if c["rmsd"] > args.max_rmsd or c["dplddt_mean"] > args.max_dplddt:
             bad.append(f"{r32.name}: Cα-RMSD {c['rmsd']:.3f} Å, mean |ΔpLDDT| {c['dplddt_mean']:.3f}")
     if rows:
-        print(f"\nworst Cα-RMSD {max(c['rmsd'] for c in rows):.3f} Å (limit {args.max_rmsd}), worst mean |ΔpLDDT| "
-              f"{max(c['dplddt_mean'] for c in rows):.3f} (limit {args.max_dplddt}) over {len(rows)} targets; "
-              f"median Cα-RMSD {statistics.median(c['rmsd'] for c in rows):.3f} Å, worst max |ΔpLDDT| "
-              f"{max(c['dplddt_max'] for c in rows):.3f}")
+        print(
+            f"\nworst Cα-RMSD {max(c['rmsd'] for c in rows):.3f} Å (limit {args.max_rmsd}), worst mean |ΔpLDDT| "
+            f"{max(c['dplddt_mean'] for c in rows):.3f} (limit {args.max_dplddt}) over {len(rows)} targets; "
+            f"median Cα-RMSD {statistics.median(c['rmsd'] for c in rows):.3f} Å, worst max |ΔpLDDT| "
+            f"{max(c['dplddt_max'] for c in rows):.3f}"
+        )
     for line in bad:
         print(f"over the limit or failed: {line}")
     return 1 if bad or not rows else 0

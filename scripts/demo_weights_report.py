@@ -36,22 +36,30 @@ def main(argv: list[str] | None = None) -> int:
     before, stage1, stage2 = rec["lddt_ca_before"], rec["lddt_ca_after"], rec["finetune"]["lddt_ca_after"]
     measured = _measure(args.data, rec) if args.measure else None
     for metric, label, fmt in (("lddt_ca", "lDDT-Cα", ".3f"), ("ca_rmsd", "Cα-RMSD (Å)", ".1f")):
-        print(f"| {label} (full chains, EMA weights) | untrained | stage 1, step {rec['weights_step']} | "
-              f"shipped: stage 2 |" + ("" if measured is None else " shipped, measured now |"))
+        print(
+            f"| {label} (full chains, EMA weights) | untrained | stage 1, step {rec['weights_step']} | "
+            f"shipped: stage 2 |" + ("" if measured is None else " shipped, measured now |")
+        )
         print("|---" * (5 if measured else 4) + "|")
         for split, name in (("train", "training chains"), ("held_out", "held-out chains (never seen in training)")):
             chains = stage2[split]["per_chain"]
-            row = (f"| {len(chains)} {name} ({_names(chains)}) | {before[split][metric]:{fmt}} | "
-                   f"{stage1[split][metric]:{fmt}} | {stage2[split][metric]:{fmt}} |")
+            row = (
+                f"| {len(chains)} {name} ({_names(chains)}) | {before[split][metric]:{fmt}} | "
+                f"{stage1[split][metric]:{fmt}} | {stage2[split][metric]:{fmt}} |"
+            )
             if measured is not None:
                 row += f" {measured[split][metric]:{fmt}} |"
             print(row)
         print()
     size = (ROOT / rec["weights"]).stat().st_size
-    print(f"# weights: {rec['weights']}, {size:,} bytes ({size / 1e6:.1f} MB), "
-          f"{_parameters(rec['preset']):,} parameters (preset {rec['preset']})")
-    print(f"# stage 1: {rec['steps_run']} steps in {rec['train_minutes']:.1f} min ({rec['threads']} thread(s)), "
-          f"weights from step {rec['weights_step']}")
+    print(
+        f"# weights: {rec['weights']}, {size:,} bytes ({size / 1e6:.1f} MB), "
+        f"{_parameters(rec['preset']):,} parameters (preset {rec['preset']})"
+    )
+    print(
+        f"# stage 1: {rec['steps_run']} steps in {rec['train_minutes']:.1f} min ({rec['threads']} thread(s)), "
+        f"weights from step {rec['weights_step']}"
+    )
     print(f"\n# record: {args.results} ({rec['note']})")
     return 0
 

@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from train_demo import eval_sets  # noqa: E402
 
 from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.train import DEFAULT_HELD_OUT, evaluate_lddt, export_weights, load_model  # noqa: E402
-from train_demo import eval_sets  # noqa: E402
 
 
 def main(argv=None) -> int:

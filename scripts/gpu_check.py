@@ -67,14 +67,25 @@ class Budget:
 
 # -- 1. compiled kernel tests ------------------------------------------------------------------------
 
+
 def kernel_tests(out_dir: Path, dry: bool, deadline: float) -> dict:
     """Run tests/test_kernels_cuda.py (marker ``cuda``) in a subprocess; outcome per test."""
     xml_path = out_dir / "kernel_tests.xml"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if dry:
         env.update({DRY_ENV: "1", "TRITON_INTERPRET": "1"})
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider",
-           str(ROOT / "tests" / "test_kernels_cuda.py"), f"--junitxml={xml_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "cuda",
+        "-p",
+        "no:cacheprovider",
+        str(ROOT / "tests" / "test_kernels_cuda.py"),
+        f"--junitxml={xml_path}",
+    ]
     timeout = max(10.0, deadline - time.monotonic())
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -82,8 +93,11 @@ def kernel_tests(out_dir: Path, dry: bool, deadline: float) -> dict:
         return {"status": f"timed out after {timeout:.0f} s", "tests": _junit(xml_path)}
     tests = _junit(xml_path)
     summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-    return {"status": "passed" if proc.returncode == 0 else f"failed (pytest exit {proc.returncode})",
-            "summary": summary, "tests": tests}
+    return {
+        "status": "passed" if proc.returncode == 0 else f"failed (pytest exit {proc.returncode})",
+        "summary": summary,
+        "tests": tests,
+    }
 
 
 def _junit(path: Path) -> list[dict]:
@@ -96,12 +110,14 @@ def _junit(path: Path) -> list[dict]:
             node = case.find(tag)
             if node is not None:
                 outcome, message = ("skipped" if tag == "skipped" else "failed"), (node.get("message") or "")[:200]
-        tests.append({"test": case.get("name"), "outcome": outcome, "s": float(case.get("time", 0)),
-                      "message": message})
+        tests.append(
+            {"test": case.get("name"), "outcome": outcome, "s": float(case.get("time", 0)), "message": message}
+        )
     return tests
 
 
 # -- 2. kernel benchmarks ----------------------------------------------------------------------------
+
 
 def benchmarks(device: torch.device, dry: bool, deadline: float) -> dict:
     """bench_attention / bench_triangle / bench_layer_norm rows (their ``table`` functions)."""
@@ -112,13 +128,21 @@ def benchmarks(device: torch.device, dry: bool, deadline: float) -> dict:
     att_names = ["triton", "triton-fold-all", "reference", "sdpa"] + list(bench_attention._third_party())
     tri_names = ["triton", "reference"] + (["cueq"] if "cueq" in bench_triangle._impls() else [])
     plans = [
-        ("attention", lambda shapes: bench_attention.table(shapes, att_names, dtype, device, warmup, reps, echo=False),
-         bench_attention.SMOKE_SHAPES if dry else bench_attention.AF2_SHAPES),
-        ("triangle_multiplication",
-         lambda shapes: bench_triangle.table(shapes, tri_names, dtype, device, warmup, reps, echo=False),
-         bench_triangle.SMOKE_SHAPES if dry else bench_triangle.AF2_SHAPES),
-        ("layer_norm", lambda shapes: bench_layer_norm.table(shapes, dtype, device, warmup, reps, echo=False),
-         bench_layer_norm.SMOKE_SHAPES if dry else bench_layer_norm.AF2_SHAPES),
+        (
+            "attention",
+            lambda shapes: bench_attention.table(shapes, att_names, dtype, device, warmup, reps, echo=False),
+            bench_attention.SMOKE_SHAPES if dry else bench_attention.AF2_SHAPES,
+        ),
+        (
+            "triangle_multiplication",
+            lambda shapes: bench_triangle.table(shapes, tri_names, dtype, device, warmup, reps, echo=False),
+            bench_triangle.SMOKE_SHAPES if dry else bench_triangle.AF2_SHAPES,
+        ),
+        (
+            "layer_norm",
+            lambda shapes: bench_layer_norm.table(shapes, dtype, device, warmup, reps, echo=False),
+            bench_layer_norm.SMOKE_SHAPES if dry else bench_layer_norm.AF2_SHAPES,
+        ),
     ]
     results: dict = {}
     for i, (kernel, run, shapes) in enumerate(plans):
@@ -135,17 +159,24 @@ def benchmarks(device: torch.device, dry: bool, deadline: float) -> dict:
 
 # -- 3. model-level memory ---------------------------------------------------------------------------
 
+
 def _policies(training: bool, dry: bool):
     """The policies of one mode; the dry run keeps one PyTorch and one Triton row (interpreted models are slow)."""
     from alphafold_mem import MemoryPolicy
 
     if training:
-        rows = [("reference", MemoryPolicy.reference()), ("training()", MemoryPolicy.training()),
-                ("training(kernels='triton')", MemoryPolicy.training(kernels="triton"))]
+        rows = [
+            ("reference", MemoryPolicy.reference()),
+            ("training()", MemoryPolicy.training()),
+            ("training(kernels='triton')", MemoryPolicy.training(kernels="triton")),
+        ]
         return rows[1:] if dry else rows
-    rows = [("reference", MemoryPolicy.reference()), ("kernels='triton'", MemoryPolicy(kernels="triton")),
-            ("low_memory_inference()", MemoryPolicy.low_memory_inference()),
-            ("low_memory_inference(kernels='triton')", MemoryPolicy.low_memory_inference(kernels="triton"))]
+    rows = [
+        ("reference", MemoryPolicy.reference()),
+        ("kernels='triton'", MemoryPolicy(kernels="triton")),
+        ("low_memory_inference()", MemoryPolicy.low_memory_inference()),
+        ("low_memory_inference(kernels='triton')", MemoryPolicy.low_memory_inference(kernels="triton")),
+    ]
     return rows[:2] if dry else rows
 
 
@@ -158,8 +189,16 @@ def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]
 
     preset, sizes, n_seq, n_extra = ("tiny", (12,), 4, 5) if dry else ("model_1", (512, 1024, 2048), 128, 512)
     training_sizes = sizes if dry else (512,)
-    cfg = model_config(preset, **{"evoformer.num_blocks": 1, "extra_msa.num_blocks": 1, "template.enabled": False,
-                                  "num_recycles": 0, **({"structure_module.num_layers": 1} if dry else {})})
+    cfg = model_config(
+        preset,
+        **{
+            "evoformer.num_blocks": 1,
+            "extra_msa.num_blocks": 1,
+            "template.enabled": False,
+            "num_recycles": 0,
+            **({"structure_module.num_layers": 1} if dry else {}),
+        },
+    )
     torch.manual_seed(0)
     model = AlphaFold(cfg).eval().to(device)
     rows = []
@@ -169,13 +208,24 @@ def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]
             if training and n_res not in training_sizes:
                 continue
             for name, policy in _policies(training, dry):
-                row = dict(mode="training step" if training else "inference", n_res=n_res, n_seq=n_seq,
-                           n_extra=n_extra, policy=name, peak_bytes=None, predicted_bytes=None, s=None, error=None)
+                row = dict(
+                    mode="training step" if training else "inference",
+                    n_res=n_res,
+                    n_seq=n_seq,
+                    n_extra=n_extra,
+                    policy=name,
+                    peak_bytes=None,
+                    predicted_bytes=None,
+                    s=None,
+                    error=None,
+                )
                 rows.append(row)
                 if time.monotonic() > deadline:
                     row["error"] = "skipped: time budget"
                     continue
-                row.update(_measure(model, batch, policy, training, device, apply_memory_policy, track_peak, proxy_loss))
+                row.update(
+                    _measure(model, batch, policy, training, device, apply_memory_policy, track_peak, proxy_loss)
+                )
                 try:
                     est = estimate_breakdown(cfg, policy, n_res, n_seq, n_extra, 0, training)
                     row["predicted_bytes"] = est.activations
@@ -207,39 +257,69 @@ def _measure(model, batch, policy, training, device, apply_memory_policy, track_
 
 # -- report ------------------------------------------------------------------------------------------
 
+
 def _cell(x, fmt: str = "{:.2f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(r) + " |" for r in rows]
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + [
+        "| " + " | ".join(r) + " |" for r in rows
+    ]
 
 
 def markdown(report: dict) -> str:
     """The Markdown tables of ``report`` (the README shows the same tables)."""
-    lines = [f"# GPU check ({report['mode']}): {report['device']}", "",
-             f"torch {report['torch']}, triton {report['triton']}; {report['elapsed_s']:.0f} s of {report['budget_s']} s", ""]
+    lines = [
+        f"# GPU check ({report['mode']}): {report['device']}",
+        "",
+        f"torch {report['torch']}, triton {report['triton']}; {report['elapsed_s']:.0f} s of {report['budget_s']} s",
+        "",
+    ]
     tests = report.get("kernel_tests")
     if tests:
         lines += [f"## Compiled kernel tests: {tests['status']}", ""]
-        lines += _table(["test", "outcome", "s", "message"],
-                        [[t["test"], t["outcome"], f"{t['s']:.1f}", t["message"][:80]] for t in tests["tests"]]) + [""]
+        lines += _table(
+            ["test", "outcome", "s", "message"],
+            [[t["test"], t["outcome"], f"{t['s']:.1f}", t["message"][:80]] for t in tests["tests"]],
+        ) + [""]
     for kernel, rows in report.get("benchmarks", {}).items():
         lines += [f"## Benchmark: {kernel} (bf16)", ""]
-        lines += _table(["shape", "impl", "fwd ms", "bwd ms", "peak MiB", "note"],
-                        [[r["shape"], r["impl"], _cell(r.get("fwd_ms")), _cell(r.get("bwd_ms")),
-                          _cell(r.get("peak_mib"), "{:.0f}"), r.get("error") or ""] for r in rows]) + [""]
+        lines += _table(
+            ["shape", "impl", "fwd ms", "bwd ms", "peak MiB", "note"],
+            [
+                [
+                    r["shape"],
+                    r["impl"],
+                    _cell(r.get("fwd_ms")),
+                    _cell(r.get("bwd_ms")),
+                    _cell(r.get("peak_mib"), "{:.0f}"),
+                    r.get("error") or "",
+                ]
+                for r in rows
+            ],
+        ) + [""]
     mem = report.get("model_memory")
     if mem:
         lines += ["## Model memory: activation peak above parameters and inputs (MB = 1e6 bytes)", ""]
         rows = []
         for r in mem:
             peak, pred = r["peak_bytes"], r["predicted_bytes"]
-            rows.append([r["mode"], str(r["n_res"]), r["policy"], _cell(peak and peak / 1e6, "{:.1f}"),
-                         _cell(pred and pred / 1e6, "{:.1f}"), _cell(peak / pred if peak and pred else None, "{:.3f}"),
-                         _cell(r["s"], "{:.1f}"), r["error"] or ""])
-        lines += _table(["mode", "N_res", "policy", "measured MB", "predicted MB", "measured / predicted", "s", "note"],
-                        rows) + [""]
+            rows.append(
+                [
+                    r["mode"],
+                    str(r["n_res"]),
+                    r["policy"],
+                    _cell(peak and peak / 1e6, "{:.1f}"),
+                    _cell(pred and pred / 1e6, "{:.1f}"),
+                    _cell(peak / pred if peak and pred else None, "{:.3f}"),
+                    _cell(r["s"], "{:.1f}"),
+                    r["error"] or "",
+                ]
+            )
+        lines += _table(
+            ["mode", "N_res", "policy", "measured MB", "predicted MB", "measured / predicted", "s", "note"], rows
+        ) + [""]
     return "\n".join(lines)
 
 
@@ -258,8 +338,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.dry:
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
     elif not torch.cuda.is_available():
-        print("gpu_check: no CUDA device is visible: nothing to check here (run with --dry to exercise the "
-              "script in Triton's CPU interpreter). Exiting 0.")
+        print(
+            "gpu_check: no CUDA device is visible: nothing to check here (run with --dry to exercise the "
+            "script in Triton's CPU interpreter). Exiting 0."
+        )
         return 0
     if args.dry:
         from kernels._interpreter import skip_repatching
@@ -269,12 +351,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     try:
         import triton
+
         triton_version = triton.__version__
     except Exception:  # noqa: BLE001
         triton_version = "not importable"
-    report = {"mode": "dry (CPU, Triton interpreter, tiny sizes; times mean nothing)" if args.dry else "cuda",
-              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "CPU",
-              "torch": torch.__version__, "triton": triton_version, "budget_s": args.budget_s, "elapsed_s": 0.0}
+    report = {
+        "mode": "dry (CPU, Triton interpreter, tiny sizes; times mean nothing)" if args.dry else "cuda",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "CPU",
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "budget_s": args.budget_s,
+        "elapsed_s": 0.0,
+    }
     budget = Budget(args.budget_s)
     sections: list[tuple[str, float, Callable[[float], object]]] = [
         ("kernel_tests", 0.5, lambda d: kernel_tests(args.out_dir, args.dry, d)),

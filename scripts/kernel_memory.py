@@ -53,20 +53,30 @@ def main() -> None:
         ref, fused = triangle_peak(n, "reference"), triangle_peak(n, "triton")
         print(f"| {n} | {ref / 1e9:.1f} GB | {fused / 1e9:.1f} GB | {fused / ref:.2f} |", flush=True)
     print()
-    print("| run | N_res | policy | kernels=\"reference\" | kernels=\"triton\" | triton / reference |")
+    print('| run | N_res | policy | kernels="reference" | kernels="triton" | triton / reference |')
     print("|---|---|---|---|---|---|")
     cfg = model_config("model_1")
-    rows = [("model_1 inference", n, name, cfg, False)
-            for n in (512, 1024, 2048, 4096) for name in ("reference", "low_memory_inference")
-            if not (name == "reference" and n > 1024)]
+    rows = [
+        ("model_1 inference", n, name, cfg, False)
+        for n in (512, 1024, 2048, 4096)
+        for name in ("reference", "low_memory_inference")
+        if not (name == "reference" and n > 1024)
+    ]
     rows.append(("initial_training step", 256, "training", model_config("initial_training"), True))
     for label, n, name, config, training in rows:
         seq, extra = (128, 1024) if training else (512, 5120)
-        est = [estimate_breakdown(config, getattr(MemoryPolicy, name)(kernels=k), n, seq, extra, 4, training,
-                                  exact=not training).total for k in ("reference", "triton")]
+        est = [
+            estimate_breakdown(
+                config, getattr(MemoryPolicy, name)(kernels=k), n, seq, extra, 4, training, exact=not training
+            ).total
+            for k in ("reference", "triton")
+        ]
         mark = "†" if training else ""
-        print(f"| {label} | {n} | `{name}()` | {est[0] / 1e9:.1f} GB{mark} | {est[1] / 1e9:.1f} GB{mark} | "
-              f"{est[1] / est[0]:.2f} |", flush=True)
+        print(
+            f"| {label} | {n} | `{name}()` | {est[0] / 1e9:.1f} GB{mark} | {est[1] / 1e9:.1f} GB{mark} | "
+            f"{est[1] / est[0]:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ def featurisation_diff(vectors: pathlib.Path, structure: pathlib.Path, chain_id:
     from alphafold_mem.geometry import all_atom
 
     chain = read_structure(structure).chain(chain_id)
-    ours = make_features(chain, None, model_config("model_1", **{"template.enabled": False}), structure=chain,
-                         mode="eval")
+    ours = make_features(
+        chain, None, model_config("model_1", **{"template.enabled": False}), structure=chain, mode="eval"
+    )
     ours.update(all_atom.atom37_to_torsion_angles(ours["aatype"], ours["all_atom_positions"], ours["all_atom_mask"]))
     out = {}
     with np.load(vectors / "gt.npz") as gt:
@@ -68,8 +69,10 @@ def featurisation_diff(vectors: pathlib.Path, structure: pathlib.Path, chain_id:
             if a.shape != b.shape:
                 out[key] = {"shape": [list(a.shape), list(b.shape)]}
                 continue
-            out[key] = {"max_abs_diff": float(np.abs(a - b).max()) if a.size else 0.0,
-                        "max_abs_value": float(np.abs(b).max()) if b.size else 0.0}
+            out[key] = {
+                "max_abs_diff": float(np.abs(a - b).max()) if a.size else 0.0,
+                "max_abs_value": float(np.abs(b).max()) if b.size else 0.0,
+            }
     return out
 
 
@@ -113,11 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads((args.vectors / "config.json").read_text())
     structure = args.structure or structure_path(args.vectors, config)
     if (args.vectors / "gt.npz").is_file() and structure is not None:
-        print(f"\n# our featurisation of {structure.name} chain {config.get('chain', 'A')} vs OpenFold's gt.npz (whole chain)")
+        print(
+            f"\n# our featurisation of {structure.name} chain {config.get('chain', 'A')} vs OpenFold's gt.npz "
+            f"(whole chain)"
+        )
         print("| feature | max abs diff | max abs value |")
         print("|---|---|---|")
         for k, r in featurisation_diff(args.vectors, structure, config.get("chain", "A")).items():
-            cells = (f"shapes {r['shape']}", "") if "shape" in r else (f"{r['max_abs_diff']:.2e}", f"{r['max_abs_value']:.3g}")
+            cells = (
+                (f"shapes {r['shape']}", "")
+                if "shape" in r
+                else (f"{r['max_abs_diff']:.2e}", f"{r['max_abs_value']:.3g}")
+            )
             print(f"| {k} | {cells[0]} | {cells[1]} |")
     if args.end_to_end and (args.vectors / "params.npz").is_file():
         print("\n# our model (params.npz, all recycling slices) then our loss, vs our loss on OpenFold's outputs")

@@ -18,9 +18,22 @@ import torch
 from alphafold_mem.model.alphafold import OPENFOLD_OUTPUT_NAMES
 from alphafold_mem.weights import load_af2_params
 
-OUTPUTS = ["final_atom_positions", "sm_positions", "sm_angles", "plddt", "lddt_logits", "distogram_logits",
-           "masked_msa_logits", "experimentally_resolved_logits", "single", "pair", "msa", "pae_logits",
-           "predicted_aligned_error", "ptm"]
+OUTPUTS = [
+    "final_atom_positions",
+    "sm_positions",
+    "sm_angles",
+    "plddt",
+    "lddt_logits",
+    "distogram_logits",
+    "masked_msa_logits",
+    "experimentally_resolved_logits",
+    "single",
+    "pair",
+    "msa",
+    "pae_logits",
+    "predicted_aligned_error",
+    "ptm",
+]
 
 
 def run(vectors: pathlib.Path, dtype: torch.dtype, iters: int | None):
@@ -42,7 +55,7 @@ def main() -> None:
         "fp32, 1 iteration": (run(args.vectors, torch.float32, 1), "outputs_iter1.npz"),
         "fp64, 3 iterations": (run(args.vectors, torch.float64, None), "outputs_fp64.npz"),
     }
-    print(f"| output | max abs value | " + " | ".join(runs) + " |")
+    print("| output | max abs value | " + " | ".join(runs) + " |")
     print("|---|---|" + "---|" * len(runs))
     for name in OUTPUTS:
         ref_name = OPENFOLD_OUTPUT_NAMES.get(name, name)

@@ -34,8 +34,8 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import Callback  # noqa: E402
 
 from alphafold_mem import model_config  # noqa: E402
-from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.data import ChainIndex, ProteinChainDataset  # noqa: E402
+from alphafold_mem.io import atomic_write  # noqa: E402
 from alphafold_mem.train import DEFAULT_HELD_OUT, TrainConfig, evaluate_lddt, export_weights, load_model, train  # noqa: E402
 from alphafold_mem.train.data_module import resolve_index, split_index  # noqa: E402
 
@@ -75,6 +75,7 @@ def plot_curve(csv_path: Path, png_path: Path) -> None:
     import csv
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -127,40 +128,77 @@ def main(argv=None) -> int:
     out, wdir = Path(args.out), Path(args.weights_dir)
     wdir.mkdir(parents=True, exist_ok=True)
     cfg = model_config("demo")
-    tc = TrainConfig(warmup_steps=200, ema_decay=0.995, seed=args.seed, held_out=DEFAULT_HELD_OUT,
-                     val_every_steps=250, max_val_chains=8)
+    tc = TrainConfig(
+        warmup_steps=200,
+        ema_decay=0.995,
+        seed=args.seed,
+        held_out=DEFAULT_HELD_OUT,
+        val_every_steps=250,
+        max_val_chains=8,
+    )
     index_path = resolve_index(args.data, out / "chain_index")
     train_eval, held_eval = eval_sets(index_path, cfg, tc.held_out, max_len=200, max_train=8)
     print(f"eval sets: {len(train_eval)} training chains, {len(held_eval)} held-out chains", flush=True)
 
     torch.manual_seed(args.seed)
     from alphafold_mem import AlphaFold
+
     init_model = AlphaFold(cfg)
     t0 = time.time()
     before = {"train": evaluate_lddt(init_model, train_eval), "held_out": evaluate_lddt(init_model, held_eval)}
-    print("before:", json.dumps({k: v["lddt_ca"] for k, v in before.items()}), f"({time.time() - t0:.0f} s)", flush=True)
+    print(
+        "before:", json.dumps({k: v["lddt_ca"] for k, v in before.items()}), f"({time.time() - t0:.0f} s)", flush=True
+    )
 
     t0 = time.time()
-    module = train(cfg, tc, args.data, out, max_steps=args.max_steps, precision="32", devices=1,
-                   accelerator="cpu", ckpt_every_steps=250, callbacks=[TimeBudget(args.minutes)], progress_bar=False)
+    module = train(
+        cfg,
+        tc,
+        args.data,
+        out,
+        max_steps=args.max_steps,
+        precision="32",
+        devices=1,
+        accelerator="cpu",
+        ckpt_every_steps=250,
+        callbacks=[TimeBudget(args.minutes)],
+        progress_bar=False,
+    )
     train_minutes = (time.time() - t0) / 60
     steps = int(module.global_step)
     last = out / "checkpoints" / "last.ckpt"
     weights = wdir / "demo.ckpt"
-    export_weights(last, weights, use_ema=True, extra={
-        "description": "alphafold-mem demo preset trained on CPU for about an hour on the small example set; "
-                       "a demonstration of the training pipeline, not a useful structure predictor",
-        "steps": steps, "train_minutes": round(train_minutes, 1), "held_out": list(tc.held_out)})
+    export_weights(
+        last,
+        weights,
+        use_ema=True,
+        extra={
+            "description": "alphafold-mem demo preset trained on CPU for about an hour on the small example set; "
+            "a demonstration of the training pipeline, not a useful structure predictor",
+            "steps": steps,
+            "train_minutes": round(train_minutes, 1),
+            "held_out": list(tc.held_out),
+        },
+    )
     model = load_model(weights)
     after = {"train": evaluate_lddt(model, train_eval), "held_out": evaluate_lddt(model, held_eval)}
     print("after:", json.dumps({k: v["lddt_ca"] for k, v in after.items()}), flush=True)
 
     shutil.copyfile(out / "logs" / "metrics.csv", wdir / "training_curve.csv")
     plot_curve(wdir / "training_curve.csv", wdir / "training_curve.png")
-    results = {"preset": "demo", "steps": steps, "train_minutes": round(train_minutes, 1), "threads": args.threads,
-               "data": str(args.data), "held_out_pdb_ids": list(tc.held_out), "train_config": tc.to_dict(),
-               "lddt_ca_before": before, "lddt_ca_after": after,
-               "weights": str(weights), "weights_bytes": weights.stat().st_size}
+    results = {
+        "preset": "demo",
+        "steps": steps,
+        "train_minutes": round(train_minutes, 1),
+        "threads": args.threads,
+        "data": str(args.data),
+        "held_out_pdb_ids": list(tc.held_out),
+        "train_config": tc.to_dict(),
+        "lddt_ca_before": before,
+        "lddt_ca_after": after,
+        "weights": str(weights),
+        "weights_bytes": weights.stat().st_size,
+    }
     with atomic_write(wdir / "results.json") as tmp:
         Path(tmp).write_text(json.dumps(results, indent=1))
     print(json.dumps({k: results[k] for k in ("steps", "train_minutes", "weights_bytes")}), flush=True)

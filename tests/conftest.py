@@ -39,6 +39,7 @@ def _deterministic_torch():
 @pytest.fixture
 def tiny_config():
     from alphafold_mem import model_config
+
     return model_config("tiny")
 
 

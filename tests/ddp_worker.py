@@ -27,11 +27,18 @@ TIMEOUT = timedelta(seconds=120)
 def config():
     from alphafold_mem import model_config
 
-    no_dropout = {"evoformer.msa_dropout": 0.0, "evoformer.pair_dropout": 0.0, "extra_msa.msa_dropout": 0.0,
-                  "extra_msa.pair_dropout": 0.0, "structure_module.dropout_rate": 0.0,
-                  "template.pair_stack.dropout_rate": 0.0}
-    return model_config("tiny", **{"num_recycles": 2, "data.crop_size": 32, "data.max_msa_clusters": 8,
-                                   "data.max_extra_msa": 8, **no_dropout})
+    no_dropout = {
+        "evoformer.msa_dropout": 0.0,
+        "evoformer.pair_dropout": 0.0,
+        "extra_msa.msa_dropout": 0.0,
+        "extra_msa.pair_dropout": 0.0,
+        "structure_module.dropout_rate": 0.0,
+        "template.pair_stack.dropout_rate": 0.0,
+    }
+    return model_config(
+        "tiny",
+        **{"num_recycles": 2, "data.crop_size": 32, "data.max_msa_clusters": 8, "data.max_extra_msa": 8, **no_dropout},
+    )
 
 
 def draws(args) -> None:
@@ -62,9 +69,12 @@ def train(args) -> None:
 
     class Dump(Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            state = {"weights": {k: v.detach().clone() for k, v in pl_module.model.state_dict().items()},
-                     "ema": {k: v.clone() for k, v in pl_module.ema.shadow.items()},
-                     "iterations": pl_module.last_num_iterations, "samples": list(batch.sample_ids)}
+            state = {
+                "weights": {k: v.detach().clone() for k, v in pl_module.model.state_dict().items()},
+                "ema": {k: v.clone() for k, v in pl_module.ema.shadow.items()},
+                "iterations": pl_module.last_num_iterations,
+                "samples": list(batch.sample_ids),
+            }
             torch.save(state, out / f"rank{rank}_step{trainer.global_step}.pt")
 
     torch.manual_seed(0)
@@ -72,11 +82,21 @@ def train(args) -> None:
     tc = TrainConfig(batch_size=args.batch_size, warmup_steps=3, held_out=("1a8o",), val_every_steps=0, seed=0)
     module = AlphaFoldLightning(cfg, tc)
     dm = AF2DataModule(args.data, cfg, tc, cache_dir=out / "idx", max_steps=args.steps)
-    strategy = (DDPStrategy(find_unused_parameters=True, process_group_backend="gloo", timeout=TIMEOUT)
-                if world > 1 else "auto")
-    trainer = build_trainer(out / f"run{rank}", args.steps, devices=world, strategy=strategy, accelerator="cpu",
-                            val_every_steps=None, ckpt_every_steps=10 ** 6, loggers=(), callbacks=[Dump()],
-                            progress_bar=False)
+    strategy = (
+        DDPStrategy(find_unused_parameters=True, process_group_backend="gloo", timeout=TIMEOUT) if world > 1 else "auto"
+    )
+    trainer = build_trainer(
+        out / f"run{rank}",
+        args.steps,
+        devices=world,
+        strategy=strategy,
+        accelerator="cpu",
+        val_every_steps=None,
+        ckpt_every_steps=10**6,
+        loggers=(),
+        callbacks=[Dump()],
+        progress_bar=False,
+    )
     trainer.fit(module, datamodule=dm)
 
 
@@ -111,11 +131,27 @@ def launch(mode: str, world: int, out: Path, *args: str, timeout: float = 300.0)
     for rank in range(world):
         env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
         if world > 1:
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
-                       LOCAL_RANK=str(rank), NODE_RANK="0")
+            env.update(
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                WORLD_SIZE=str(world),
+                RANK=str(rank),
+                LOCAL_RANK=str(rank),
+                NODE_RANK="0",
+            )
         log = open(out / f"worker_{mode}_{world}_{rank}.log", "w+")
-        procs.append((subprocess.Popen([sys.executable, "-m", "tests.ddp_worker", mode, "--out", str(out), *args],
-                                       cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.ddp_worker", mode, "--out", str(out), *args],
+                    cwd=root,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                ),
+                log,
+            )
+        )
     logs = []
     try:
         for proc, log in procs:

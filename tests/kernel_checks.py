@@ -39,15 +39,18 @@ def leaf(t: torch.Tensor, dtype: torch.dtype, grad: bool = True) -> torch.Tensor
     return t.detach().to(dtype).clone().requires_grad_(grad)
 
 
-def assert_close3(name: str, out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, dtype,
-                  fp32_rel: float = 1e-4) -> tuple:
+def assert_close3(
+    name: str, out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, dtype, fp32_rel: float = 1e-4
+) -> tuple:
     """Three-way tolerance (module docstring); returns (kernel error, reference error) against the oracle."""
     assert not torch.isnan(out).any(), f"{name}: kernel produced NaN"
     err_k = (out.double() - oracle.double()).abs().max().item()
     err_r = (ref.double() - oracle.double()).abs().max().item()
     scale = max(1.0, oracle.abs().max().item())
     ulp = torch.finfo(dtype).eps * scale
-    assert err_k <= 3 * err_r + ulp, f"{name} ({dtype}): kernel err {err_k:.3g} > 3 x reference err {err_r:.3g} + {ulp:.3g}"
+    assert err_k <= 3 * err_r + ulp, (
+        f"{name} ({dtype}): kernel err {err_k:.3g} > 3 x reference err {err_r:.3g} + {ulp:.3g}"
+    )
     if dtype == torch.float32:
         assert err_k <= fp32_rel * scale, f"{name}: fp32 kernel err {err_k:.3g} > {fp32_rel:g} x {scale:.3g}"
     return err_k, err_r
@@ -72,7 +75,8 @@ def run_triangle(impl, z, mask, weights, d_out, outgoing, dtype):
     """Forward + backward in ``dtype``: [out, dz, d_weight...]."""
     zs = leaf(z.to(DEVICE), dtype)
     ws = [leaf(w.to(DEVICE), dtype) for w in weights]
-    out = kernels.triangle_multiplication(zs, mask.to(DEVICE, dtype), TriangleMultiplicationWeights(*ws), outgoing,
-                                          impl=impl)
+    out = kernels.triangle_multiplication(
+        zs, mask.to(DEVICE, dtype), TriangleMultiplicationWeights(*ws), outgoing, impl=impl
+    )
     out.backward(d_out.to(DEVICE, dtype))
     return [out.detach(), zs.grad] + [w.grad for w in ws]

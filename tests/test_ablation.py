@@ -24,9 +24,23 @@ from alphafold_mem.weights import save_checkpoint
 from .conftest import REPO_DATA
 
 CHAINS = [str(REPO_DATA / "fasta" / "per_entry" / "1lcd.fasta"), str(REPO_DATA / "fasta" / "per_entry" / "1a8o.fasta")]
-INFERENCE_MEASURES = ("peak_counter_bytes", "peak_rss_bytes", "predicted_peak_bytes", "seconds", "ca_rmsd_to_reference",
-                      "plddt_max_abs_diff", "plddt_mean_abs_diff", "ptm_abs_diff", "mean_plddt", "lddt_ca", "tm_score",
-                      "gdt_ts", "lddt_ca_reference", "tm_score_reference", "gdt_ts_reference")
+INFERENCE_MEASURES = (
+    "peak_counter_bytes",
+    "peak_rss_bytes",
+    "predicted_peak_bytes",
+    "seconds",
+    "ca_rmsd_to_reference",
+    "plddt_max_abs_diff",
+    "plddt_mean_abs_diff",
+    "ptm_abs_diff",
+    "mean_plddt",
+    "lddt_ca",
+    "tm_score",
+    "gdt_ts",
+    "lddt_ca_reference",
+    "tm_score_reference",
+    "gdt_ts_reference",
+)
 TRAINING_MEASURES = ("loss", "loss_max_rel_dev", "heldout_lddt_ca", "step_seconds", "train_peak_bytes")
 SCALING_MEASURES = ("measured_peak_bytes", "predicted_peak_bytes", "predicted_total_bytes")
 PLOTS = ("memory_vs_nres.png", "deviation_vs_saving.png", "training_loss.png", "lddt_per_chain.png")
@@ -34,18 +48,32 @@ PLOTS = ("memory_vs_nres.png", "deviation_vs_saving.png", "training_loss.png", "
 
 # -- the registry ----------------------------------------------------------------------------------
 
+
 def test_techniques_come_from_the_policy_fields_and_presets():
     techniques = derive_techniques()
     names = [t.name for t in techniques]
     assert names[0] == "reference" and len(set(names)) == len(names)
-    expected = {"chunk_size=64", "chunk_size=16", "chunk_size=4", "attention=chunked", "kernels=triton",
-                "checkpoint_*=1", "checkpoint_*=1,checkpoint_granularity=update", "precision=bf16",
-                "precision=bf16-full", "inplace=True", "preset:training", "preset:low_memory_inference",
-                "dap=2", "dap=4"}
+    expected = {
+        "chunk_size=64",
+        "chunk_size=16",
+        "chunk_size=4",
+        "attention=chunked",
+        "kernels=triton",
+        "checkpoint_*=1",
+        "checkpoint_*=1,checkpoint_granularity=update",
+        "precision=bf16",
+        "precision=bf16-full",
+        "inplace=True",
+        "preset:training",
+        "preset:low_memory_inference",
+        "dap=2",
+        "dap=4",
+    }
     assert expected <= set(names)
     by = {t.name: t for t in techniques}
     assert by["checkpoint_*=1,checkpoint_granularity=update"].policy == MemoryPolicy(
-        checkpoint_evoformer=1, checkpoint_extra_msa=1, checkpoint_template=1, checkpoint_granularity="update")
+        checkpoint_evoformer=1, checkpoint_extra_msa=1, checkpoint_template=1, checkpoint_granularity="update"
+    )
     assert by["preset:low_memory_inference"].policy == MemoryPolicy.low_memory_inference()
     policies = [t.policy for t in techniques if t.dap == 1]
     assert len(set(policies)) == len(policies)  # each policy once
@@ -76,6 +104,7 @@ def test_techniques_that_cannot_run_here_say_why():
 
 # -- the tiny grid ---------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _noise(model: torch.nn.Module):
     """Test-only technique: N(0, 0.05) on every weight while it runs, then the weights are restored."""
@@ -94,9 +123,19 @@ NOISY = Technique("test:noisy-weights", MemoryPolicy.reference(), "test", "weigh
 
 
 def _config(out, weights) -> AblationConfig:
-    return AblationConfig(out=out, chains=CHAINS, weights=str(weights), techniques=["kernels=triton"], n_res=(16,),
-                          predict_n_res=(), training_steps=2, repeats=1, scaling_preset="tiny", scaling_n_seq=8,
-                          scaling_n_extra=16)
+    return AblationConfig(
+        out=out,
+        chains=CHAINS,
+        weights=str(weights),
+        techniques=["kernels=triton"],
+        n_res=(16,),
+        predict_n_res=(),
+        training_steps=2,
+        repeats=1,
+        scaling_preset="tiny",
+        scaling_n_seq=8,
+        scaling_n_extra=16,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +151,11 @@ def tiny_weights(tmp_path_factory):
 
 
 def _values(rows, section, technique, measure):
-    return [r["value"] for r in rows if r["section"] == section and r["technique"] == technique
-            and r["measure"] == measure and r["status"] == "ok"]
+    return [
+        r["value"]
+        for r in rows
+        if r["section"] == section and r["technique"] == technique and r["measure"] == measure and r["status"] == "ok"
+    ]
 
 
 def test_tiny_grid(tiny_weights, tmp_path):
@@ -236,8 +278,10 @@ def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path):
     run = SimpleNamespace(work_dir=tmp_path, config={}, weights=str(tiny_weights), seed=0, device=torch.device("cpu"))
     out = dap.run_dap(run, rows[0], chains, refs)
     assert all(r.get("status") != "failed" for r in out), out
-    assert sorted((tmp_path / "dap" / "P2").iterdir()) == [tmp_path / "dap" / "P2" / "batch0",
-                                                           tmp_path / "dap" / "P2" / "batch1"]
+    assert sorted((tmp_path / "dap" / "P2").iterdir()) == [
+        tmp_path / "dap" / "P2" / "batch0",
+        tmp_path / "dap" / "P2" / "batch1",
+    ]
     for c in chains:
         got = {r["measure"]: r for r in out if r["chain"] == c.name}
         assert got["peak_counter_bytes"]["value"] > 0 and "per-rank" in got["peak_counter_bytes"]["reason"]

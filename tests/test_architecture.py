@@ -19,8 +19,17 @@ from torch import Tensor
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.config import PRESETS
-from alphafold_mem.memory import (UndeclaredModuleError, WHOLE, Shard, Split, declare, declared_splits, run_split,
-                                  spec_of, undeclared_modules)
+from alphafold_mem.memory import (
+    WHOLE,
+    Shard,
+    Split,
+    UndeclaredModuleError,
+    declare,
+    declared_splits,
+    run_split,
+    spec_of,
+    undeclared_modules,
+)
 from alphafold_mem.memory.axes import AXES, MemorySpec, exempt
 from alphafold_mem.model.primitives import Transition
 from alphafold_mem.model.triangle import TriangleMultiplication
@@ -30,6 +39,7 @@ PACKAGES = ("alphafold_mem", "kernels")
 
 
 # -- declarations ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_module_of_every_preset_declares(preset):
@@ -49,10 +59,24 @@ def test_declared_steps_cover_what_the_policy_chunks():
     model = AlphaFold(model_config("tiny"))
     steps = list(declared_splits(model))
     kinds = {type(m).__name__ for _, m, _, _ in steps}
-    assert kinds == {"MSARowAttentionWithPairBias", "MSAColumnAttention", "MSAColumnGlobalAttention", "Transition",
-                     "OuterProductMean", "TriangleMultiplication", "TriangleAttention", "TemplatePointwiseAttention",
-                     "TemplateEmbedding", "InputEmbedder", "RecyclingEmbedder", "ExtraMsaEmbedder", "EvoformerStack",
-                     "InvariantPointAttention", "DistogramHead", "PredictedAlignedErrorHead"}
+    assert kinds == {
+        "MSARowAttentionWithPairBias",
+        "MSAColumnAttention",
+        "MSAColumnGlobalAttention",
+        "Transition",
+        "OuterProductMean",
+        "TriangleMultiplication",
+        "TriangleAttention",
+        "TemplatePointwiseAttention",
+        "TemplateEmbedding",
+        "InputEmbedder",
+        "RecyclingEmbedder",
+        "ExtraMsaEmbedder",
+        "EvoformerStack",
+        "InvariantPointAttention",
+        "DistogramHead",
+        "PredictedAlignedErrorHead",
+    }
     apply_memory_policy(model, MemoryPolicy(chunk_size=7))
     chunked_modules = {id(m) for m in model.modules() if getattr(m, "chunk_size", None) == 7}
     assert chunked_modules == {id(m) for _, m, _, _ in steps}
@@ -119,6 +143,7 @@ def test_run_split_reads_the_declaration():
 
 # -- imports ---------------------------------------------------------------------------------------
 
+
 def _module_name(path: pathlib.Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -134,7 +159,7 @@ def _resolve(current: str, is_package: bool, level: int, target: Optional[str]) 
     if level == 0:
         return target or ""
     base = current.split(".") if is_package else current.split(".")[:-1]
-    base = base[:len(base) - (level - 1)]
+    base = base[: len(base) - (level - 1)]
     return ".".join(base + ([target] if target else []))
 
 
@@ -204,8 +229,9 @@ def test_no_import_cycle_between_subpackages():
     """Collapse modules to ``alphafold_mem.<subpackage or top-level module>``; the package root (which
     re-exports the public API from everywhere) is left out, as nothing below may import it."""
     graph = import_graph()
-    assert not any("alphafold_mem" in deps for m, deps in graph.items() if m != "alphafold_mem"), \
+    assert not any("alphafold_mem" in deps for m, deps in graph.items() if m != "alphafold_mem"), (
         "a module imports the package root; import from the defining module instead"
+    )
     sub: dict[str, set[str]] = {}
     for m, deps in graph.items():
         if m == "alphafold_mem":
@@ -216,13 +242,24 @@ def test_no_import_cycle_between_subpackages():
 
 def test_layers_point_one_way():
     graph = import_graph()
-    below = {"alphafold_mem.memory": ("alphafold_mem.model", "alphafold_mem.planner", "alphafold_mem.distributed"),
-             # device sharding reads declarations; it knows no model class
-             "alphafold_mem.distributed": ("alphafold_mem.model", "alphafold_mem.planner", "alphafold_mem.predict",
-                                           "alphafold_mem.train", "alphafold_mem.cli"),
-             "alphafold_mem.model": ("alphafold_mem.planner", "alphafold_mem.predict", "alphafold_mem.train",
-                                     "alphafold_mem.cli"),
-             "kernels": ("alphafold_mem",)}
+    below = {
+        "alphafold_mem.memory": ("alphafold_mem.model", "alphafold_mem.planner", "alphafold_mem.distributed"),
+        # device sharding reads declarations; it knows no model class
+        "alphafold_mem.distributed": (
+            "alphafold_mem.model",
+            "alphafold_mem.planner",
+            "alphafold_mem.predict",
+            "alphafold_mem.train",
+            "alphafold_mem.cli",
+        ),
+        "alphafold_mem.model": (
+            "alphafold_mem.planner",
+            "alphafold_mem.predict",
+            "alphafold_mem.train",
+            "alphafold_mem.cli",
+        ),
+        "kernels": ("alphafold_mem",),
+    }
     for low, forbidden in below.items():
         for m, deps in graph.items():
             if m == low or m.startswith(low + "."):
@@ -234,8 +271,11 @@ def test_only_the_cli_imports_the_ablation_package():
     """``alphafold_mem.ablation`` runs everything below it (train, predict, planner); nothing but the
     command line may depend on it."""
     graph = import_graph()
-    bad = {m: sorted(d for d in deps if d.startswith("alphafold_mem.ablation")) for m, deps in graph.items()
-           if not m.startswith(("alphafold_mem.ablation", "alphafold_mem.cli"))}
+    bad = {
+        m: sorted(d for d in deps if d.startswith("alphafold_mem.ablation"))
+        for m, deps in graph.items()
+        if not m.startswith(("alphafold_mem.ablation", "alphafold_mem.cli"))
+    }
     assert {m: d for m, d in bad.items() if d} == {}
 
 
@@ -251,12 +291,16 @@ def test_the_cycle_check_can_fail():
 CONSTANT_TABLES = {"alphafold_mem/geometry/residue_constants.py"}
 
 
-def test_no_module_over_450_lines():
+#: Lines per module as ``ruff format`` lays them out (one argument per line where a call does not fit).
+MAX_LINES = 600
+
+
+def test_no_module_over_max_lines():
     long = {}
     for pkg in PACKAGES:
         for p in (ROOT / pkg).rglob("*.py"):
             rel = p.relative_to(ROOT).as_posix()
             n = len(p.read_text().splitlines())
-            if n > 450 and rel not in CONSTANT_TABLES:
+            if n > MAX_LINES and rel not in CONSTANT_TABLES:
                 long[rel] = n
     assert long == {}

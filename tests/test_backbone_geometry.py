@@ -25,6 +25,7 @@ def test_unreadable_file_named(tmp_path):
     bad.write_text("not a structure\n")
     with pytest.raises(ValueError, match="broken.pdb"):
         consecutive_ca_distances(bad)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "backbone_geometry.py"), str(bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "backbone_geometry.py"), str(bad)], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "broken.pdb" in proc.stderr

@@ -18,9 +18,15 @@ import torch
 import torch.distributed as dist
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
-from alphafold_mem.distributed import (RankFailed, Sharding, apply_parallel_policy, init_mesh, mesh_shape,
-                                       run_local)
-from alphafold_mem.distributed import comm
+from alphafold_mem.distributed import (
+    RankFailed,
+    Sharding,
+    apply_parallel_policy,
+    comm,
+    init_mesh,
+    mesh_shape,
+    run_local,
+)
 from alphafold_mem.memory import track_peak
 from alphafold_mem.planner.estimate import estimate_breakdown
 from alphafold_mem.testing import random_features
@@ -30,8 +36,15 @@ COORD_TOL, PLDDT_TOL, GRAD_RTOL = 1e-4, 1e-4, 1e-4
 #: makes the network amplify fp32 rounding past 1e-4 A (single-device chunking alone then moves it so)
 SCALE = {"tiny": 0.1, "model_1": 0.01}
 SIZES = {"tiny": (19, 7, 9, 2), "model_1": (13, 5, 7, 1)}  # N_res, N_seq, N_extra, N_templ
-LOSS_KEYS = ("final_atom_positions", "sm_frames", "lddt_logits", "distogram_logits", "masked_msa_logits",
-             "pae_logits", "experimentally_resolved_logits")
+LOSS_KEYS = (
+    "final_atom_positions",
+    "sm_frames",
+    "lddt_logits",
+    "distogram_logits",
+    "masked_msa_logits",
+    "pae_logits",
+    "experimentally_resolved_logits",
+)
 RUN_LIMIT_S = 240
 
 
@@ -39,8 +52,15 @@ def _model(name: str, policy: MemoryPolicy, training: bool):
     if name == "tiny":
         cfg = model_config("tiny", **{"heads.pae_enabled": True, "num_recycles": 1})
     else:
-        cfg = model_config("model_1", **{"evoformer.num_blocks": 2, "extra_msa.num_blocks": 1,
-                                         "template.pair_stack.num_blocks": 1, "num_recycles": 0})
+        cfg = model_config(
+            "model_1",
+            **{
+                "evoformer.num_blocks": 2,
+                "extra_msa.num_blocks": 1,
+                "template.pair_stack.num_blocks": 1,
+                "num_recycles": 0,
+            },
+        )
     torch.manual_seed(0)
     model = AlphaFold(cfg)
     with torch.no_grad():  # AF2 zero-initialises final layers; perturb so that no output is trivial
@@ -49,7 +69,7 @@ def _model(name: str, policy: MemoryPolicy, training: bool):
     n, s, e, t = SIZES[name]
     b = random_features(cfg, n, s, e, n_templ=t, seed=1)
     b["seq_mask"][-3:] = 0
-    b["msa_mask"][2:, n // 2:] = 0
+    b["msa_mask"][2:, n // 2 :] = 0
     b["extra_msa_mask"][3:, 2:] = 0
     if t > 1:
         b["template_mask"][-1] = 0
@@ -60,8 +80,11 @@ def _model(name: str, policy: MemoryPolicy, training: bool):
 def _infer(model, b) -> dict:
     with torch.no_grad():
         out = model(b)
-    return {k: out[k] for k in ("final_atom_positions", "plddt", "ptm", "predicted_aligned_error", "pair", "msa")
-            if k in out}
+    return {
+        k: out[k]
+        for k in ("final_atom_positions", "plddt", "ptm", "predicted_aligned_error", "pair", "msa")
+        if k in out
+    }
 
 
 def _train(model, b) -> tuple[float, dict]:
@@ -72,12 +95,17 @@ def _train(model, b) -> tuple[float, dict]:
     return loss.item(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-CASES = [("tiny", "low_memory_inference", False), ("model_1", "low_memory_inference", False),
-         ("tiny", "training", True)]
+CASES = [
+    ("tiny", "low_memory_inference", False),
+    ("model_1", "low_memory_inference", False),
+    ("tiny", "training", True),
+]
 
 
 def _policy(name: str) -> MemoryPolicy:
-    return MemoryPolicy.low_memory_inference(chunk_size=4) if name == "low_memory_inference" else MemoryPolicy.training()
+    return (
+        MemoryPolicy.low_memory_inference(chunk_size=4) if name == "low_memory_inference" else MemoryPolicy.training()
+    )
 
 
 def _adjoint_gaps(group) -> dict:
@@ -92,8 +120,9 @@ def _adjoint_gaps(group) -> dict:
     }
     gaps = {}
     for name, op in ops.items():
-        x = torch.randn(5 if name == "all_to_all" else 4 * group.size, 2, 3, generator=gen, dtype=torch.float64,
-                        requires_grad=True)
+        x = torch.randn(
+            5 if name == "all_to_all" else 4 * group.size, 2, 3, generator=gen, dtype=torch.float64, requires_grad=True
+        )
         y = op(x)
         g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
         y.backward(g)
@@ -256,7 +285,9 @@ def test_per_device_inference_peak_scales_with_p():
     in-place updates under DAP build share-sized results, or chunks keep one device's transients
     (0.75x / 0.42x before those were fixed, at N_res 256)."""
     cfg = model_config("model_1", **{"evoformer.num_blocks": 2, "extra_msa.num_blocks": 1, "num_recycles": 0})
-    peak = {p: estimate_breakdown(cfg, MemoryPolicy.low_memory_inference(), 96, 32, 256, 0, False, dap=p).activations
-            for p in (1, 2, 4)}
+    peak = {
+        p: estimate_breakdown(cfg, MemoryPolicy.low_memory_inference(), 96, 32, 256, 0, False, dap=p).activations
+        for p in (1, 2, 4)
+    }
     assert peak[2] <= 0.6 * peak[1], peak
     assert peak[4] <= 0.35 * peak[1], peak

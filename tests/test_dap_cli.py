@@ -14,7 +14,6 @@ import textwrap
 import time
 
 import numpy as np
-import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FASTA = ROOT / "data/fasta/per_entry/1lcd.fasta"
@@ -23,13 +22,24 @@ MSA = ROOT / "data/alignments/1lcd_A/jackhmmer_pool.a3m"
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "alphafold_mem.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**base, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "alphafold_mem.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+    )
 
 
 def _atoms(path: pathlib.Path) -> np.ndarray:
-    return np.array([[float(line[30:38]), float(line[38:46]), float(line[46:54])]
-                     for line in path.read_text().splitlines() if line.startswith("ATOM")])
+    return np.array(
+        [
+            [float(line[30:38]), float(line[38:46]), float(line[46:54])]
+            for line in path.read_text().splitlines()
+            if line.startswith("ATOM")
+        ]
+    )
 
 
 def test_predict_dap2_writes_what_dap1_writes(tmp_path):
@@ -45,8 +55,10 @@ def test_predict_dap2_writes_what_dap1_writes(tmp_path):
     assert a.shape == b.shape and np.abs(a - b).max() <= 1e-3 + 1e-9
     s1, s2 = (json.loads((tmp_path / d / "1lcd_A_scores.json").read_text()) for d in ("dap1", "dap2"))
     assert np.abs(np.array(s1["plddt"]) - np.array(s2["plddt"])).max() <= 0.01 + 1e-9  # written with 2 decimals
-    pae1, pae2 = (np.array(json.loads((tmp_path / d / "1lcd_A_pae.json").read_text())[0]["predicted_aligned_error"])
-                  for d in ("dap1", "dap2"))
+    pae1, pae2 = (
+        np.array(json.loads((tmp_path / d / "1lcd_A_pae.json").read_text())[0]["predicted_aligned_error"])
+        for d in ("dap1", "dap2")
+    )
     assert np.abs(pae1 - pae2).max() <= 0.01 + 1e-9
     timings = json.loads((tmp_path / "dap2/timings.json").read_text())
     assert timings["dap"] == 2 and len(timings["ranks"]) == 2
@@ -56,7 +68,8 @@ def test_predict_dap2_writes_what_dap1_writes(tmp_path):
 def test_predict_failure_on_rank_1_ends_both(tmp_path):
     """A collective of rank 1 raises (injected through a sitecustomize on the children's path); rank 0
     waits in that collective until the launcher ends it."""
-    (tmp_path / "sitecustomize.py").write_text(textwrap.dedent("""
+    (tmp_path / "sitecustomize.py").write_text(
+        textwrap.dedent("""
         import os
         if os.environ.get("DAP_TEST_FAIL_RANK"):
             import torch.distributed as dist
@@ -70,12 +83,27 @@ def test_predict_failure_on_rank_1_ends_both(tmp_path):
                     raise RuntimeError("injected failure on rank 1")
                 return _original(*args, **kwargs)
             comm._all_to_all = _failing
-    """))
+    """)
+    )
     stamp = tmp_path / "failed_at"
-    env = {"DAP_TEST_FAIL_RANK": "1", "DAP_TEST_FAIL_STAMP": str(stamp),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    run = _cli("predict", str(FASTA), "--single-sequence", "--device", "cpu", "--out", str(tmp_path / "out"),
-               "--dap", "2", env=env, timeout=300)  # start-up and the features before the failure take a while
+    env = {
+        "DAP_TEST_FAIL_RANK": "1",
+        "DAP_TEST_FAIL_STAMP": str(stamp),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = _cli(
+        "predict",
+        str(FASTA),
+        "--single-sequence",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "out"),
+        "--dap",
+        "2",
+        env=env,
+        timeout=300,
+    )  # start-up and the features before the failure take a while
     assert time.time() - float(stamp.read_text()) < 60  # from the failure to the end of both processes
     assert run.returncode != 0
     assert "rank 1 failed" in run.stderr and "injected failure on rank 1" in run.stderr
@@ -84,8 +112,24 @@ def test_predict_failure_on_rank_1_ends_both(tmp_path):
 def test_train_dap2_reproduces_one_device(tmp_path):
     """Lightning: 2 steps with dropout on ``tiny``; one device under DDP (Lightning re-seeds the same
     way) against two devices sharing every sample."""
-    common = ["train", "--data", "data/", "--preset", "tiny", "--max-steps", "2", "--accelerator", "cpu",
-              "--no-progress-bar", "--val-every", "1000", "--threads", "1", "--ckpt-every", "1000"]
+    common = [
+        "train",
+        "--data",
+        "data/",
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "2",
+        "--accelerator",
+        "cpu",
+        "--no-progress-bar",
+        "--val-every",
+        "1000",
+        "--threads",
+        "1",
+        "--ckpt-every",
+        "1000",
+    ]
     one = _cli(*common, "--strategy", "ddp", "--devices", "1", "--out", str(tmp_path / "one"))
     two = _cli(*common, "--dap", "2", "--out", str(tmp_path / "two"))
     assert one.returncode == 0, one.stderr[-3000:]

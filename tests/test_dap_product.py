@@ -6,7 +6,8 @@ last device holds 2 true rows and 2 padding rows), a batch dim of 2 (as the temp
 templates), a mask holding zeros and a chunk size that does not divide the share. fp32: tolerance
 1e-5 relative to the largest entry (the incoming edges add P partial sums, so only the summation
 order differs); bf16 (module and z in bf16, the partial sums reduced in bf16): 2e-2 relative to the
-largest entry against the bf16 single-device module (a few bf16 roundings). Also: the bytes received equal the analytic count of
+largest entry against the bf16 single-device module (a few bf16 roundings). Also: the bytes received equal the
+analytic count of
 :func:`alphafold_mem.planner.dap.block_comm_terms` (``(P - 1) L N_res C`` per multiplication)."""
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.distributed import apply_parallel_policy, init_mesh, run_local
-from alphafold_mem.distributed import comm
+from alphafold_mem.distributed import apply_parallel_policy, comm, init_mesh, run_local
 from alphafold_mem.distributed.product import applies
 from alphafold_mem.model.triangle import TriangleMultiplication
 
@@ -49,8 +49,9 @@ def _worker(rank: int, world: int) -> dict:
         sh = module.dap_sharding
         sh.set_residues(N)
         with torch.no_grad():
-            out[(outgoing, "bf16")] = module.to(torch.bfloat16)(sh.take(z, -3).to(torch.bfloat16),
-                                                                mask.to(torch.bfloat16))[:, :sh.span(N)[1]].float()
+            out[(outgoing, "bf16")] = module.to(torch.bfloat16)(
+                sh.take(z, -3).to(torch.bfloat16), mask.to(torch.bfloat16)
+            )[:, : sh.span(N)[1]].float()
         module, z, mask = _case(outgoing)
         apply_parallel_policy(module, mesh)
         sh = module.dap_sharding

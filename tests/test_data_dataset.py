@@ -8,8 +8,15 @@ import warnings
 import pytest
 import torch
 
-from alphafold_mem.data import (ChainIndex, InputError, InputWarning, ProteinChainDataset, build_chain_index,
-                                check_features, collate)
+from alphafold_mem.data import (
+    ChainIndex,
+    InputError,
+    InputWarning,
+    ProteinChainDataset,
+    build_chain_index,
+    check_features,
+    collate,
+)
 
 ROOT = pathlib.Path(__file__).parent.parent
 DATA = ROOT / "data"
@@ -19,8 +26,9 @@ DATA = ROOT / "data"
 def index_path(tmp_path_factory):
     out = tmp_path_factory.mktemp("index")
     with pytest.warns(InputWarning, match="duplicate chain 1a8o_A"):  # 1a8o is shipped as .cif and .pdb
-        build_chain_index([DATA / "mmcif", DATA / "pdb"], DATA / "alignments", out / "index.json",
-                          cache_dir=out / "cache")
+        build_chain_index(
+            [DATA / "mmcif", DATA / "pdb"], DATA / "alignments", out / "index.json", cache_dir=out / "cache"
+        )
     return out / "index.json"
 
 
@@ -88,7 +96,15 @@ def test_build_script(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("build_chain_index", ROOT / "scripts/build_chain_index.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    rc = module.main(["--structures", str(DATA / "mmcif"), "--alignments", str(DATA / "alignments"),
-                      "--out", str(tmp_path / "index.json")])
+    rc = module.main(
+        [
+            "--structures",
+            str(DATA / "mmcif"),
+            "--alignments",
+            str(DATA / "alignments"),
+            "--out",
+            str(tmp_path / "index.json"),
+        ]
+    )
     assert rc == 0 and (tmp_path / "index.json").is_file()
     assert "protein chains" in capsys.readouterr().out

@@ -7,8 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.data import (FEATURES, InputError, check_features, collate, make_features, pad_features,
-                                parse_fasta, parse_mmcif, parse_msa)
+from alphafold_mem.data import (
+    FEATURES,
+    InputError,
+    check_features,
+    collate,
+    make_features,
+    pad_features,
+    parse_fasta,
+    parse_mmcif,
+    parse_msa,
+)
 from alphafold_mem.data.features import msa as T
 from alphafold_mem.geometry import residue_constants as rc
 
@@ -77,7 +86,7 @@ def test_training_features_with_crop(tiny_config):
     assert set(f) == set(FEATURES)
     start = int(f["residue_index"][0])
     torch.testing.assert_close(f["residue_index"], torch.arange(start, start + 64))
-    torch.testing.assert_close(f["all_atom_positions"], torch.tensor(chain.atom37_positions[start:start + 64]))
+    torch.testing.assert_close(f["all_atom_positions"], torch.tensor(chain.atom37_positions[start : start + 64]))
     assert f["resolution"] == pytest.approx(1.84)
     # Ground truth consistency with the structure.
     ca = rc.atom_order["CA"]
@@ -120,8 +129,7 @@ def test_cluster_assignment_and_profile():
     ones = lambda a: np.ones(a.shape, np.float32)  # noqa: E731
     assign = T.nearest_neighbor_clusters(msa, ones(msa), extra, ones(extra))
     assert assign.tolist() == [0, 1, 0]
-    prof, del_mean = T.summarize_clusters(msa, ones(msa), np.zeros((2, 4)), extra, ones(extra),
-                                          np.ones((3, 4)), assign)
+    prof, del_mean = T.summarize_clusters(msa, ones(msa), np.zeros((2, 4)), extra, ones(extra), np.ones((3, 4)), assign)
     np.testing.assert_allclose(prof[0, 0, 0], 2 / 3, atol=1e-5)  # rows 0, extra0 = A; extra2 = E(4)
     np.testing.assert_allclose(prof.sum(-1), 1.0, atol=1e-5)
     np.testing.assert_allclose(del_mean[1], 0.5, atol=1e-5)

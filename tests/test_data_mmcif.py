@@ -31,13 +31,25 @@ def test_altlocs_unresolved_against_biopython():
     chain = parse_mmcif(path, "A")
     assert chain.sequence == _fasta("3u8v", "A") and len(chain) == 93
     d = MMCIF2Dict(str(path))
-    unobs = {int(s) - 1 for s, a in zip(d["_pdbx_unobs_or_zero_occ_residues.label_seq_id"],
-                                         d["_pdbx_unobs_or_zero_occ_residues.label_asym_id"]) if a == "A"}
+    unobs = {
+        int(s) - 1
+        for s, a in zip(
+            d["_pdbx_unobs_or_zero_occ_residues.label_seq_id"], d["_pdbx_unobs_or_zero_occ_residues.label_asym_id"]
+        )
+        if a == "A"
+    }
     assert set(np.flatnonzero(chain.atom37_mask.sum(-1) == 0)) == unobs
     # Atom level: same atoms and coordinates as Bio.PDB's structure (highest-occupancy altloc).
-    scheme = {(int(n), i if i not in ".?" else " "): int(s) - 1 for n, i, s, c in zip(
-        d["_pdbx_poly_seq_scheme.pdb_seq_num"], d["_pdbx_poly_seq_scheme.pdb_ins_code"],
-        d["_pdbx_poly_seq_scheme.seq_id"], d["_pdbx_poly_seq_scheme.pdb_strand_id"]) if c == "A"}
+    scheme = {
+        (int(n), i if i not in ".?" else " "): int(s) - 1
+        for n, i, s, c in zip(
+            d["_pdbx_poly_seq_scheme.pdb_seq_num"],
+            d["_pdbx_poly_seq_scheme.pdb_ins_code"],
+            d["_pdbx_poly_seq_scheme.seq_id"],
+            d["_pdbx_poly_seq_scheme.pdb_strand_id"],
+        )
+        if c == "A"
+    }
     expected_mask = np.zeros_like(chain.atom37_mask)
     expected_pos = np.zeros_like(chain.atom37_positions)
     bio = MMCIFParser(QUIET=True).get_structure("x", str(path))[0]["A"]
@@ -53,8 +65,10 @@ def test_altlocs_unresolved_against_biopython():
     # AF2 renames arginine NH1/NH2 so that NH1 is the one closer to CD; Bio.PDB keeps the file's names.
     cd, nh1, nh2 = (rc.atom_order[a] for a in ("CD", "NH1", "NH2"))
     for k in np.flatnonzero(chain.aatype == rc.restype_order["R"]):
-        if expected_mask[k, [cd, nh1, nh2]].all() and (np.linalg.norm(expected_pos[k, nh1] - expected_pos[k, cd])
-                                                       > np.linalg.norm(expected_pos[k, nh2] - expected_pos[k, cd])):
+        if expected_mask[k, [cd, nh1, nh2]].all() and (
+            np.linalg.norm(expected_pos[k, nh1] - expected_pos[k, cd])
+            > np.linalg.norm(expected_pos[k, nh2] - expected_pos[k, cd])
+        ):
             expected_pos[k, [nh1, nh2]] = expected_pos[k, [nh2, nh1]]
     np.testing.assert_array_equal(chain.atom37_mask, expected_mask)
     np.testing.assert_allclose(chain.atom37_positions, expected_pos, atol=1e-4)
@@ -65,11 +79,16 @@ def test_mse_and_zero_occupancy():
     chain = parse_mmcif(DATA / "mmcif/1a8o.cif")
     assert chain.sequence == _fasta("1a8o", "A")
     d = MMCIF2Dict(str(DATA / "mmcif/1a8o.cif"))
-    mse = sorted({int(s) - 1 for s, c in zip(d["_atom_site.label_seq_id"], d["_atom_site.label_comp_id"]) if c == "MSE"})
+    mse = sorted(
+        {int(s) - 1 for s, c in zip(d["_atom_site.label_seq_id"], d["_atom_site.label_comp_id"]) if c == "MSE"}
+    )
     assert mse and all(chain.sequence[k] == "M" for k in mse)
     assert all(chain.atom37_mask[k, rc.atom_order["SD"]] == 1 for k in mse)  # SE stored as SD
-    zero = [(int(s) - 1, a) for s, a, o in zip(d["_atom_site.label_seq_id"], d["_atom_site.label_atom_id"],
-                                               d["_atom_site.occupancy"]) if float(o) == 0.0]
+    zero = [
+        (int(s) - 1, a)
+        for s, a, o in zip(d["_atom_site.label_seq_id"], d["_atom_site.label_atom_id"], d["_atom_site.occupancy"])
+        if float(o) == 0.0
+    ]
     assert zero and all(chain.atom37_mask[k, rc.atom_order[a]] == 0 for k, a in zero)
     assert np.all(np.abs(_ca_ca(chain) - 3.8) <= 0.1)
 
@@ -122,9 +141,9 @@ def test_sequence_from_atoms_without_entity_poly_seq():
 
 def test_duplicate_atoms_warned_and_bad_files(tmp_path):
     lines = (DATA / "mmcif/1a8o.cif").read_text().splitlines(keepends=True)
-    first_atom = next(i for i, l in enumerate(lines) if l.startswith("ATOM"))
+    first_atom = next(i for i, line in enumerate(lines) if line.startswith("ATOM"))
     dup = tmp_path / "dup.cif"
-    dup.write_text("".join(lines[: first_atom + 1] + [lines[first_atom]] + lines[first_atom + 1:]))
+    dup.write_text("".join(lines[: first_atom + 1] + [lines[first_atom]] + lines[first_atom + 1 :]))
     with pytest.warns(InputWarning, match="1 duplicate atom record"):
         chain = parse_mmcif(dup)
     np.testing.assert_array_equal(chain.atom37_mask, parse_mmcif(DATA / "mmcif/1a8o.cif").atom37_mask)

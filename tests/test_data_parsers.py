@@ -26,6 +26,7 @@ def _parse_quiet(path, **kw):
 
 # ---------------------------------------------------------------------------------------------- FASTA
 
+
 def test_per_entry_fasta_files():
     recs = parse_fasta(DATA / "fasta/per_entry/1lcd.fasta")
     assert [r.name for r in recs] == ["1lcd_A"] and recs[0].sequence == SEQ_1LCD and recs[0].line == 1
@@ -79,11 +80,14 @@ def test_nucleic_records_skipped_with_warning():
         parse_fasta(AWK / "protein_and_dna_7pzb.fasta", skip_nucleic=False)
 
 
-@pytest.mark.parametrize("name, line, column, pattern", [
-    ("colabfold_colon_complex_7pzb.fasta", 2, 245, "chain separator"),
-    ("header_without_sequence.fasta", 1, None, "empty record"),
-    ("biopython_aster_pearson.pro.fasta", 1, 1, "text before the first FASTA header"),
-])
+@pytest.mark.parametrize(
+    "name, line, column, pattern",
+    [
+        ("colabfold_colon_complex_7pzb.fasta", 2, 245, "chain separator"),
+        ("header_without_sequence.fasta", 1, None, "empty record"),
+        ("biopython_aster_pearson.pro.fasta", 1, 1, "text before the first FASTA header"),
+    ],
+)
 def test_real_file_rejections_are_located(name, line, column, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
         parse_fasta(AWK / name)
@@ -102,13 +106,16 @@ def test_empty_file_rejected():
         parse_fasta(DATA / "no_such_file.fasta")
 
 
-@pytest.mark.parametrize("text, line, column, pattern", [
-    (">a\nMKV\n>b desc\nMK\nLV-AG\n", 5, 3, "gap character '-'"),
-    (">a\nMK*LV\n", 2, 3, r"'\*' \(stop\) inside"),
-    (">a\nMKLV\n>b\nMK1LV\n", 4, 3, "digit '1'"),
-    (">a\nMK\tLV\n", 2, 3, "invalid character"),
-    (">a\nMKLV\n>b\n\n>c\nMK\n", 3, None, "empty record"),
-])
+@pytest.mark.parametrize(
+    "text, line, column, pattern",
+    [
+        (">a\nMKV\n>b desc\nMK\nLV-AG\n", 5, 3, "gap character '-'"),
+        (">a\nMK*LV\n", 2, 3, r"'\*' \(stop\) inside"),
+        (">a\nMKLV\n>b\nMK1LV\n", 4, 3, "digit '1'"),
+        (">a\nMK\tLV\n", 2, 3, "invalid character"),
+        (">a\nMKLV\n>b\n\n>c\nMK\n", 3, None, "empty record"),
+    ],
+)
 def test_string_rejections_name_file_record_position(text, line, column, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
         parse_fasta_string(text, label="in.fasta")
@@ -133,6 +140,7 @@ def test_duplicate_names_made_unique():
 
 
 # ---------------------------------------------------------------------------------------------- A3M
+
 
 def test_real_a3m_and_stockholm():
     msa = parse_msa(DATA / "alignments/1lcd_A/jackhmmer_pool.a3m", query=SEQ_1LCD)
@@ -159,8 +167,11 @@ def test_a3m_rejections():
     with pytest.raises(InputError, match=r"non-printable byte 0x01") as exc:
         parse_a3m_string(">q\nACDE\n>h\nAC\x01E\n", label="m.a3m")
     assert (exc.value.line, exc.value.column) == (4, 3) and LOCATED.match(str(exc.value))
-    with pytest.raises(InputError, match=r"2 problems: line 3 row 'h1': row 2 has 3 match columns, 1 fewer.*"
-                                         r"line 7 row 'h3': row 4 has 5 match columns, 1 more") as exc:
+    with pytest.raises(
+        InputError,
+        match=r"2 problems: line 3 row 'h1': row 2 has 3 match columns, 1 fewer.*"
+        r"line 7 row 'h3': row 4 has 5 match columns, 1 more",
+    ) as exc:
         parse_a3m_string(">q\nACDE\n>h1\nACD\n>h2\nACDE\n>h3\nACDEF\n", label="m.a3m")
     assert exc.value.file == "m.a3m"
     with pytest.raises(InputError, match=r"differs from the query at position 3 \('X' in the MSA, 'D'"):

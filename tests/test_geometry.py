@@ -89,10 +89,14 @@ def test_residue_tables_shapes_and_basics():
         expect = {"B": "D", "Z": "E", "U": "C", "J": "X", "O": "X"}.get(letter, letter)
         assert rc.restypes_with_x_and_gap[ours] == expect
     shapes = {
-        "restype_atom14_to_atom37": (21, 14), "restype_atom37_to_atom14": (21, 37),
-        "restype_atom14_mask": (21, 14), "restype_atom37_mask": (21, 37),
-        "restype_rigid_group_default_frame": (21, 8, 4, 4), "restype_atom14_to_rigid_group": (21, 14),
-        "restype_atom14_rigid_group_positions": (21, 14, 3), "restype_atom14_ambiguous_atoms": (21, 14),
+        "restype_atom14_to_atom37": (21, 14),
+        "restype_atom37_to_atom14": (21, 37),
+        "restype_atom14_mask": (21, 14),
+        "restype_atom37_mask": (21, 37),
+        "restype_rigid_group_default_frame": (21, 8, 4, 4),
+        "restype_atom14_to_rigid_group": (21, 14),
+        "restype_atom14_rigid_group_positions": (21, 14, 3),
+        "restype_atom14_ambiguous_atoms": (21, 14),
     }
     for name, shape in shapes.items():
         assert getattr(rc, name).shape == shape, name

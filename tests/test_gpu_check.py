@@ -18,8 +18,9 @@ SCRIPT = ROOT / "scripts" / "gpu_check.py"
 
 def _run(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "ALPHAFOLD_MEM_GPU_CHECK_DRY")}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible: the check would run")
@@ -39,8 +40,12 @@ def test_dry_run_end_to_end(tmp_path):
     tests = report["kernel_tests"]
     assert tests["status"] == "passed", tests
     names = {t["test"].split("[")[0] for t in tests["tests"]}
-    assert names == {"test_attention_compiled", "test_triangle_multiplication_compiled", "test_layer_norm_compiled",
-                     "test_model_compiled_matches_reference"}
+    assert names == {
+        "test_attention_compiled",
+        "test_triangle_multiplication_compiled",
+        "test_layer_norm_compiled",
+        "test_model_compiled_matches_reference",
+    }
     assert all(t["outcome"] == "passed" for t in tests["tests"]), tests["tests"]
     for kernel in ("attention", "triangle_multiplication", "layer_norm"):
         rows = report["benchmarks"][kernel]

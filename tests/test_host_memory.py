@@ -31,8 +31,14 @@ print((base - _status_kb("VmRSS")) / 1024)
 
 def _run(code: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "ALPHAFOLD_MEM_MALLOC"))}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                          env={**clean, "PYTHONPATH": ROOT, **env}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, "PYTHONPATH": ROOT, **env},
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.skipif(malloc_in_use() is None, reason="needs glibc >= 2.33")
@@ -99,7 +105,7 @@ def test_cli_applies_it_unless_told_not_to(monkeypatch, tmp_path):
 @pytest.mark.skipif(malloc_in_use() is None, reason="needs glibc >= 2.33")
 def test_malloc_peak_and_rss_growth_see_an_allocation():
     with MallocPeak() as m, rss_growth() as r:
-        x = torch.ones(25 * 10 ** 6 // 4)  # 25 MB, touched
+        x = torch.ones(25 * 10**6 // 4)  # 25 MB, touched
         del x
     assert 25e6 <= m.peak <= 26e6
     assert r.bytes >= 24e6
@@ -121,7 +127,13 @@ def test_measure_loads_by_file_path_outside_the_package(tmp_path):
     tensor."""
     script = os.path.join(ROOT, "alphafold_mem", "ablation", "standalone", "rss.py")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-I", "-c", STANDALONE, script], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", STANDALONE, script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["ALPHAFOLD_MEM_MALLOC", "True", "False"]

@@ -19,11 +19,11 @@ from Bio.PDB.MMCIF2Dict import MMCIF2Dict
 import alphafold_mem
 from alphafold_mem import AlphaFold, model_config
 from alphafold_mem.cli import main
-from alphafold_mem.geometry import residue_constants as rc
-from alphafold_mem.predict import PredictError
 from alphafold_mem.data.errors import InputWarning
 from alphafold_mem.data.pdb import parse_pdb
+from alphafold_mem.geometry import residue_constants as rc
 from alphafold_mem.metrics import ca_rmsd
+from alphafold_mem.predict import PredictError
 from alphafold_mem.predict.targets import collect_targets
 from alphafold_mem.weights import default_weights_path, save_checkpoint
 
@@ -34,8 +34,9 @@ A3M_1LCD = REPO_DATA / "alignments" / "1lcd_A" / "jackhmmer_pool.a3m"
 SEQ_1LCD = "MKPVTLYDVAEYAGVSYQTVSRVVNQASHVSAKTREKVEAAMAELNYIPNR"
 PEPTIDE = REPO_DATA / "fasta" / "awkward" / "colabfold_5AWL_1_peptide.fasta"
 
-needs_shipped = pytest.mark.skipif(not (FASTA_1LCD.exists() and A3M_1LCD.exists()),
-                                   reason="shipped example data (data/fasta, data/alignments) missing")
+needs_shipped = pytest.mark.skipif(
+    not (FASTA_1LCD.exists() and A3M_1LCD.exists()), reason="shipped example data (data/fasta, data/alignments) missing"
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +63,20 @@ def _sequence(structure) -> str:
 @needs_shipped
 def test_main_job_outputs(tmp_path, tiny_weights, capsys):
     out = tmp_path / "out"
-    code = main(["predict", str(FASTA_1LCD), "--msa", str(A3M_1LCD), "--out", str(out),
-                 "--weights", str(tiny_weights), "--num-recycles", "1"])
+    code = main(
+        [
+            "predict",
+            str(FASTA_1LCD),
+            "--msa",
+            str(A3M_1LCD),
+            "--out",
+            str(out),
+            "--weights",
+            str(tiny_weights),
+            "--num-recycles",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     name = "1lcd_A"
@@ -98,12 +111,16 @@ def test_main_job_outputs(tmp_path, tiny_weights, capsys):
     cif_bfactors = [next(iter(r)).get_bfactor() for r in _residues(cif)]
     np.testing.assert_allclose(cif_bfactors, plddt, atol=0.006)
     d = MMCIF2Dict(str(out / f"{name}.cif"))
-    metric_ids = {i: (n, t) for i, n, t in zip(d["_ma_qa_metric.id"], d["_ma_qa_metric.name"],
-                                               d["_ma_qa_metric.type"])}
-    local = [(int(s), float(v)) for s, m, v in zip(d["_ma_qa_metric_local.label_seq_id"],
-                                                   d["_ma_qa_metric_local.metric_id"],
-                                                   d["_ma_qa_metric_local.metric_value"])
-             if metric_ids[m] == ("pLDDT", "pLDDT")]
+    metric_ids = {i: (n, t) for i, n, t in zip(d["_ma_qa_metric.id"], d["_ma_qa_metric.name"], d["_ma_qa_metric.type"])}
+    local = [
+        (int(s), float(v))
+        for s, m, v in zip(
+            d["_ma_qa_metric_local.label_seq_id"],
+            d["_ma_qa_metric_local.metric_id"],
+            d["_ma_qa_metric_local.metric_value"],
+        )
+        if metric_ids[m] == ("pLDDT", "pLDDT")
+    ]
     assert [s for s, _ in local] == list(range(1, len(SEQ_1LCD) + 1))
     np.testing.assert_allclose([v for _, v in local], plddt, atol=0.006)
     pdb_b = [next(iter(r)).get_bfactor() for r in _residues(pdb)]
@@ -135,11 +152,14 @@ def test_batch_with_one_invalid_record(tmp_path, tiny_weights):
     """Valid records get outputs, the invalid one one clear line, and the run exits non-zero."""
     peptide = "".join(PEPTIDE.read_text().splitlines()[1:]).strip()
     fasta = tmp_path / "batch.fasta"
-    fasta.write_text(f">1lcd_A Lac repressor\n{SEQ_1LCD}\n>broken bad record\nMKV1LAG\n>5AWL_1 peptide\n{peptide}\n"
-                     ">with_x\nMKVXLAG\n")
+    fasta.write_text(
+        f">1lcd_A Lac repressor\n{SEQ_1LCD}\n>broken bad record\nMKV1LAG\n>5AWL_1 peptide\n{peptide}\n"
+        ">with_x\nMKVXLAG\n"
+    )
     lines = []
-    run = alphafold_mem.predict(fasta, tmp_path / "out", weights=tiny_weights, single_sequence=True,
-                                num_recycles=0, log=lines.append)
+    run = alphafold_mem.predict(
+        fasta, tmp_path / "out", weights=tiny_weights, single_sequence=True, num_recycles=0, log=lines.append
+    )
     assert run.exit_code == 1
     status = {r.name: r.status for r in run.results}
     assert status == {"1lcd_A": "ok", "broken": "invalid", "5AWL_1": "ok", "with_x": "ok"}
@@ -172,8 +192,9 @@ def test_a_target_that_runs_out_of_memory_fails_alone(tmp_path, tiny_weights, mo
     fasta = tmp_path / "two.fasta"
     fasta.write_text(">big\nMKVLAGHHWKLV\n>small\nMKVLAGH\n")
     lines = []
-    run = alphafold_mem.predict(fasta, tmp_path / "out", weights=tiny_weights, single_sequence=True,
-                                num_recycles=0, log=lines.append)
+    run = alphafold_mem.predict(
+        fasta, tmp_path / "out", weights=tiny_weights, single_sequence=True, num_recycles=0, log=lines.append
+    )
     assert run.exit_code == 1
     assert {r.name: r.status for r in run.results} == {"big": "failed", "small": "ok"}
     assert f"error: {fasta}:1: record 'big': out of memory at 12 residues" in "\n".join(lines)
@@ -186,8 +207,10 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
     from alphafold_mem.predict import preflight
 
     cfg = model_config("tiny")
-    needs = [preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), "auto", "fp32", torch.device("cpu"),
-                             1).need for n in (7, 60)]  # under the most frugal policy
+    needs = [
+        preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), "auto", "fp32", torch.device("cpu"), 1).need
+        for n in (7, 60)
+    ]  # under the most frugal policy
     budget = (needs[0] + needs[1]) // 2
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -202,8 +225,19 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
     monkeypatch.setattr(AlphaFold, "forward", forward)
     fasta = tmp_path / "two.fasta"
     fasta.write_text(">long\n" + "MKVLAGHHWK" * 6 + "\n>short\nMKVLAGH\n")
-    argv = ["predict", str(fasta), "--out", str(tmp_path / "out"), "--weights", str(tiny_weights),
-            "--single-sequence", "--num-recycles", "0", "--max-memory", str(budget)]
+    argv = [
+        "predict",
+        str(fasta),
+        "--out",
+        str(tmp_path / "out"),
+        "--weights",
+        str(tiny_weights),
+        "--single-sequence",
+        "--num-recycles",
+        "0",
+        "--max-memory",
+        str(budget),
+    ]
     assert main(argv) == 1
     log = capsys.readouterr().err
     assert f"record 'long': does not fit: 60 residues need {needs[1] / 1e9:.2f} GB (predicted" in log
@@ -217,8 +251,17 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
 @needs_shipped
 def test_finished_outputs_are_skipped_unless_overwrite(tmp_path, tiny_weights, capsys):
     out = tmp_path / "out"
-    argv = ["predict", str(PEPTIDE), "--out", str(out), "--weights", str(tiny_weights), "--single-sequence",
-            "--num-recycles", "0"]
+    argv = [
+        "predict",
+        str(PEPTIDE),
+        "--out",
+        str(out),
+        "--weights",
+        str(tiny_weights),
+        "--single-sequence",
+        "--num-recycles",
+        "0",
+    ]
     assert main(argv) == 0
     pdb = out / "5AWL_1.pdb"
     os.utime(pdb, (1_000_000, 1_000_000))
@@ -240,8 +283,9 @@ def test_msa_dir_lookup_and_missing_alignment(tmp_path, tiny_weights):
     fasta = tmp_path / "two.fasta"
     fasta.write_text(f">1lcd_A\n{SEQ_1LCD}\n>other\nMKVLAGHHW\n")
     lines = []
-    run = alphafold_mem.predict(fasta, tmp_path / "out", msa_dir=msa_dir, weights=tiny_weights,
-                                num_recycles=0, log=lines.append)
+    run = alphafold_mem.predict(
+        fasta, tmp_path / "out", msa_dir=msa_dir, weights=tiny_weights, num_recycles=0, log=lines.append
+    )
     assert run.exit_code == 1
     by_name = {r.name: r for r in run.results}
     assert by_name["1lcd_A"].status == "ok" and by_name["1lcd_A"].msa_depth > 1
@@ -251,8 +295,16 @@ def test_msa_dir_lookup_and_missing_alignment(tmp_path, tiny_weights):
 
 @needs_shipped
 def test_bf16_prediction(tmp_path, tiny_weights):
-    run = alphafold_mem.predict(PEPTIDE, tmp_path, weights=tiny_weights, single_sequence=True, num_recycles=0,
-                                precision="bf16", device="cpu", log=lambda _: None)
+    run = alphafold_mem.predict(
+        PEPTIDE,
+        tmp_path,
+        weights=tiny_weights,
+        single_sequence=True,
+        num_recycles=0,
+        precision="bf16",
+        device="cpu",
+        log=lambda _: None,
+    )
     assert run.exit_code == 0
     scores = json.loads((tmp_path / "5AWL_1_scores.json").read_text())
     assert scores["precision"] == "bf16" and np.all(np.isfinite(scores["plddt"]))
@@ -264,8 +316,15 @@ def test_bf16_demo_weights_match_fp32_on_1lcd(tmp_path):
     fp32 prediction <= 0.5 Å (after superposition) and mean |ΔpLDDT| <= 1. All shipped examples:
     ``scripts/compare_precision_inference.py`` (worst 0.32 Å)."""
     for precision in ("fp32", "bf16"):
-        run = alphafold_mem.predict(str(FASTA_1LCD), tmp_path / precision, msa=str(A3M_1LCD), precision=precision,
-                                    device="cpu", track_memory=False, log=lambda _: None)
+        run = alphafold_mem.predict(
+            str(FASTA_1LCD),
+            tmp_path / precision,
+            msa=str(A3M_1LCD),
+            precision=precision,
+            device="cpu",
+            track_memory=False,
+            log=lambda _: None,
+        )
         assert run.exit_code == 0
     with warnings.catch_warnings():  # predictions carry no SEQRES
         warnings.simplefilter("ignore", InputWarning)
@@ -289,8 +348,10 @@ def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, option
     # auto: the pre-flight's choice (with memory to spare, no chunking: the reference itself)
     assert ref["memory_policy"] == "reference" and (mem["memory_policy"] != "reference" or "auto" in options)
     np.testing.assert_allclose(mem["plddt"], ref["plddt"], atol=0.02)
-    xyz = [np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", tmp_path / d / "5AWL_1.pdb").get_atoms()])
-           for d in ("ref", "mem")]
+    xyz = [
+        np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", tmp_path / d / "5AWL_1.pdb").get_atoms()])
+        for d in ("ref", "mem")
+    ]
     np.testing.assert_allclose(xyz[1], xyz[0], atol=2e-3)
 
 
@@ -324,14 +385,17 @@ def test_a3m_input_and_msa_mismatch_are_validated_up_front(tmp_path):
 def test_run_level_errors_are_one_line(tmp_path, tiny_weights, capsys):
     fasta = tmp_path / "a.fasta"
     fasta.write_text(">a\nMKV\n>b\nMKL\n")
-    assert main(["predict", str(fasta), "--out", str(tmp_path / "o"), "--msa", str(fasta),
-                 "--weights", str(tiny_weights)]) == 2
+    assert (
+        main(["predict", str(fasta), "--out", str(tmp_path / "o"), "--msa", str(fasta), "--weights", str(tiny_weights)])
+        == 2
+    )
     assert "error: --msa" in capsys.readouterr().err
 
     garbage = tmp_path / "garbage.ckpt"
     garbage.write_bytes(b"definitely not weights")
-    assert main(["predict", str(fasta), "--out", str(tmp_path / "o"), "--weights", str(garbage),
-                 "--single-sequence"]) == 2
+    assert (
+        main(["predict", str(fasta), "--out", str(tmp_path / "o"), "--weights", str(garbage), "--single-sequence"]) == 2
+    )
     err = capsys.readouterr().err
     assert f"error: {garbage}: not a recognised weights file" in err and "Traceback" not in err
 
@@ -341,7 +405,9 @@ def test_run_level_errors_are_one_line(tmp_path, tiny_weights, capsys):
 
 # -- trained demo weights ------------------------------------------------------------------------
 @needs_shipped
-@pytest.mark.skipif(not default_weights_path().exists(), reason="demo weights (data/demo_weights/demo.ckpt) not built yet")
+@pytest.mark.skipif(
+    not default_weights_path().exists(), reason="demo weights (data/demo_weights/demo.ckpt) not built yet"
+)
 def test_demo_weights_give_plausible_backbone(tmp_path):
     """With the default (trained demo) weights, consecutive Cα-Cα distances average 3.8 ± 0.2 Å."""
     run = alphafold_mem.predict(FASTA_1LCD, tmp_path, msa=A3M_1LCD, num_recycles=1, log=lambda _: None)

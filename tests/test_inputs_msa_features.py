@@ -26,20 +26,29 @@ def test_shared_case_reports_upper_case_insertions_and_query_mismatch_together()
         parse_msa(CASES / "a3m-uppercase-insertion-and-mismatch.a3m", query=CRAMBIN)
     msg = str(exc.value)
     assert msg.startswith(f"{CASES / 'a3m-uppercase-insertion-and-mismatch.a3m'}:1: 2 problems: ")
-    assert ("line 1 row 'query_P5S': first row differs from the query at position 5 ('S' in the MSA, 'P' in the "
-            "query)") in msg
-    assert ("line 3 row 'hit_upper_insertion': row 2 has 48 match columns, 2 more than the query: likely insertions "
-            "written in upper case (a3m insertions are lower case)") in msg
+    assert (
+        "line 1 row 'query_P5S': first row differs from the query at position 5 ('S' in the MSA, 'P' in the query)"
+    ) in msg
+    assert (
+        "line 3 row 'hit_upper_insertion': row 2 has 48 match columns, 2 more than the query: likely insertions "
+        "written in upper case (a3m insertions are lower case)"
+    ) in msg
     assert "\n" not in msg
 
 
-@pytest.mark.parametrize("rows, expected", [
-    (["ACDE", "ACD"], ["1 fewer than the query: likely an unaligned (FASTA) sequence"]),
-    (["ACDE", "AC-"], ["1 fewer than the query: likely missing '-' for deleted query columns"]),
-    (["ACDE", "aCDE"], ["1 fewer than the query: likely missing '-'"]),
-    (["ACDE", "ACDEKK", "AC-E", "ACD"], ["row 2 has 6 match columns, 2 more", "row 4 has 3 match columns, 1 fewer"]),
-    (["ACDE", "AC?E", "ACDEF"], ["invalid character '?' in A3M row 2", "row 3 has 5 match columns"]),
-])
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        (["ACDE", "ACD"], ["1 fewer than the query: likely an unaligned (FASTA) sequence"]),
+        (["ACDE", "AC-"], ["1 fewer than the query: likely missing '-' for deleted query columns"]),
+        (["ACDE", "aCDE"], ["1 fewer than the query: likely missing '-'"]),
+        (
+            ["ACDE", "ACDEKK", "AC-E", "ACD"],
+            ["row 2 has 6 match columns, 2 more", "row 4 has 3 match columns, 1 fewer"],
+        ),
+        (["ACDE", "AC?E", "ACDEF"], ["invalid character '?' in A3M row 2", "row 3 has 5 match columns"]),
+    ],
+)
 def test_a3m_problem_variants(rows, expected):
     text = "".join(f">r{i}\n{r}\n" for i, r in enumerate(rows))
     with pytest.raises(InputError) as exc:
@@ -100,8 +109,10 @@ def real_features():
     chain = parse_mmcif(DATA / "mmcif" / "2q2k.cif", "A")
     cfg = model_config("tiny", **{"template.enabled": True})
     msa = parse_msa(DATA / "alignments" / "2q2k_A" / "bfd_uniclust_hits.a3m", query=chain.sequence)
-    return {mode: make_features(chain, msa, cfg, structure=chain, mode=mode, templates=[chain], seed=1)
-            for mode in ("predict", "train")}
+    return {
+        mode: make_features(chain, msa, cfg, structure=chain, mode=mode, templates=[chain], seed=1)
+        for mode in ("predict", "train")
+    }
 
 
 def test_real_features_pass(real_features):
@@ -110,17 +121,33 @@ def test_real_features_pass(real_features):
         check_feature_values(feats, record="x")
 
 
-@pytest.mark.parametrize("key, index, value, expected", [
-    ("template_all_atom_positions", (0, 11, 1, 2), float("nan"),
-     "feature 'template_all_atom_positions': non-finite value nan at template 1, residue 12, atom CA, z"),
-    ("aatype", (5,), 23, "feature 'aatype': value 23 outside 0-20 at residue 6"),
-    ("seq_mask", (3,), 0.5, "feature 'seq_mask': value 0.5 in a mask (expected 0 or 1) at residue 4"),
-    ("true_msa", (0, 2), 22, "feature 'true_msa': value 22 outside 0-21 at MSA row 1, residue 3"),
-    ("msa_feat", (0, 4, 7), float("inf"), "feature 'msa_feat': non-finite value inf at MSA row 1, residue 5, index 7"),
-    ("all_atom_positions", (9, 0, 0), float("-inf"), "feature 'all_atom_positions': non-finite value -inf at "
-                                                     "residue 10, atom N, x"),
-    ("template_mask", (0,), 2.0, "feature 'template_mask': value 2.0 in a mask (expected 0 or 1) at template 1"),
-])
+@pytest.mark.parametrize(
+    "key, index, value, expected",
+    [
+        (
+            "template_all_atom_positions",
+            (0, 11, 1, 2),
+            float("nan"),
+            "feature 'template_all_atom_positions': non-finite value nan at template 1, residue 12, atom CA, z",
+        ),
+        ("aatype", (5,), 23, "feature 'aatype': value 23 outside 0-20 at residue 6"),
+        ("seq_mask", (3,), 0.5, "feature 'seq_mask': value 0.5 in a mask (expected 0 or 1) at residue 4"),
+        ("true_msa", (0, 2), 22, "feature 'true_msa': value 22 outside 0-21 at MSA row 1, residue 3"),
+        (
+            "msa_feat",
+            (0, 4, 7),
+            float("inf"),
+            "feature 'msa_feat': non-finite value inf at MSA row 1, residue 5, index 7",
+        ),
+        (
+            "all_atom_positions",
+            (9, 0, 0),
+            float("-inf"),
+            "feature 'all_atom_positions': non-finite value -inf at residue 10, atom N, x",
+        ),
+        ("template_mask", (0,), 2.0, "feature 'template_mask': value 2.0 in a mask (expected 0 or 1) at template 1"),
+    ],
+)
 def test_bad_values_are_named_with_their_first_position(real_features, key, index, value, expected):
     feats = {k: v.clone() for k, v in real_features["train"].items()}
     feats[key][index] = value
@@ -139,6 +166,8 @@ def test_batched_check_names_the_sample(real_features):
     other["template_pseudo_beta"][0, 2, 0] = float("nan")
     batch = collate([Sample("good", real_features["train"]), Sample("bad_1abc_A", other)])
     assert feature_value_problem(batch.features, batched=True, sample_ids=batch.sample_ids) == (
-        "feature 'template_pseudo_beta': non-finite value nan at sample 'bad_1abc_A', template 1, residue 3, x")
+        "feature 'template_pseudo_beta': non-finite value nan at sample 'bad_1abc_A', template 1, residue 3, x"
+    )
     assert feature_value_problem({"extra_key": torch.tensor([1.0, np.nan])}) == (
-        "feature 'extra_key': non-finite value nan at index 1")
+        "feature 'extra_key': non-finite value nan at index 1"
+    )

@@ -10,10 +10,14 @@ import warnings
 
 import pytest
 
-from alphafold_mem.data import (InputError, InputWarning, make_features, parse_fasta, parse_fasta_string, parse_msa,
-                                read_structure)
+from alphafold_mem.data import (
+    InputError,
+    make_features,
+    parse_fasta,
+    parse_fasta_string,
+    read_structure,
+)
 from alphafold_mem.data.errors import InputNote
-from alphafold_mem.data.msa import MAX_PROBLEMS, parse_a3m_string
 from alphafold_mem.geometry import residue_constants as rc
 
 CASES = pathlib.Path(__file__).parent / "data" / "cases"
@@ -37,13 +41,21 @@ def test_seqres_case_keeps_protein_and_skips_nucleic_with_one_warning():
     assert ":3:" in skips[0]  # the header line of the skipped record
 
 
-@pytest.mark.parametrize("text, kept, skipped, why", [
-    (">p mol:protein\nMKV\n>d mol:na\nACGT(DA)GG05\n", ["p"], ["d"], "'mol:na'"),  # tokens, digits
-    (">p mol:protein\nMKV\n>r mol:rna\nACGU\n", ["p"], ["r"], "'mol:rna'"),  # short: content alone would not tell
-    (">A|protein\nMKV\n>B|dna\nACGT\n>C|smiles\nCC(=O)Oc1ccccc1C(=O)O\n", ["A_protein"], ["B_dna", "C_smiles"], "'|"),
-    (">p\nMKV\n>n\nacgtacgtacgtac\n", ["p"], ["n"], "only ACGTUN letters"),  # lower-case DNA, no tag
-    (">x mol:other\nC1CCCCC1\n>p\nMKV\n", ["p"], ["x"], "'mol:other'"),
-])
+@pytest.mark.parametrize(
+    "text, kept, skipped, why",
+    [
+        (">p mol:protein\nMKV\n>d mol:na\nACGT(DA)GG05\n", ["p"], ["d"], "'mol:na'"),  # tokens, digits
+        (">p mol:protein\nMKV\n>r mol:rna\nACGU\n", ["p"], ["r"], "'mol:rna'"),  # short: content alone would not tell
+        (
+            ">A|protein\nMKV\n>B|dna\nACGT\n>C|smiles\nCC(=O)Oc1ccccc1C(=O)O\n",
+            ["A_protein"],
+            ["B_dna", "C_smiles"],
+            "'|",
+        ),
+        (">p\nMKV\n>n\nacgtacgtacgtac\n", ["p"], ["n"], "only ACGTUN letters"),  # lower-case DNA, no tag
+        (">x mol:other\nC1CCCCC1\n>p\nMKV\n", ["p"], ["x"], "'mol:other'"),
+    ],
+)
 def test_non_protein_records_skipped_by_kind(text, kept, skipped, why):
     recs, caught = _caught(parse_fasta_string, text, label="in.fasta")
     assert [r.name for r in recs] == kept
@@ -55,8 +67,11 @@ def test_non_protein_records_skipped_by_kind(text, kept, skipped, why):
 def test_protein_tag_wins_over_nucleic_looking_content_and_bad_protein_gets_hint():
     (rec,) = parse_fasta_string(">p mol:protein\nACGTACGTACGTAA\n")
     assert rec.sequence == "ACGTACGTACGTAA"  # a real (if odd) protein: the header says so
-    with pytest.raises(InputError, match=r"invalid character '\(' .* looks like a nucleic acid: tag the header "
-                                         r"with mol:na") as exc:
+    with pytest.raises(
+        InputError,
+        match=r"invalid character '\(' .* looks like a nucleic acid: tag the header "
+        r"with mol:na",
+    ) as exc:
         parse_fasta_string(">d\nACGTACGT(DA)ACGT\n", label="in.fasta")
     assert (exc.value.line, exc.value.column, exc.value.record) == (2, 9, "d")
 
@@ -64,8 +79,11 @@ def test_protein_tag_wins_over_nucleic_looking_content_and_bad_protein_gets_hint
 def test_all_non_protein_file_and_skip_disabled_are_errors_naming_the_kind():
     with pytest.raises(InputError, match=r"no protein FASTA records \(all 2 records are nucleic-acid or other"):
         _caught(parse_fasta_string, ">a mol:na\nACGT\n>b|smiles\nCCO\n", label="x.fasta")
-    with pytest.raises(InputError, match=r"record '1xyz_B': nucleic-acid record \('mol:na' in the header\) in a "
-                                         r"protein-only input"):
+    with pytest.raises(
+        InputError,
+        match=r"record '1xyz_B': nucleic-acid record \('mol:na' in the header\) in a "
+        r"protein-only input",
+    ):
         parse_fasta(CASES / "seqres-with-nucleic.fasta", skip_nucleic=False)
 
 
@@ -80,12 +98,15 @@ def test_x_positions_are_listed_as_ranges():
     assert not any("unknown residue" in m for _, m in caught)
 
 
-@pytest.mark.parametrize("text, sequence", [(">a\nMKLV*\n", "MKLV"), (">a\nMK\nLV*\n", "MKLV"), (">a\nmklv*\n", "MKLV")])
+@pytest.mark.parametrize(
+    "text, sequence", [(">a\nMKLV*\n", "MKLV"), (">a\nMK\nLV*\n", "MKLV"), (">a\nmklv*\n", "MKLV")]
+)
 def test_one_trailing_stop_removed_with_a_note(text, sequence):
     (rec,), caught = _caught(parse_fasta_string, text)
     assert rec.sequence == sequence
-    assert [(c, m) for c, m in caught if "'*'" in m] == [(InputNote, "<string>:1: record 'a': one trailing '*' (stop) "
-                                                                     "removed")]
+    assert [(c, m) for c, m in caught if "'*'" in m] == [
+        (InputNote, "<string>:1: record 'a': one trailing '*' (stop) removed")
+    ]
     with pytest.raises(InputError, match=r"'\*' \(stop\) inside"):
         parse_fasta_string(">a\nMKLV**\n")
     with pytest.raises(InputError, match="empty record: only a"):
@@ -93,16 +114,21 @@ def test_one_trailing_stop_removed_with_a_note(text, sequence):
 
 
 # -- ':' complex syntax ----------------------------------------------------------------------------
-@pytest.mark.parametrize("seq, chain, total, column", [("MK::LV", 2, 3, 4), (":MKLV", 1, 2, 1), ("MKLV:", 2, 2, 5),
-                                                       ("MK:LV::", 3, 4, 7)])
+@pytest.mark.parametrize(
+    "seq, chain, total, column", [("MK::LV", 2, 3, 4), (":MKLV", 1, 2, 1), ("MKLV:", 2, 2, 5), ("MK:LV::", 3, 4, 7)]
+)
 def test_empty_chains_rejected_naming_record_and_chain(seq, chain, total, column):
-    with pytest.raises(InputError, match=rf"record 'c': empty chain {chain} of {total} in the ':' complex syntax"
-                       ) as exc:
+    with pytest.raises(
+        InputError, match=rf"record 'c': empty chain {chain} of {total} in the ':' complex syntax"
+    ) as exc:
         parse_fasta_string(f">c\n{seq}\n", label="in.fasta", allow_chain_breaks=True)
     assert (exc.value.line, exc.value.column) == (2, column)
     # without chain breaks (the monomer pipeline) the same input says both things in one line
-    with pytest.raises(InputError, match=rf"not supported by the monomer pipeline.*chain {chain} of {total} is also "
-                                         "empty"):
+    with pytest.raises(
+        InputError,
+        match=rf"not supported by the monomer pipeline.*chain {chain} of {total} is also "
+        "empty",
+    ):
         parse_fasta_string(f">c\n{seq}\n", label="in.fasta")
     with pytest.raises(InputError, match=rf"record 'query': ':' chain separator .*chain {chain} of {total} is empty"):
         make_features(seq)  # the Python API says the same
@@ -111,9 +137,28 @@ def test_empty_chains_rejected_naming_record_and_chain(seq, chain, total, column
 
 
 # -- mmCIF without _entity / label_seq_id ---------------------------------------------------------
-_HEADER = ["group_PDB", "id", "type_symbol", "label_atom_id", "label_alt_id", "label_comp_id", "label_asym_id",
-           "label_entity_id", "label_seq_id", "pdbx_PDB_ins_code", "Cartn_x", "Cartn_y", "Cartn_z", "occupancy",
-           "B_iso_or_equiv", "auth_seq_id", "auth_comp_id", "auth_asym_id", "auth_atom_id", "pdbx_PDB_model_num"]
+_HEADER = [
+    "group_PDB",
+    "id",
+    "type_symbol",
+    "label_atom_id",
+    "label_alt_id",
+    "label_comp_id",
+    "label_asym_id",
+    "label_entity_id",
+    "label_seq_id",
+    "pdbx_PDB_ins_code",
+    "Cartn_x",
+    "Cartn_y",
+    "Cartn_z",
+    "occupancy",
+    "B_iso_or_equiv",
+    "auth_seq_id",
+    "auth_comp_id",
+    "auth_asym_id",
+    "auth_atom_id",
+    "pdbx_PDB_model_num",
+]
 
 
 def _cif(residues, *, seq_id=".", entity=".", drop_columns=(), extra="", group="ATOM"):
@@ -126,12 +171,28 @@ def _cif(residues, *, seq_id=".", entity=".", drop_columns=(), extra="", group="
         atoms = ["O"] if comp == "HOH" else ["N", "CA", "C", "O"]
         for a, atom in enumerate(atoms):
             k += 1
-            row = {"group_PDB": "HETATM" if comp in ("HOH", "MSE") else group, "id": k, "type_symbol": atom[0],
-                   "label_atom_id": atom, "label_alt_id": ".", "label_comp_id": comp, "label_asym_id": chain,
-                   "label_entity_id": entity, "label_seq_id": r + 1 if seq_id == "auto" else seq_id, "pdbx_PDB_ins_code": ins or "?",
-                   "Cartn_x": f"{3.8 * r + 0.5 * a:.3f}", "Cartn_y": "0.000", "Cartn_z": f"{0.3 * a:.3f}",
-                   "occupancy": "1.00", "B_iso_or_equiv": "20.00", "auth_seq_id": num, "auth_comp_id": comp,
-                   "auth_asym_id": chain, "auth_atom_id": atom, "pdbx_PDB_model_num": 1}
+            row = {
+                "group_PDB": "HETATM" if comp in ("HOH", "MSE") else group,
+                "id": k,
+                "type_symbol": atom[0],
+                "label_atom_id": atom,
+                "label_alt_id": ".",
+                "label_comp_id": comp,
+                "label_asym_id": chain,
+                "label_entity_id": entity,
+                "label_seq_id": r + 1 if seq_id == "auto" else seq_id,
+                "pdbx_PDB_ins_code": ins or "?",
+                "Cartn_x": f"{3.8 * r + 0.5 * a:.3f}",
+                "Cartn_y": "0.000",
+                "Cartn_z": f"{0.3 * a:.3f}",
+                "occupancy": "1.00",
+                "B_iso_or_equiv": "20.00",
+                "auth_seq_id": num,
+                "auth_comp_id": comp,
+                "auth_asym_id": chain,
+                "auth_atom_id": atom,
+                "pdbx_PDB_model_num": 1,
+            }
             lines.append(" ".join(str(row[c]) for c in cols))
     return "\n".join(lines + ["#", ""])
 
@@ -151,8 +212,10 @@ def test_shared_case_read_from_atom_site_with_warning():
     assert "record 'A'" in msg and "residues missing from the model cannot be detected" in msg
 
 
-@pytest.mark.parametrize("variant", ["question_marks", "no_label_columns", "insertion_codes", "ligand_and_water",
-                                     "two_chains", "entity_poly_present"])
+@pytest.mark.parametrize(
+    "variant",
+    ["question_marks", "no_label_columns", "insertion_codes", "ligand_and_water", "two_chains", "entity_poly_present"],
+)
 def test_atom_site_fallback_variants(tmp_path, variant):
     res = [("A", 10, "", "MET"), ("A", 11, "", "LYS"), ("A", 12, "", "GLY")]
     kw, expect = {}, {"A": "MKG"}
@@ -169,8 +232,10 @@ def test_atom_site_fallback_variants(tmp_path, variant):
         res = res + [("B", 1, "", "ALA"), ("B", 2, "", "TRP")]
         expect = {"A": "MKG", "B": "AW"}
     elif variant == "entity_poly_present":  # _entity_poly says protein, but no label_seq_id
-        kw = {"entity": "1", "extra": "_entity_poly.entity_id 1\n_entity_poly.type 'polypeptide(L)'\n"
-                                     "_entity_poly.pdbx_strand_id A\n#"}
+        kw = {
+            "entity": "1",
+            "extra": "_entity_poly.entity_id 1\n_entity_poly.type 'polypeptide(L)'\n_entity_poly.pdbx_strand_id A\n#",
+        }
         res = res + [("A", 101, "", "HOH")]
     s, caught = _read(tmp_path, _cif(res, **kw))
     assert {c: ch.sequence for c, ch in s.chains.items()} == expect
@@ -188,9 +253,11 @@ def test_atom_site_fallback_warns_about_numbering_gaps_and_refuses_unnumbered(tm
 
 
 def test_protein_chain_without_atoms_is_listed_as_dropped(tmp_path):
-    extra = ("_entity_poly.entity_id 1\n_entity_poly.type 'polypeptide(L)'\n_entity_poly.pdbx_strand_id A,B\n#\n"
-             "loop_\n_entity_poly_seq.entity_id\n_entity_poly_seq.num\n_entity_poly_seq.mon_id\n"
-             "1 1 MET\n1 2 LYS\n1 3 GLY\n#")
+    extra = (
+        "_entity_poly.entity_id 1\n_entity_poly.type 'polypeptide(L)'\n_entity_poly.pdbx_strand_id A,B\n#\n"
+        "loop_\n_entity_poly_seq.entity_id\n_entity_poly_seq.num\n_entity_poly_seq.mon_id\n"
+        "1 1 MET\n1 2 LYS\n1 3 GLY\n#"
+    )
     text = _cif([("A", 1, "", "MET"), ("A", 2, "", "LYS"), ("A", 3, "", "GLY")], entity="1", extra=extra, seq_id="auto")
     s, _ = _read(tmp_path, text)
     assert list(s.chains) == ["A"] and s.dropped == (("B", "no modelled atoms"),)
@@ -200,7 +267,8 @@ def test_modified_residues_are_noted_per_chain(tmp_path):
     s, caught = _caught(read_structure, DATA / "mmcif" / "1a8o.cif")
     assert s.chains["A"].modified == (("MSE", "MET", 4),)
     assert [m for c, m in caught if c is InputNote] == [
-        f"{DATA / 'mmcif' / '1a8o.cif'}: record 'A': modified residues mapped to their parents: MSE->MET (4)"]
+        f"{DATA / 'mmcif' / '1a8o.cif'}: record 'A': modified residues mapped to their parents: MSE->MET (4)"
+    ]
     s, caught = _caught(read_structure, DATA / "pdb" / "3htn.pdb")
     notes = [m for c, m in caught if "modified residues" in m]
     assert [re.search(r"record '(\w)'", m).group(1) for m in notes] == ["A", "B", "C"]

@@ -5,9 +5,9 @@ targets are skipped only when sequence, MSA, weights and options match; outputs 
 paths; a bad input feature never reaches the model."""
 
 import json
-import re
 import os
 import pathlib
+import re
 import shutil
 
 import numpy as np
@@ -41,8 +41,12 @@ def _one(lines, start, *parts):
 def test_case_mmcif_without_entity_records(tmp_path, tiny_weights, capsys):
     code, lines = _cli(capsys, CASES / "mmcif-no-entity-records.cif", "--out", tmp_path, "--weights", tiny_weights)
     assert code == 0
-    _one(lines, "warning: ", "mmcif-no-entity-records.cif: record 'A': no label_seq_id",
-         "residues missing from the model cannot be detected")
+    _one(
+        lines,
+        "warning: ",
+        "mmcif-no-entity-records.cif: record 'A': no label_seq_id",
+        "residues missing from the model cannot be detected",
+    )
     pdb = PDBParser(QUIET=True).get_structure("m", tmp_path / "mmcif-no-entity-records_A.pdb")
     assert [r.get_resname() for r in pdb.get_residues()] == ["MET", "LYS", "GLY"]
 
@@ -97,8 +101,11 @@ def test_case_a3m_query_only(tmp_path, tiny_weights, capsys):
     argv = [CASES / "crambin.fasta", "--msa", a3m, "--weights", tiny_weights]
     code, lines = _cli(capsys, *argv, "--out", tmp_path / "a")
     assert code == 0
-    _one(lines, "warning: ", "record 'query': the MSA (a3m-query-only.a3m) holds only the query (depth 1): this is "
-                             "single-sequence mode")
+    _one(
+        lines,
+        "warning: ",
+        "record 'query': the MSA (a3m-query-only.a3m) holds only the query (depth 1): this is single-sequence mode",
+    )
     scores = json.loads((tmp_path / "a" / "query_scores.json").read_text())
     assert (scores["msa_depth"], scores["msa_neff_80"], scores["msa_neff_80_exact"]) == (1, 1.0, True)
     code, lines = _cli(capsys, *argv, "--out", tmp_path / "b", "--min-msa-depth", "2")
@@ -125,11 +132,15 @@ def test_every_file_of_an_input_directory_is_used_or_listed(tmp_path):
     assert [t.name for t in targets] == ["a", "b", "c", "m_A"] and rejected == []
     assert f"note: input directory {d}: 4 file(s) used (a.fasta, b.fasta.txt, c.seq.gz, m.cif), 6 ignored:" in lines
     prefix = f"note: {d}{os.sep}"
-    reasons = dict(line[len(prefix):].split(": ignored: ") for line in lines if ": ignored: " in line)
-    assert reasons == {".DS_Store": "hidden file", "blob.bin": "binary file", "empty.txt": "empty file",
-                       "notes.txt": "no FASTA header: its first line is 'MKVL without a header', not '>...'",
-                       "sub/": "a directory (input directories are not searched recursively)",
-                       "x.a3m": "an alignment: give it as the input itself, or with --msa / --msa-dir"}
+    reasons = dict(line[len(prefix) :].split(": ignored: ") for line in lines if ": ignored: " in line)
+    assert reasons == {
+        ".DS_Store": "hidden file",
+        "blob.bin": "binary file",
+        "empty.txt": "empty file",
+        "notes.txt": "no FASTA header: its first line is 'MKVL without a header', not '>...'",
+        "sub/": "a directory (input directories are not searched recursively)",
+        "x.a3m": "an alignment: give it as the input itself, or with --msa / --msa-dir",
+    }
     (d / "a.fasta").unlink(), (d / "b.fasta.txt").unlink(), (d / "c.seq.gz").unlink(), (d / "m.cif").unlink()
     with pytest.raises(PredictError, match="directory without FASTA or structure files"):
         collect_targets(d, log=lines.append)
@@ -158,8 +169,10 @@ def test_finished_target_is_skipped_only_when_its_provenance_matches(tmp_path, t
     fasta.write_text(">t1\nMKVLAGHW\n>t2\nGSHMKV\n")  # same id, other sequence: refused, t2 still skipped
     run, res, lines = _predict(fasta, out, tiny_weights)
     assert run.exit_code == 1 and res["t1"].status == "failed" and res["t2"].status == "skipped"
-    assert (f"{out / 't1_scores.json'} exists but was produced from another sequence (8 residues now, 7 before); "
-            "use --overwrite to replace it, or another --out") in res["t1"].message
+    assert (
+        f"{out / 't1_scores.json'} exists but was produced from another sequence (8 residues now, 7 before); "
+        "use --overwrite to replace it, or another --out"
+    ) in res["t1"].message
     assert json.loads((out / "t1_scores.json").read_text())["sequence"] == "MKVLAGH"  # the old result is untouched
 
     run, res, _ = _predict(fasta, out, tiny_weights, seed=3, num_recycles=1)
@@ -206,13 +219,14 @@ def test_provenance_covers_template_and_relax_settings_without_local_paths(tmp_p
     plain = record(None)
     assert describe_changes(plain, record(PipelineOptions(relax=True)))[0].startswith(
         "pipeline ({'template_db': None, 'mmcif_dirs': [], 'max_template_date': None, 'max_templates': 4, "
-        "'obsolete': False, 'relax': True} now, None before)")
+        "'obsolete': False, 'relax': True} now, None before)"
+    )
     dated = PipelineOptions(mmcif_dirs=(str(tmp_path / "mmcif"),), max_template_date="2000-01-01")
     dated._hits["t"] = str(hits)
     first = record(dated)
-    assert describe_changes(first, record(PipelineOptions(mmcif_dirs=(str(tmp_path / "mmcif"),),
-                                                          max_template_date="2020-01-01")))[0].startswith(
-        "template hits (sha256 none now, ")
+    assert describe_changes(
+        first, record(PipelineOptions(mmcif_dirs=(str(tmp_path / "mmcif"),), max_template_date="2020-01-01"))
+    )[0].startswith("template hits (sha256 none now, ")
     hits.write_text("hit 1 and hit 2")
     changes = describe_changes(first, record(dated))
     assert len(changes) == 1 and re.match(r"template hits \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} before\)", changes[0])
@@ -290,6 +304,8 @@ def test_a_nan_template_coordinate_never_reaches_the_model(tmp_path, tiny_weight
     run, res, lines = _predict(fasta, tmp_path / "out", tiny_weights)
     assert run.exit_code == 1 and res["bad"].status == "failed" and res["good"].status == "ok"
     assert calls == [6]  # the model only ever saw the good target
-    assert res["bad"].message == (f"{fasta}:1: record 'bad': feature 'template_all_atom_positions': non-finite value "
-                                  "nan at template 1, residue 4, atom CA, x; not passed to the model")
+    assert res["bad"].message == (
+        f"{fasta}:1: record 'bad': feature 'template_all_atom_positions': non-finite value "
+        "nan at template 1, residue 4, atom CA, x; not passed to the model"
+    )
     assert f"error: {res['bad'].message}" in lines

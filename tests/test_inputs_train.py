@@ -23,10 +23,34 @@ from .test_train import _fit, data_dir  # noqa: F401  (module-scoped training di
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-FLAGS = ["--preset", "tiny", "--max-steps", "3", "--ckpt-every", "1", "--warmup-steps", "3", "--lr", "2e-3",
-         "--train-set", "ema_decay=0.9", "--held-out", "1a8o", "--set", "num_recycles=0", "--set", "data.crop_size=16",
-         "--set", "data.max_msa_clusters=4", "--set", "data.max_extra_msa=4", "--val-every", "0",
-         "--memory-policy", "reference"]
+FLAGS = [
+    "--preset",
+    "tiny",
+    "--max-steps",
+    "3",
+    "--ckpt-every",
+    "1",
+    "--warmup-steps",
+    "3",
+    "--lr",
+    "2e-3",
+    "--train-set",
+    "ema_decay=0.9",
+    "--held-out",
+    "1a8o",
+    "--set",
+    "num_recycles=0",
+    "--set",
+    "data.crop_size=16",
+    "--set",
+    "data.max_msa_clusters=4",
+    "--set",
+    "data.max_extra_msa=4",
+    "--val-every",
+    "0",
+    "--memory-policy",
+    "reference",
+]
 RUNTIME = ["--no-progress-bar", "--accelerator", "cpu"]
 
 
@@ -55,12 +79,16 @@ def test_resume_without_repeating_flags_equals_uninterrupted(full_run, tmp_path,
     assert _resume_from_step1(full_run, tmp_path / "part") == 0  # no --data, no settings: all from the checkpoint
     err = capsys.readouterr().err
     assert "override:" not in err
-    (full_sd, full_ema), (sd, ema) = _weights(full_run / "checkpoints" / "last.ckpt"), _weights(
-        tmp_path / "part" / "checkpoints" / "last.ckpt")
+    (full_sd, full_ema), (sd, ema) = (
+        _weights(full_run / "checkpoints" / "last.ckpt"),
+        _weights(tmp_path / "part" / "checkpoints" / "last.ckpt"),
+    )
     assert all(torch.equal(full_sd[k], sd[k]) for k in full_sd) and all(torch.equal(full_ema[k], ema[k]) for k in ema)
     saved = read_saved_run(tmp_path / "part" / "checkpoints" / "last.ckpt")
     assert (saved.train_config.warmup_steps, saved.train_config.lr, saved.train_config.ema_decay) == (3, 2e-3, 0.9)
-    assert saved.run["max_steps"] == 3 and saved.run["ckpt_every_steps"] == 1 and saved.run["memory_policy"] == "reference"
+    assert (
+        saved.run["max_steps"] == 3 and saved.run["ckpt_every_steps"] == 1 and saved.run["memory_policy"] == "reference"
+    )
     # the control: the same resume with AF2's default warm-up given explicitly is a logged override and differs
     assert _resume_from_step1(full_run, tmp_path / "other", "--warmup-steps", "1000") == 0
     assert "override: train config warmup_steps: 3 (checkpoint) -> 1000" in capsys.readouterr().err
@@ -76,10 +104,21 @@ def saved_ckpt(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "checkpoints" / "step=1.ckpt"
     path.parent.mkdir()
     tc = TrainConfig(lr=2e-3, warmup_steps=3, ema_decay=0.9, held_out=("1a8o",))
-    torch.save({"alphafold_mem": {"model_config": model_config("tiny").to_dict(), "train_config": tc.to_dict()},
-                RUN_KEY: {"data_dir": str(path.parent), "max_steps": 3, "precision": "32", "ckpt_every_steps": 1,
-                          "memory_policy": "reference", "memory_overrides": [], "out_dir": str(path.parent.parent)}},
-               path)
+    torch.save(
+        {
+            "alphafold_mem": {"model_config": model_config("tiny").to_dict(), "train_config": tc.to_dict()},
+            RUN_KEY: {
+                "data_dir": str(path.parent),
+                "max_steps": 3,
+                "precision": "32",
+                "ckpt_every_steps": 1,
+                "memory_policy": "reference",
+                "memory_overrides": [],
+                "out_dir": str(path.parent.parent),
+            },
+        },
+        path,
+    )
     return path
 
 
@@ -96,12 +135,18 @@ def test_api_resume_logs_each_override(saved_ckpt):
 
     saved = read_saved_run(saved_ckpt)
     tc = dataclasses.replace(saved.train_config, lr=5e-4, grad_clip_norm=1.0)
-    cfg = dataclasses.replace(saved.model_config, loss=dataclasses.replace(saved.model_config.loss, violation_weight=1.0))
-    lines = resume_overrides(saved_ckpt, cfg, tc, dict(saved.run, max_steps=10, out_dir="/elsewhere"), log=lambda _: None)
-    assert lines == ["override: train config grad_clip_norm: 0.1 (checkpoint) -> 1.0",
-                     "override: train config lr: 0.002 (checkpoint) -> 0.0005",
-                     "override: model config loss.violation_weight: 0.0 (checkpoint) -> 1.0",
-                     "override: max_steps: 3 (checkpoint) -> 10"]
+    cfg = dataclasses.replace(
+        saved.model_config, loss=dataclasses.replace(saved.model_config.loss, violation_weight=1.0)
+    )
+    lines = resume_overrides(
+        saved_ckpt, cfg, tc, dict(saved.run, max_steps=10, out_dir="/elsewhere"), log=lambda _: None
+    )
+    assert lines == [
+        "override: train config grad_clip_norm: 0.1 (checkpoint) -> 1.0",
+        "override: train config lr: 0.002 (checkpoint) -> 0.0005",
+        "override: model config loss.violation_weight: 0.0 (checkpoint) -> 1.0",
+        "override: max_steps: 3 (checkpoint) -> 10",
+    ]
     assert resume_overrides(saved_ckpt, saved.model_config, saved.train_config, saved.run, log=lambda _: None) == []
 
 
@@ -115,11 +160,14 @@ def _messy_data(root):
         shutil.copy(REPO_DATA / "mmcif" / name, root / "mmcif" / name)
     shutil.copy(REPO_DATA / "pdb" / "1a8o.pdb", root / "pdb" / "1a8o.pdb")
     (root / "mmcif" / "broken.cif").write_text("data_x\nloop_\n_atom_site.id\n")
-    extra = ("_entity_poly.entity_id 1\n_entity_poly.type 'polypeptide(L)'\n_entity_poly.pdbx_strand_id A,B\n#\n"
-             "loop_\n_entity_poly_seq.entity_id\n_entity_poly_seq.num\n_entity_poly_seq.mon_id\n"
-             "1 1 MET\n1 2 LYS\n1 3 GLY\n#")
-    (root / "mmcif" / "9nob.cif").write_text(_cif([("A", 1, "", "MET"), ("A", 2, "", "LYS"), ("A", 3, "", "GLY")],
-                                                   entity="1", extra=extra, seq_id="auto"))
+    extra = (
+        "_entity_poly.entity_id 1\n_entity_poly.type 'polypeptide(L)'\n_entity_poly.pdbx_strand_id A,B\n#\n"
+        "loop_\n_entity_poly_seq.entity_id\n_entity_poly_seq.num\n_entity_poly_seq.mon_id\n"
+        "1 1 MET\n1 2 LYS\n1 3 GLY\n#"
+    )
+    (root / "mmcif" / "9nob.cif").write_text(
+        _cif([("A", 1, "", "MET"), ("A", 2, "", "LYS"), ("A", 3, "", "GLY")], entity="1", extra=extra, seq_id="auto")
+    )
     (root / "mmcif" / "9gly.cif").write_text(_cif([("A", i, "", "GLY") for i in range(1, 13)]))
     shutil.copytree(REPO_DATA / "alignments" / "2q2k_A", root / "alignments" / "2q2k_A")
     (root / "alignments" / "9zzz_A").mkdir()
@@ -130,26 +178,38 @@ def test_dropped_data_is_counted_by_reason_at_start_up(tmp_path):
     _messy_data(tmp_path / "data")
     lines = []
     cfg = model_config("tiny")
-    dm = AF2DataModule(tmp_path / "data", cfg, TrainConfig(held_out=("1a8o",)), cache_dir=tmp_path / "run" / "idx",
-                       report_dir=tmp_path / "run", log=lines.append)
+    dm = AF2DataModule(
+        tmp_path / "data",
+        cfg,
+        TrainConfig(held_out=("1a8o",)),
+        cache_dir=tmp_path / "run" / "idx",
+        report_dir=tmp_path / "run",
+        log=lines.append,
+    )
     dm.prepare_data()
     dm.setup()
     text = "\n".join(lines)
     assert lines[0] == "data: 5 chains indexed, 3 used for training, 1 for validation, 5 left out"
-    for expected in ("mmcif/broken.cif: no _atom_site coordinates)",
-                     "data: dropped: protein chain without modelled atoms: 1 (9nob_B: no modelled atoms)",
-                     "data: dropped: duplicate chain: 1 (1a8o_A: already indexed from ",
-                     "data: dropped: alignment folder without a structure: 1 (9zzz_A: no indexed chain uses it)",
-                     "data: dropped: one residue type dominates: 1 (9gly_A: ",
-                     "data: validation: held out for validation: 1 (1a8o_A)",
-                     "data: parser notes: 2 (1a8o.cif: record 'A': modified residues mapped to their parents: MSE->MET"
-                     " (4); 1a8o.pdb: record 'A': modified residues",
-                     f"data: full list in {tmp_path / 'run' / 'data_report.json'}"):
+    for expected in (
+        "mmcif/broken.cif: no _atom_site coordinates)",
+        "data: dropped: protein chain without modelled atoms: 1 (9nob_B: no modelled atoms)",
+        "data: dropped: duplicate chain: 1 (1a8o_A: already indexed from ",
+        "data: dropped: alignment folder without a structure: 1 (9zzz_A: no indexed chain uses it)",
+        "data: dropped: one residue type dominates: 1 (9gly_A: ",
+        "data: validation: held out for validation: 1 (1a8o_A)",
+        "data: parser notes: 2 (1a8o.cif: record 'A': modified residues mapped to their parents: MSE->MET"
+        " (4); 1a8o.pdb: record 'A': modified residues",
+        f"data: full list in {tmp_path / 'run' / 'data_report.json'}",
+    ):
         assert expected in text, (expected, text)
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
     assert sorted(e["reason"] for e in report["dropped"]) == [
-        "alignment folder without a structure", "duplicate chain", "one residue type dominates",
-        "protein chain without modelled atoms", "unreadable structure"]
+        "alignment folder without a structure",
+        "duplicate chain",
+        "one residue type dominates",
+        "protein chain without modelled atoms",
+        "unreadable structure",
+    ]
     assert report["counts"] == {"indexed": 5, "train": 3, "validation": 1}
 
 
@@ -158,9 +218,12 @@ def test_an_index_with_nothing_usable_fails_with_its_reasons(tmp_path):
     (tmp_path / "d" / "broken.cif").write_text("not an mmCIF at all\n")
     (tmp_path / "d" / "9gly.cif").write_text(_cif([("A", i, "", "GLY") for i in range(1, 13)]))
     index = build_chain_index([tmp_path / "d"], None, tmp_path / "idx" / "index.json")
-    with pytest.raises(InputError, match=r"no usable chains in the index \(1 indexed, 1 left out here, 1 skipped while "
-                                         r"indexing; unreadable structure: 1 \(.*broken.cif.*\); one residue type "
-                                         r"dominates: 1 \(9gly_A"):
+    with pytest.raises(
+        InputError,
+        match=r"no usable chains in the index \(1 indexed, 1 left out here, 1 skipped while "
+        r"indexing; unreadable structure: 1 \(.*broken.cif.*\); one residue type "
+        r"dominates: 1 \(9gly_A",
+    ):
         ProteinChainDataset(index, model_config("tiny"))
 
 
@@ -173,8 +236,11 @@ def test_dataset_skips_a_sample_with_non_finite_coordinates(data_dir, tmp_path):
     np.savez(cache, **arrays)
     ds = ProteinChainDataset(index, model_config("tiny"), mode="eval")
     names = [e["name"] for e in ds.entries]
-    with pytest.warns(UserWarning, match=r"skipping sample .*record '2q2k_A': feature 'all_atom_positions': "
-                                         r"non-finite value nan at residue 31, atom CA, x"):
+    with pytest.warns(
+        UserWarning,
+        match=r"skipping sample .*record '2q2k_A': feature 'all_atom_positions': "
+        r"non-finite value nan at residue 31, atom CA, x",
+    ):
         sample = ds[names.index("2q2k_A")]
     assert sample.sample_id != "2q2k_A"
 

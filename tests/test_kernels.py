@@ -25,12 +25,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.kernel_checks import DEVICE as _DEVICE, TRITON_PREIMPORTED as _TRITON_PREIMPORTED  # noqa: I001 (sets TRITON_INTERPRET)
-from tests.kernel_checks import assert_close3 as _assert_close3, leaf as _leaf, needs_triton
-
 import kernels
 from kernels import KernelUnavailableError, _triton_support, reference
-
+from tests.kernel_checks import DEVICE as _DEVICE  # noqa: I001 (sets TRITON_INTERPRET)
+from tests.kernel_checks import TRITON_PREIMPORTED as _TRITON_PREIMPORTED
+from tests.kernel_checks import assert_close3 as _assert_close3
+from tests.kernel_checks import leaf as _leaf
+from tests.kernel_checks import needs_triton
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -41,7 +42,7 @@ def _attention_inputs(lead, H, Q, K, C, CV, dtype, fully_masked_row=False, seed=
     """q, k, v, key-mask bias [*, 1, 1, K] (both values, optionally one row all masked), pair bias
     [lead[0], 1, ..., H, Q, K] shared over the other leading dims, and an upstream gradient."""
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(*lead, H, Q, C, generator=g) * C ** -0.5
+    q = torch.randn(*lead, H, Q, C, generator=g) * C**-0.5
     k = torch.randn(*lead, H, K, C, generator=g)
     v = torch.randn(*lead, H, K, CV, generator=g)
     mask = (torch.rand(*lead, 1, 1, K, generator=g) > 0.3).float()
@@ -254,8 +255,12 @@ def test_fused_attention_bias_broadcast_patterns(pattern):
     b0, b1 = (torch.randn(*[sizes.get(d, d) for d in shape], generator=g) for shape in BIAS_PATTERNS[pattern])
     d_out = torch.randn(*lead, H, Q, C, generator=g)
     dev = [t.to(_DEVICE) for t in (q, k, v)]
-    got = _run_attention("triton", *dev, [b0.to(_DEVICE), b1.to(_DEVICE)], [True, True], d_out.to(_DEVICE), torch.float32)
-    ref = _run_attention("reference", *dev, [b0.to(_DEVICE), b1.to(_DEVICE)], [True, True], d_out.to(_DEVICE), torch.float32)
+    got = _run_attention(
+        "triton", *dev, [b0.to(_DEVICE), b1.to(_DEVICE)], [True, True], d_out.to(_DEVICE), torch.float32
+    )
+    ref = _run_attention(
+        "reference", *dev, [b0.to(_DEVICE), b1.to(_DEVICE)], [True, True], d_out.to(_DEVICE), torch.float32
+    )
     for name, a, r in zip(["out", "dq", "dk", "dv", "db0", "db1"], got, ref):
         torch.testing.assert_close(a, r, atol=2e-5, rtol=1e-5, msg=lambda m: f"{name}: {m}")
 
@@ -317,7 +322,9 @@ def test_fused_layer_norm_matches_reference(C, dtype):
     for name, a, r, o in zip(["y", "dx", "dw", "db"], got, ref, oracle):
         assert a.dtype == r.dtype and a.shape == r.shape
         err_k, err_r = _assert_close3(f"layer_norm C={C}/{name}", a, r, o, r.dtype if name in ("dw", "db") else dtype)
-        print(f"layer_norm C={C:3d} {str(dtype)[6:]:8s} {name:3s} kernel-vs-fp64 {err_k:.2e}  torch-vs-fp64 {err_r:.2e}")
+        print(
+            f"layer_norm C={C:3d} {str(dtype)[6:]:8s} {name:3s} kernel-vs-fp64 {err_k:.2e}  torch-vs-fp64 {err_r:.2e}"
+        )
 
 
 @needs_triton
@@ -343,7 +350,11 @@ def test_triton_in_subprocess():
     env = dict(os.environ, TRITON_INTERPRET="1")
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.abspath(__file__)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=900,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 

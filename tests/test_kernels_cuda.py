@@ -17,11 +17,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton  # noqa: I001 (sets TRITON_INTERPRET)
-from tests.kernel_checks import run_triangle, triangle_inputs
-
 import kernels
 from kernels import TriangleMultiplicationWeights
+from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton, run_triangle, triangle_inputs  # noqa: I001 (sets TRITON_INTERPRET)
 
 DRY = os.environ.get("ALPHAFOLD_MEM_GPU_CHECK_DRY") == "1"
 pytestmark = [pytest.mark.cuda, needs_triton]
@@ -53,7 +51,7 @@ def _check(label, impl_run, dtype, names):
 def test_attention_compiled(case, dtype):
     lead, H, Q, K, C, mask_grad, shared = ATTENTION[case]
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(*lead, H, n, C, generator=g) * s for n, s in ((Q, C ** -0.5), (K, 1.0), (K, 1.0)))
+    q, k, v = (torch.randn(*lead, H, n, C, generator=g) * s for n, s in ((Q, C**-0.5), (K, 1.0), (K, 1.0)))
     mask_bias = ((torch.rand(*lead, 1, 1, K, generator=g) > 0.2).float() - 1.0) * 1e9
     mask_bias[..., 0] = 0.0
     pair = torch.randn(*((lead[0],) + (1,) * (len(lead) - 1) if shared else lead), H, Q, K, generator=g)

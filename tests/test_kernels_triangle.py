@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton  # noqa: I001 (sets TRITON_INTERPRET)
-from tests.kernel_checks import run_triangle as _run, triangle_inputs as _inputs
-
 import kernels
 from kernels import TriangleMultiplicationWeights, reference
+from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton  # noqa: I001 (sets TRITON_INTERPRET)
+from tests.kernel_checks import run_triangle as _run
+from tests.kernel_checks import triangle_inputs as _inputs
 
 NAMES = ["out", "dz"] + [f"d_{n}" for n in TriangleMultiplicationWeights._fields]
 
@@ -59,7 +59,9 @@ def test_fused_triangle_multiplication_saves_no_projection():
         zs = leaf(z.to(DEVICE), torch.float32)
         ws = [leaf(w.to(DEVICE), torch.float32) for w in weights]
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = kernels.triangle_multiplication(zs, mask.to(DEVICE), TriangleMultiplicationWeights(*ws), True, impl=impl)
+            out = kernels.triangle_multiplication(
+                zs, mask.to(DEVICE), TriangleMultiplicationWeights(*ws), True, impl=impl
+            )
         out.backward(d_out.to(DEVICE))
         return shapes
 
@@ -80,7 +82,9 @@ def test_fused_triangle_multiplication_under_fake_tensors_launches_nothing():
     with FakeTensorMode(allow_non_fake_inputs=True):
         zs = z.clone().requires_grad_(True)
         ws = [w.clone().requires_grad_(True) for w in weights]
-        out = kernels.triangle_multiplication(zs, mask.clone(), TriangleMultiplicationWeights(*ws), False, impl="triton")
+        out = kernels.triangle_multiplication(
+            zs, mask.clone(), TriangleMultiplicationWeights(*ws), False, impl="triton"
+        )
         out.backward(d_out.clone())
         assert out.shape == z.shape and zs.grad.shape == z.shape
         assert all(w.grad.shape == w.shape for w in ws)

@@ -70,8 +70,16 @@ def test_our_featurisation_matches_openfold_ground_truth():
     if not structure.is_file():
         pytest.skip("data/mmcif/2q2k.cif not shipped")
     diffs = _script().featurisation_diff(VECTORS, structure, "A")
-    assert {"all_atom_positions", "atom14_gt_positions", "rigidgroups_gt_frames", "chi_angles_sin_cos",
-            "backbone_rigid_tensor", "pseudo_beta", "residue_index", "resolution"} <= set(diffs)
+    assert {
+        "all_atom_positions",
+        "atom14_gt_positions",
+        "rigidgroups_gt_frames",
+        "chi_angles_sin_cos",
+        "backbone_rigid_tensor",
+        "pseudo_beta",
+        "residue_index",
+        "resolution",
+    } <= set(diffs)
     for key, d in diffs.items():
         assert "shape" not in d, (key, d)
         assert d["max_abs_diff"] <= 1e-5, (key, d)

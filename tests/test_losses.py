@@ -10,16 +10,29 @@ import torch
 
 from alphafold_mem.geometry import residue_constants as rc
 from alphafold_mem.geometry.rigid import Rigid, quat_to_rot
-from alphafold_mem.losses import (AlphaFoldLoss, add_ground_truth_features, backbone_fape, compute_fape,
-                                  distogram_loss, find_structural_violations, masked_msa_loss, plddt_loss,
-                                  rename_symmetric_ground_truth, sidechain_fape, supervised_chi_loss, tm_loss,
-                                  violation_fraction, violation_loss)
+from alphafold_mem.losses import (
+    AlphaFoldLoss,
+    add_ground_truth_features,
+    backbone_fape,
+    compute_fape,
+    distogram_loss,
+    find_structural_violations,
+    masked_msa_loss,
+    plddt_loss,
+    rename_symmetric_ground_truth,
+    sidechain_fape,
+    supervised_chi_loss,
+    tm_loss,
+    violation_fraction,
+    violation_loss,
+)
 
 from .conftest import REPO_DATA
 
 
 def _chain(name: str):
     from alphafold_mem.data import parse_mmcif
+
     path = REPO_DATA / "mmcif" / name
     if not path.is_file():
         pytest.skip(f"{path} not shipped")
@@ -32,9 +45,13 @@ def _chain(name: str):
 def myoglobin():
     """102M (X-ray 1.84 Å, 154 residues, all observed) with its derived training targets."""
     ch = _chain("102m.cif")
-    b = {"aatype": torch.tensor(ch.aatype), "all_atom_positions": torch.tensor(ch.atom37_positions),
-         "all_atom_mask": torch.tensor(ch.atom37_mask), "residue_index": torch.arange(len(ch.aatype)),
-         "seq_mask": torch.ones(len(ch.aatype))}
+    b = {
+        "aatype": torch.tensor(ch.aatype),
+        "all_atom_positions": torch.tensor(ch.atom37_positions),
+        "all_atom_mask": torch.tensor(ch.atom37_mask),
+        "residue_index": torch.arange(len(ch.aatype)),
+        "seq_mask": torch.ones(len(ch.aatype)),
+    }
     return add_ground_truth_features(b)
 
 
@@ -49,8 +66,12 @@ def _move_frames(t: Rigid, frames: Rigid) -> Rigid:
 
 def _sidechain_inputs(b):
     frames = Rigid.from_tensor_4x4(b["rigidgroups_gt_frames"].flatten(-4, -3))
-    return (frames, b["rigidgroups_gt_exists"].flatten(-2), b["atom14_gt_positions"].flatten(-3, -2),
-            b["atom14_gt_exists"].flatten(-2))
+    return (
+        frames,
+        b["rigidgroups_gt_exists"].flatten(-2),
+        b["atom14_gt_positions"].flatten(-3, -2),
+        b["atom14_gt_exists"].flatten(-2),
+    )
 
 
 def test_fape_of_identical_structures_is_zero(myoglobin):
@@ -73,8 +94,16 @@ def test_fape_invariant_to_global_rigid_transform(myoglobin):
     # transform the prediction only, the truth only, and both with different motions
     a = compute_fape(_move_frames(t1, noisy_frames), frames, fmask, t1.apply(noisy), pos, pmask, 10.0, 10.0)
     b = compute_fape(noisy_frames, _move_frames(t2, frames), fmask, noisy, t2.apply(pos), pmask, 10.0, 10.0)
-    c = compute_fape(_move_frames(t1, noisy_frames), _move_frames(t2, frames), fmask, t1.apply(noisy),
-                     t2.apply(pos), pmask, 10.0, 10.0)
+    c = compute_fape(
+        _move_frames(t1, noisy_frames),
+        _move_frames(t2, frames),
+        fmask,
+        t1.apply(noisy),
+        t2.apply(pos),
+        pmask,
+        10.0,
+        10.0,
+    )
     for x in (a, b, c):
         torch.testing.assert_close(x, ref, rtol=1e-4, atol=1e-5)
 
@@ -133,15 +162,30 @@ def test_violation_loss_detects_broken_geometry(myoglobin):
 def test_rename_symmetric_ground_truth_picks_alt_naming(myoglobin):
     b = myoglobin
     swapped_pred = b["atom14_alt_gt_positions"]  # the prediction uses the other naming everywhere
-    r = rename_symmetric_ground_truth(swapped_pred, b["atom14_gt_positions"], b["atom14_alt_gt_positions"],
-                                      b["atom14_gt_exists"], b["atom14_alt_gt_exists"], b["atom14_atom_is_ambiguous"])
+    r = rename_symmetric_ground_truth(
+        swapped_pred,
+        b["atom14_gt_positions"],
+        b["atom14_alt_gt_positions"],
+        b["atom14_gt_exists"],
+        b["atom14_alt_gt_exists"],
+        b["atom14_atom_is_ambiguous"],
+    )
     amb_res = b["atom14_atom_is_ambiguous"].amax(-1) > 0
     assert amb_res.any()
     assert torch.equal(r["alt_naming_is_better"].bool(), amb_res)
     torch.testing.assert_close(r["renamed_atom14_gt_positions"], swapped_pred)
     # side-chain FAPE against the renamed truth is at the eps floor
-    sc = sidechain_fape(b["rigidgroups_alt_gt_frames"], swapped_pred, b["rigidgroups_gt_frames"],
-                        b["rigidgroups_alt_gt_frames"], b["rigidgroups_gt_exists"], r, 10.0, 10.0, eps=0.0)
+    sc = sidechain_fape(
+        b["rigidgroups_alt_gt_frames"],
+        swapped_pred,
+        b["rigidgroups_gt_frames"],
+        b["rigidgroups_alt_gt_frames"],
+        b["rigidgroups_gt_exists"],
+        r,
+        10.0,
+        10.0,
+        eps=0.0,
+    )
     assert sc.item() < 1e-4
 
 
@@ -151,21 +195,27 @@ def test_supervised_chi_loss(myoglobin):
     angles = torch.zeros(2, n, 7, 2)
     angles[..., 1] = 1.0
     angles[:, :, 3:] = torch.where(b["chi_mask"][..., None] > 0, b["chi_angles_sin_cos"], angles[:, :, 3:])
-    chi, norm = supervised_chi_loss(angles, angles, b["aatype"], b["seq_mask"], b["chi_mask"], b["chi_angles_sin_cos"],
-                                    0.5, 0.01)
+    chi, norm = supervised_chi_loss(
+        angles, angles, b["aatype"], b["seq_mask"], b["chi_mask"], b["chi_angles_sin_cos"], 0.5, 0.01
+    )
     assert chi.item() < 1e-6 and norm.item() < 1e-3
     # pi-periodic chis (ASP chi2, PHE chi2, ...) rotated by pi cost nothing
     periodic = torch.tensor(rc.chi_pi_periodic)[b["aatype"]]  # [N, 4]
     assert periodic.sum() > 0
     flipped = angles.clone()
     flipped[:, :, 3:] *= (1 - 2 * periodic)[None, ..., None]
-    chi_f, _ = supervised_chi_loss(flipped, flipped, b["aatype"], b["seq_mask"], b["chi_mask"],
-                                   b["chi_angles_sin_cos"], 0.5, 0.01)
+    chi_f, _ = supervised_chi_loss(
+        flipped, flipped, b["aatype"], b["seq_mask"], b["chi_mask"], b["chi_angles_sin_cos"], 0.5, 0.01
+    )
     assert chi_f.item() < 1e-6
     wrong = angles.clone()
     wrong[:, :, 3:] *= -1
-    assert supervised_chi_loss(wrong, wrong, b["aatype"], b["seq_mask"], b["chi_mask"], b["chi_angles_sin_cos"],
-                               0.5, 0.01)[0].item() > 0.1
+    assert (
+        supervised_chi_loss(
+            wrong, wrong, b["aatype"], b["seq_mask"], b["chi_mask"], b["chi_angles_sin_cos"], 0.5, 0.01
+        )[0].item()
+        > 0.1
+    )
 
 
 def test_head_losses_minimal_for_correct_logits(myoglobin):
@@ -176,7 +226,9 @@ def test_head_losses_minimal_for_correct_logits(myoglobin):
     bins = (d[..., None] > edges).sum(-1)
     good = 50.0 * torch.nn.functional.one_hot(bins, 64).float()
     assert distogram_loss(good, pb, pbm, 2.3125, 21.6875).item() < 1e-6
-    assert distogram_loss(torch.zeros_like(good), pb, pbm, 2.3125, 21.6875).item() == pytest.approx(math.log(64), rel=1e-5)
+    assert distogram_loss(torch.zeros_like(good), pb, pbm, 2.3125, 21.6875).item() == pytest.approx(
+        math.log(64), rel=1e-5
+    )
 
     true_msa = torch.randint(0, 22, (5, 20))
     bert = (torch.rand(5, 20) < 0.3).float()
@@ -201,23 +253,40 @@ def test_alphafold_loss_on_model_outputs_fp32_under_bf16(tiny_config):
     from alphafold_mem import AlphaFold, model_config
     from alphafold_mem.testing import random_features
 
-    cfg = model_config("tiny", **{"loss.violation_weight": 1.0, "loss.experimentally_resolved_weight": 0.01,
-                                  "loss.pae_weight": 0.1})
+    cfg = model_config(
+        "tiny", **{"loss.violation_weight": 1.0, "loss.experimentally_resolved_weight": 0.01, "loss.pae_weight": 0.1}
+    )
     model = AlphaFold(cfg)
     feats = random_features(cfg, n_res=11, n_seq=5, n_extra_seq=7, seed=1)
     n = 11
     ca = torch.cumsum(torch.nn.functional.normalize(torch.randn(n, 3), dim=-1) * 3.8, 0)
     pos = ca[:, None, :] + torch.randn(n, 37, 3)
-    feats.update(all_atom_positions=pos, all_atom_mask=feats["atom37_atom_exists"], resolution=torch.tensor(2.0),
-                 true_msa=torch.randint(0, 22, (5, n)), bert_mask=(torch.rand(5, n) < 0.15).float(),
-                 use_clamped_fape=torch.tensor(1.0))
+    feats.update(
+        all_atom_positions=pos,
+        all_atom_mask=feats["atom37_atom_exists"],
+        resolution=torch.tensor(2.0),
+        true_msa=torch.randint(0, 22, (5, n)),
+        bert_mask=(torch.rand(5, n) < 0.15).float(),
+        use_clamped_fape=torch.tensor(1.0),
+    )
     loss_fn = AlphaFoldLoss(cfg.loss, cfg.heads)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(feats)
         loss, terms = loss_fn(out, feats)
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
-    assert {"fape_backbone", "fape_sidechain", "chi", "angle_norm", "distogram", "masked_msa", "plddt",
-            "experimentally_resolved", "violation", "tm", "total"} <= set(terms)
+    assert {
+        "fape_backbone",
+        "fape_sidechain",
+        "chi",
+        "angle_norm",
+        "distogram",
+        "masked_msa",
+        "plddt",
+        "experimentally_resolved",
+        "violation",
+        "tm",
+        "total",
+    } <= set(terms)
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(torch.isfinite(g).all() for g in grads)

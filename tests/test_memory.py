@@ -7,12 +7,12 @@ import torch
 import kernels
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import chunked, low_memory_attention
-from alphafold_mem.planner.estimate import proxy_loss
 from alphafold_mem.model.msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from alphafold_mem.model.outer_product_mean import OuterProductMean
 from alphafold_mem.model.primitives import Transition
 from alphafold_mem.model.template import TemplatePointwiseAttention
 from alphafold_mem.model.triangle import TriangleAttention, TriangleMultiplication
+from alphafold_mem.planner.estimate import proxy_loss
 from alphafold_mem.testing import random_features
 
 N_RES, N_SEQ, N_EXTRA, N_TEMPL = 19, 7, 9, 2
@@ -46,6 +46,7 @@ def _grad_rel_errors(grads, ref):
 
 # -- the chunking helper ---------------------------------------------------------------------------
 
+
 def test_chunked_matches_direct_call():
     x = torch.randn(2, 11, 5, 3)
     mask = torch.rand(2, 11, 5)
@@ -66,6 +67,7 @@ def test_chunked_matches_direct_call():
 
 
 # -- low-memory attention ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
 @pytest.mark.parametrize("chunks", [(4, 3), (5, 7), (1024, 4096)])
@@ -91,6 +93,7 @@ def test_low_memory_attention_matches_reference(dtype, tol, chunks):
 
 
 # -- every chunkable op: chunked == unchunked, outputs and gradients ------------------------------
+
 
 def _pair(n=N_RES, c=8, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -149,6 +152,7 @@ def test_every_chunkable_op_matches_unchunked(attention):
 
 # -- whole model: every preset == reference ------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def model_and_batch():
     cfg = model_config("tiny")
@@ -174,15 +178,19 @@ def reference_run(model_and_batch):
     return _run(model, batch, MemoryPolicy.reference())
 
 
-@pytest.mark.parametrize("policy", [
-    MemoryPolicy.training(),
-    MemoryPolicy.training(checkpoint_granularity="update"),
-    MemoryPolicy.training(checkpoint_granularity="nested"),
-    MemoryPolicy.low_memory_inference(chunk_size=6, attention_chunks=(5, 4)),
-    MemoryPolicy(chunk_size=5, checkpoint_evoformer=2, checkpoint_template=1),
-    MemoryPolicy.training(outer_product="recompute"),
-    MemoryPolicy(inplace=True, outer_product="recompute"),
-], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "policy",
+    [
+        MemoryPolicy.training(),
+        MemoryPolicy.training(checkpoint_granularity="update"),
+        MemoryPolicy.training(checkpoint_granularity="nested"),
+        MemoryPolicy.low_memory_inference(chunk_size=6, attention_chunks=(5, 4)),
+        MemoryPolicy(chunk_size=5, checkpoint_evoformer=2, checkpoint_template=1),
+        MemoryPolicy.training(outer_product="recompute"),
+        MemoryPolicy(inplace=True, outer_product="recompute"),
+    ],
+    ids=lambda p: p.name,
+)
 def test_presets_match_reference(model_and_batch, reference_run, policy):
     """Outputs and parameter gradients; the low_memory_inference default (chunk 16) is exercised at
     the same sizes by test_memory_estimate and at N_res 256 by scripts/bench_memory.py."""
@@ -219,9 +227,11 @@ def test_low_memory_inference_with_templates_and_offload(n_templ):
     if n_templ > 1:
         b["template_mask"][1] = 0
     ref_out, ref_grads = _run(model, b, MemoryPolicy.reference())
-    for policy, simulate in [(MemoryPolicy.low_memory_inference(chunk_size=4, attention_chunks=(5, 4)), False),
-                             (MemoryPolicy.low_memory_inference(chunk_size=5, offload="idle"), True),
-                             (MemoryPolicy.low_memory_inference(chunk_size=3), True)]:
+    for policy, simulate in [
+        (MemoryPolicy.low_memory_inference(chunk_size=4, attention_chunks=(5, 4)), False),
+        (MemoryPolicy.low_memory_inference(chunk_size=5, offload="idle"), True),
+        (MemoryPolicy.low_memory_inference(chunk_size=3), True),
+    ]:
         with simulated_device(StorageTracker()) if simulate else torch.no_grad():
             out, _ = _run(model, b, policy, grad=False)
         assert "distogram_logits" not in out and "pae_logits" not in out
@@ -247,7 +257,9 @@ def test_checkpointing_changes_no_bit(model_and_batch):
             model.zero_grad(set_to_none=True)
             loss = proxy_loss(model(batch))
             loss.backward()
-            results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+            results.append(
+                (loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+            )
     finally:
         apply_memory_policy(model, MemoryPolicy.reference())
         model.eval()
@@ -265,10 +277,13 @@ def test_apply_policy_is_rebindable_and_keeps_names():
     stacks = (model.evoformer, model.extra_msa_stack, model.template_embedding)
     assert [s.checkpoint_every for s in stacks] == [1, 1, 1] and model._memory_policy_handles == []
     n_blocks = cfg.evoformer.num_blocks + cfg.extra_msa.num_blocks + cfg.template.pair_stack.num_blocks
-    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="update"))  # a checkpoint per residual update: 9 per block, 5 per template block
+    apply_memory_policy(
+        model, MemoryPolicy.training(checkpoint_granularity="update")
+    )  # a checkpoint per residual update: 9 per block, 5 per template block
     assert [s.checkpoint_every for s in stacks] == [0, 0, 0]
-    assert len(model._memory_policy_handles) == (9 * (n_blocks - cfg.template.pair_stack.num_blocks)
-                                                 + 5 * cfg.template.pair_stack.num_blocks)
+    assert len(model._memory_policy_handles) == (
+        9 * (n_blocks - cfg.template.pair_stack.num_blocks) + 5 * cfg.template.pair_stack.num_blocks
+    )
     n_update_handles = len(model._memory_policy_handles)
     apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="nested"))  # both: blocks and updates
     assert [s.checkpoint_every for s in stacks] == [1, 1, 1]
@@ -299,15 +314,27 @@ def test_triton_policy_dispatches_to_kernels(monkeypatch):
     :mod:`kernels` with impl="triton", whatever ``attention`` says (recorded here; the kernels themselves
     are tested in test_kernels*.py); ``kernels="reference"`` routes nothing to Triton."""
     from kernels import reference
+
     seen = set()
-    monkeypatch.setattr(kernels, "attention", lambda q, k, v, b, impl: seen.add(("att", impl)) or reference.attention(q, k, v, b))
-    monkeypatch.setattr(kernels, "layer_norm", lambda x, w, b, eps, impl: seen.add(("ln", impl)) or reference.layer_norm(x, w, b, eps))
-    monkeypatch.setattr(kernels, "triangle_multiplication", lambda z, m, w, outgoing, eps, impl: seen.add(("tri", impl))
-                        or reference.triangle_multiplication(z, m, w, outgoing, eps))
+    monkeypatch.setattr(
+        kernels, "attention", lambda q, k, v, b, impl: seen.add(("att", impl)) or reference.attention(q, k, v, b)
+    )
+    monkeypatch.setattr(
+        kernels, "layer_norm", lambda x, w, b, eps, impl: seen.add(("ln", impl)) or reference.layer_norm(x, w, b, eps)
+    )
+    monkeypatch.setattr(
+        kernels,
+        "triangle_multiplication",
+        lambda z, m, w, outgoing, eps, impl: (
+            seen.add(("tri", impl)) or reference.triangle_multiplication(z, m, w, outgoing, eps)
+        ),
+    )
     cfg = model_config("tiny")
-    for policy, expected in ((MemoryPolicy(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
-                             (MemoryPolicy.training(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
-                             (MemoryPolicy(), {("att", "reference"), ("ln", "reference")})):
+    for policy, expected in (
+        (MemoryPolicy(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
+        (MemoryPolicy.training(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
+        (MemoryPolicy(), {("att", "reference"), ("ln", "reference")}),
+    ):
         seen.clear()
         model = apply_memory_policy(AlphaFold(cfg).eval(), policy)
         with torch.no_grad():

@@ -8,8 +8,15 @@ import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.memory import track_peak
-from alphafold_mem.planner import (InsufficientMemoryWarning, PeakEstimate, choose, chunk_candidates,
-                                   estimate_breakdown, estimate_peak, policy_candidates, resolve_auto_chunk)
+from alphafold_mem.planner import (
+    InsufficientMemoryWarning,
+    PeakEstimate,
+    choose,
+    chunk_candidates,
+    estimate_breakdown,
+    policy_candidates,
+    resolve_auto_chunk,
+)
 from alphafold_mem.planner.estimate import parameter_bytes
 from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
 from alphafold_mem.testing import random_features
@@ -38,15 +45,25 @@ def tiny():
     return cfg, model, random_features(cfg, N_RES, N_SEQ, N_EXTRA, n_templ=N_TEMPL)
 
 
-@pytest.mark.parametrize("policy,training", [
-    (MemoryPolicy.reference(), False),
-    (MemoryPolicy.low_memory_inference(chunk_size=4), False),
-    (MemoryPolicy.low_memory_inference(chunk_size=4, precision="bf16-full"), False),
-    (MemoryPolicy.training(), True),
-    (MemoryPolicy.training(outer_product="recompute"), True),
-    (MemoryPolicy(outer_product="recompute"), False),
-], ids=["reference-inference", "low-memory-inference", "low-memory-bf16-full", "training", "training-outer-recompute",
-        "outer-recompute-inference"])
+@pytest.mark.parametrize(
+    "policy,training",
+    [
+        (MemoryPolicy.reference(), False),
+        (MemoryPolicy.low_memory_inference(chunk_size=4), False),
+        (MemoryPolicy.low_memory_inference(chunk_size=4, precision="bf16-full"), False),
+        (MemoryPolicy.training(), True),
+        (MemoryPolicy.training(outer_product="recompute"), True),
+        (MemoryPolicy(outer_product="recompute"), False),
+    ],
+    ids=[
+        "reference-inference",
+        "low-memory-inference",
+        "low-memory-bf16-full",
+        "training",
+        "training-outer-recompute",
+        "outer-recompute-inference",
+    ],
+)
 def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     cfg, model, batch = tiny
     apply_memory_policy(model, policy)
@@ -66,13 +83,17 @@ def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     assert est.total == est.parameters + est.inputs + est.activations
 
 
-@pytest.mark.parametrize("policy,device", [
-    (MemoryPolicy.reference(), "cpu"),
-    (MemoryPolicy.low_memory_inference(chunk_size=4), "cpu"),
-    (MemoryPolicy.low_memory_inference(chunk_size=4, offload="idle"), "cuda"),
-    (MemoryPolicy.low_memory_inference(chunk_size=8, precision="bf16-full"), "cuda"),
-    (MemoryPolicy(outer_product="recompute"), "cpu"),
-], ids=["reference", "low-memory-cpu", "idle-offload-accelerator", "buffers-offload-bf16-full", "outer-recompute"])
+@pytest.mark.parametrize(
+    "policy,device",
+    [
+        (MemoryPolicy.reference(), "cpu"),
+        (MemoryPolicy.low_memory_inference(chunk_size=4), "cpu"),
+        (MemoryPolicy.low_memory_inference(chunk_size=4, offload="idle"), "cuda"),
+        (MemoryPolicy.low_memory_inference(chunk_size=8, precision="bf16-full"), "cuda"),
+        (MemoryPolicy(outer_product="recompute"), "cpu"),
+    ],
+    ids=["reference", "low-memory-cpu", "idle-offload-accelerator", "buffers-offload-bf16-full", "outer-recompute"],
+)
 def test_fast_estimate_equals_full_trace(policy, device):
     """The shortcuts (one or two blocks per stack, two iterations of every loop, two templates, the
     structure module's last layer) change the prediction by < 2 % against tracing everything; 4
@@ -106,8 +127,12 @@ def test_streamed_buffer_cut_puts_no_pair_sized_block_on_the_device():
             z, mask = torch.ones(160, 160, 64), torch.ones(160, 160)
             for cut in (True, False):
                 tracker = StorageTracker()
-                with torch.inference_mode(), first_chunk_only() if cut else contextlib.nullcontext(), \
-                        simulated_device(tracker), tracker:
+                with (
+                    torch.inference_mode(),
+                    first_chunk_only() if cut else contextlib.nullcontext(),
+                    simulated_device(tracker),
+                    tracker,
+                ):
                     tm.add_to_(z, z, mask)
                 peaks[outgoing, cut] = (tracker.peak, tracker.host_peak)
     z_bytes = 160 * 160 * 64 * 4
@@ -118,10 +143,15 @@ def test_streamed_buffer_cut_puts_no_pair_sized_block_on_the_device():
 
 def test_offload_lowers_the_accelerator_prediction_only():
     # model_1 channels (pair-dominated at these sizes); a fake run costs the same at any channel size
-    cfg = model_config("model_1", num_recycles=0, **{"evoformer.num_blocks": 1, "extra_msa.num_blocks": 1,
-                                                     "structure_module.num_layers": 2})
+    cfg = model_config(
+        "model_1",
+        num_recycles=0,
+        **{"evoformer.num_blocks": 1, "extra_msa.num_blocks": 1, "structure_module.num_layers": 2},
+    )
     sizes = (256, 16, 64, 2)
-    none, idle, buffers = (MemoryPolicy.low_memory_inference(chunk_size=4, offload=o) for o in ("none", "idle", "buffers"))
+    none, idle, buffers = (
+        MemoryPolicy.low_memory_inference(chunk_size=4, offload=o) for o in ("none", "idle", "buffers")
+    )
     on_gpu = [estimate_breakdown(cfg, p, *sizes, device="cuda") for p in (none, idle, buffers)]
     on_cpu = [estimate_breakdown(cfg, p, *sizes, device="cpu") for p in (none, idle, buffers)]
     assert on_cpu[0].total == on_cpu[1].total == on_cpu[2].total and on_cpu[2].host == 0
@@ -150,13 +180,15 @@ def _fake_estimates(monkeypatch, act_of):
 
 
 def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
-    asked = _fake_estimates(monkeypatch, lambda p: 10 ** 6 if p.chunk_size is None else 100 * p.chunk_size)
+    asked = _fake_estimates(monkeypatch, lambda p: 10**6 if p.chunk_size is None else 100 * p.chunk_size)
     cfg = model_config("tiny")
-    pick = lambda budget, **kw: resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=budget, **kw),  # noqa: E731
-                                                   200, 6, 10)
+
+    def pick(budget, **kw):
+        return resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=budget, **kw), 200, 6, 10)
+
     assert chunk_candidates(200) == [None, 128, 64, 32, 16, 8, 4]
     assert chunk_candidates(40, max_chunk_size=16) == [None, 16, 8, 4]
-    assert pick(10 ** 7) is None and pick(3300) == 32 and pick(1000) == 8 and pick(400) == 4
+    assert pick(10**7) is None and pick(3300) == 32 and pick(1000) == 8 and pick(400) == 4
     assert pick(3300, max_chunk_size=16) == 16
     asked.clear()
     assert pick(3199) == 16 and len(asked) <= 5  # unchunked, then a bisection of the six chunk sizes
@@ -166,9 +198,11 @@ def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
 
 def test_auto_chunk_nothing_fits_takes_the_smallest_peak_not_chunk_1(monkeypatch):
     # a profile where small chunks cost more (per-chunk buffers): the smallest peak is chunk 32
-    _fake_estimates(monkeypatch, lambda p: 10 ** 6 if p.chunk_size is None else abs(p.chunk_size - 32) + 500)
+    _fake_estimates(monkeypatch, lambda p: 10**6 if p.chunk_size is None else abs(p.chunk_size - 32) + 500)
     with pytest.warns(InsufficientMemoryWarning):
-        assert resolve_auto_chunk(model_config("tiny"), MemoryPolicy(chunk_size="auto", max_memory=10), 200, 6, 10) == 32
+        assert (
+            resolve_auto_chunk(model_config("tiny"), MemoryPolicy(chunk_size="auto", max_memory=10), 200, 6, 10) == 32
+        )
 
 
 def test_auto_chunk_binds_per_input_size_and_mode(tiny, monkeypatch):
@@ -176,11 +210,14 @@ def test_auto_chunk_binds_per_input_size_and_mode(tiny, monkeypatch):
 
     cfg, model, batch = tiny
     seen = []
-    monkeypatch.setattr(choose_mod, "resolve_auto_chunk",
-                        lambda config, policy, *sizes, training, **kw: seen.append((sizes, training)) or 5)
+    monkeypatch.setattr(
+        choose_mod,
+        "resolve_auto_chunk",
+        lambda config, policy, *sizes, training, **kw: seen.append((sizes, training)) or 5,
+    )
     with torch.no_grad():
         ref = model(batch)["final_atom_positions"]
-        apply_memory_policy(model, MemoryPolicy(chunk_size="auto", max_memory=10 ** 9))
+        apply_memory_policy(model, MemoryPolicy(chunk_size="auto", max_memory=10**9))
         out = model(batch)["final_atom_positions"]
         model(batch)  # same sizes and mode: resolved once
     model(batch)  # a training forward of the same sizes: resolved again
@@ -190,16 +227,21 @@ def test_auto_chunk_binds_per_input_size_and_mode(tiny, monkeypatch):
     assert seen == [(sizes, False), (sizes, True)] and chunk == 5
     assert (out - ref).abs().max() <= 1e-4
     # with the real estimator, a generous budget means no chunking
-    assert resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=10 ** 12), N_RES, N_SEQ, N_EXTRA,
-                              N_TEMPL) is None
+    assert (
+        resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=10**12), N_RES, N_SEQ, N_EXTRA, N_TEMPL)
+        is None
+    )
 
 
 def test_choose_walks_the_ladder_fastest_first(monkeypatch):
     peaks = {}
     asked = _fake_estimates(monkeypatch, lambda p: peaks[p])
     ladder = policy_candidates(False, "bf16-full", 300, device="cuda")
-    assert [c.label for c in ladder[:3]] == ["reference", "in place, unchunked",
-                                            "low_memory_inference, chunk 256, offload none"]
+    assert [c.label for c in ladder[:3]] == [
+        "reference",
+        "in place, unchunked",
+        "low_memory_inference, chunk 256, offload none",
+    ]
     assert ladder[-1].label == "low_memory_inference, chunk 4, offload buffers"
     assert all(c.policy.precision == "bf16-full" for c in ladder)
     assert len(policy_candidates(False, "fp32", 300, device="cpu")) == 2 + 7  # no offload rows on CPU
@@ -219,7 +261,9 @@ def test_memory_plan_cli(capsys, monkeypatch):
     from alphafold_mem.cli import main
     from alphafold_mem.cli.memory_plan import parse_bytes
 
-    assert parse_bytes("80GB") == 80 * 10 ** 9 and parse_bytes("40GiB") == 40 * 2 ** 30 and parse_bytes("512MB") == 512 * 10 ** 6
+    assert (
+        parse_bytes("80GB") == 80 * 10**9 and parse_bytes("40GiB") == 40 * 2**30 and parse_bytes("512MB") == 512 * 10**6
+    )
     args = ["memory-plan", "--preset", "tiny", "--n-res", "20", "--n-seq", "4", "--n-extra", "6"]
     assert main(args + ["--budget", "1GB", "--precision", "fp32"]) == 0  # the reference fits: one real estimate
     out = capsys.readouterr().out
@@ -244,9 +288,25 @@ def test_memory_plan_max_length(capsys, monkeypatch):
     from alphafold_mem.cli import main
 
     # a peak of 1000 bytes per residue: a 24 kB budget fits 24 residues
-    monkeypatch.setattr(choose_mod, "estimate_breakdown", lambda config, policy, n, *a, **k: PeakEstimate(0, 0, 1000 * n, 4))
-    assert main(["memory-plan", "--preset", "tiny", "--max-length", "--budget", "24kB", "--precision", "bf16-full",
-                 "--json"]) == 0
+    monkeypatch.setattr(
+        choose_mod, "estimate_breakdown", lambda config, policy, n, *a, **k: PeakEstimate(0, 0, 1000 * n, 4)
+    )
+    assert (
+        main(
+            [
+                "memory-plan",
+                "--preset",
+                "tiny",
+                "--max-length",
+                "--budget",
+                "24kB",
+                "--precision",
+                "bf16-full",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     assert plan["config"]["n_res"] == 24 and plan["recommended"]["n_res"] == 24
     assert plan["recommended"]["policy"].startswith("attention=chunked,chunk_size=4")

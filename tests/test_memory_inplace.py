@@ -110,8 +110,16 @@ def test_triangle_multiplication_blocks_of_rows(outgoing):
     op = _perturbed(TriangleMultiplication(C, 6, outgoing=outgoing))
     with torch.no_grad():
         ref = z + op(z, pm)
-        for cs, offload in ((1, "none"), (4, "none"), (5, "none"), (7, "none"), (16, "none"), (40, "none"),
-                            (4, "buffers"), (5, "buffers")):
+        for cs, offload in (
+            (1, "none"),
+            (4, "none"),
+            (5, "none"),
+            (7, "none"),
+            (16, "none"),
+            (40, "none"),
+            (4, "buffers"),
+            (5, "buffers"),
+        ):
             apply_memory_policy(op, MemoryPolicy(chunk_size=cs, offload=offload))
             with simulated_device(StorageTracker()) if offload == "buffers" else contextlib.nullcontext():
                 out = op.add_to_(z.clone(), z.clone(), pm)
@@ -146,8 +154,9 @@ def test_add_to_equals_residual_update_bf16_full():
             for cs in (None, 4, 5):
                 offloads = ("none", "buffers") if isinstance(op, TriangleMultiplication) and cs else ("none",)
                 for offload in offloads:
-                    apply_memory_policy(op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload,
-                                                         precision="bf16-full"))
+                    apply_memory_policy(
+                        op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full")
+                    )
                     args_c = tuple(a.clone() for a in args)
                     target_c = args_c[0] if target is args[0] else target.clone()
                     if offload == "buffers":
@@ -286,10 +295,12 @@ def test_embedders_chunked_and_by_lookup():
             assert (rec.pair_update(zp, x_prev, out=zp) - z_upd_ref).abs().max() <= TOL  # in place
             assert (extra(tokens, has_del, del_val) - e_ref).abs().max() <= TOL
         with torch.autocast("cpu", dtype=torch.bfloat16):  # the lookup rounds as the autocast matmul does
-            e_bf, e_ref_bf = extra(tokens, has_del, del_val), extra.extra_msa_activations(
-                torch.cat([onehot, has_del[..., None], del_val[..., None]], -1))
+            e_bf, e_ref_bf = (
+                extra(tokens, has_del, del_val),
+                extra.extra_msa_activations(torch.cat([onehot, has_del[..., None], del_val[..., None]], -1)),
+            )
         assert e_bf.dtype == e_ref_bf.dtype == torch.bfloat16
-        assert (e_bf.float() - e_ref_bf.float()).abs().max() <= 2 ** -7 * e_ref_bf.float().abs().max()
+        assert (e_bf.float() - e_ref_bf.float()).abs().max() <= 2**-7 * e_ref_bf.float().abs().max()
 
 
 def test_chunked_accumulate_collect_and_alias_check():
@@ -304,6 +315,7 @@ def test_chunked_accumulate_collect_and_alias_check():
     op = TriangleMultiplication(C, 6, outgoing=True)
     z, pm, _, _ = _inputs()
     from alphafold_mem.memory import run_split
+
     with pytest.raises(ValueError, match="whole operand"):
         run_split(op, "outgoing_inplace", lambda *a: a[0], z, z, pm, out=z, accumulate=True)
 
@@ -348,14 +360,36 @@ def test_bench_triangle_blocks_prints_one_row_per_block_size(capsys):
     before = triangle.MATMUL_ROWS
     threads = torch.get_num_threads()
     try:
-        assert bench.main(["--n-res", "21", "--chunk-size", "2", "--rows", "0", "8", "--channels", "8",
-                           "--repeats", "1", "--threads", str(threads)]) == 0
+        assert (
+            bench.main(
+                [
+                    "--n-res",
+                    "21",
+                    "--chunk-size",
+                    "2",
+                    "--rows",
+                    "0",
+                    "8",
+                    "--channels",
+                    "8",
+                    "--repeats",
+                    "1",
+                    "--threads",
+                    str(threads),
+                ]
+            )
+            == 0
+        )
     finally:
         torch.set_num_threads(threads)
     assert triangle.MATMUL_ROWS == before
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| 21 ")]
     assert [(r[1].strip(), r[2].strip(), r[3].strip()) for r in rows] == [
-        ("outgoing", "0", "2"), ("outgoing", "8", "8"), ("incoming", "0", "2"), ("incoming", "8", "8")]
+        ("outgoing", "0", "2"),
+        ("outgoing", "8", "8"),
+        ("incoming", "0", "2"),
+        ("incoming", "8", "8"),
+    ]
     assert all(float(r[7]) <= 1e-5 for r in rows)  # the product split differently: rounding only
     assert all(float(r[6]) > 0 for r in rows)
 

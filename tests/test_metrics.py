@@ -17,6 +17,7 @@ from .conftest import REPO_DATA
 @pytest.fixture(scope="module")
 def real_ca():
     from alphafold_mem.data import parse_mmcif
+
     path = REPO_DATA / "mmcif" / "1a8o.cif"
     if not path.is_file():
         pytest.skip(f"{path} not shipped")
@@ -103,7 +104,7 @@ def test_gdt_ts(real_ca):
     # half the chain displaced by 20 Å as a rigid block: about half the residues within any cutoff
     y = x.clone()
     n = x.shape[0]
-    y[n // 2:] += torch.tensor([20.0, 0.0, 0.0], dtype=x.dtype)
+    y[n // 2 :] += torch.tensor([20.0, 0.0, 0.0], dtype=x.dtype)
     g = gdt_ts(y, x).item()
     assert 0.45 <= g <= 0.6
     # every residue off by 3 Å in random directions: < 1 Å and < 2 Å fail, 4 and 8 Å pass -> ~0.5

@@ -29,10 +29,17 @@ def test_forward_backward_shapes_finite(tiny_config):
     out = model(batch)
     c = tiny_config
     expected = {
-        "final_atom_positions": (N_RES, 37, 3), "final_atom_mask": (N_RES, 37), "plddt": (N_RES,),
-        "distogram_logits": (N_RES, N_RES, 64), "masked_msa_logits": (N_SEQ, N_RES, 23),
-        "single": (N_RES, c.c_s), "pair": (N_RES, N_RES, c.c_z), "predicted_aligned_error": (N_RES, N_RES),
-        "ptm": (), "lddt_logits": (N_RES, 50), "experimentally_resolved_logits": (N_RES, 37),
+        "final_atom_positions": (N_RES, 37, 3),
+        "final_atom_mask": (N_RES, 37),
+        "plddt": (N_RES,),
+        "distogram_logits": (N_RES, N_RES, 64),
+        "masked_msa_logits": (N_SEQ, N_RES, 23),
+        "single": (N_RES, c.c_s),
+        "pair": (N_RES, N_RES, c.c_z),
+        "predicted_aligned_error": (N_RES, N_RES),
+        "ptm": (),
+        "lddt_logits": (N_RES, 50),
+        "experimentally_resolved_logits": (N_RES, 37),
         "sm_positions": (c.structure_module.num_layers, N_RES, 14, 3),
     }
     for k, shape in expected.items():
@@ -40,9 +47,17 @@ def test_forward_backward_shapes_finite(tiny_config):
         assert torch.isfinite(out[k]).all(), k
     assert ((out["plddt"] >= 0) & (out["plddt"] <= 100)).all()
     assert ((out["ptm"] >= 0) & (out["ptm"] <= 1)).all()
-    loss = sum(out[k].float().pow(2).mean() for k in ("final_atom_positions", "plddt", "distogram_logits",
-                                                         "masked_msa_logits", "predicted_aligned_error",
-                                                         "experimentally_resolved_logits"))
+    loss = sum(
+        out[k].float().pow(2).mean()
+        for k in (
+            "final_atom_positions",
+            "plddt",
+            "distogram_logits",
+            "masked_msa_logits",
+            "predicted_aligned_error",
+            "experimentally_resolved_logits",
+        )
+    )
     loss.backward()
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
@@ -69,17 +84,37 @@ def _pad(batch, n_res_pad, n_seq_pad, n_extra_pad):
     out = {}
     n_res = batch["aatype"].shape[0]
     res_axis = {  # which axes are N_res
-        "aatype": [0], "residue_index": [0], "seq_mask": [0], "target_feat": [0], "msa_feat": [1], "msa_mask": [1],
-        "extra_msa": [1], "extra_msa_mask": [1], "extra_has_deletion": [1], "extra_deletion_value": [1],
-        "atom14_atom_exists": [0], "residx_atom14_to_atom37": [0], "residx_atom37_to_atom14": [0],
-        "atom37_atom_exists": [0], "template_aatype": [1], "template_all_atom_positions": [1],
-        "template_all_atom_mask": [1], "template_pseudo_beta": [1], "template_pseudo_beta_mask": [1],
-        "template_torsion_angles_sin_cos": [1], "template_alt_torsion_angles_sin_cos": [1],
+        "aatype": [0],
+        "residue_index": [0],
+        "seq_mask": [0],
+        "target_feat": [0],
+        "msa_feat": [1],
+        "msa_mask": [1],
+        "extra_msa": [1],
+        "extra_msa_mask": [1],
+        "extra_has_deletion": [1],
+        "extra_deletion_value": [1],
+        "atom14_atom_exists": [0],
+        "residx_atom14_to_atom37": [0],
+        "residx_atom37_to_atom14": [0],
+        "atom37_atom_exists": [0],
+        "template_aatype": [1],
+        "template_all_atom_positions": [1],
+        "template_all_atom_mask": [1],
+        "template_pseudo_beta": [1],
+        "template_pseudo_beta_mask": [1],
+        "template_torsion_angles_sin_cos": [1],
+        "template_alt_torsion_angles_sin_cos": [1],
         "template_torsion_angles_mask": [1],
     }
-    row_axis = {"msa_feat": (0, n_seq_pad), "msa_mask": (0, n_seq_pad), "extra_msa": (0, n_extra_pad),
-                "extra_msa_mask": (0, n_extra_pad), "extra_has_deletion": (0, n_extra_pad),
-                "extra_deletion_value": (0, n_extra_pad)}
+    row_axis = {
+        "msa_feat": (0, n_seq_pad),
+        "msa_mask": (0, n_seq_pad),
+        "extra_msa": (0, n_extra_pad),
+        "extra_msa_mask": (0, n_extra_pad),
+        "extra_has_deletion": (0, n_extra_pad),
+        "extra_deletion_value": (0, n_extra_pad),
+    }
     for k, v in batch.items():
         for ax in res_axis.get(k, []):
             shape = list(v.shape)
@@ -207,8 +242,14 @@ def test_presets_construct(preset):
     cfg = model_config(preset)
     assert cfg.preset == preset
     if preset.startswith("model_"):
-        assert (cfg.c_m, cfg.c_z, cfg.c_s, cfg.evoformer.num_blocks, cfg.extra_msa.num_blocks,
-                cfg.structure_module.num_layers) == (256, 128, 384, 48, 4, 8)
+        assert (
+            cfg.c_m,
+            cfg.c_z,
+            cfg.c_s,
+            cfg.evoformer.num_blocks,
+            cfg.extra_msa.num_blocks,
+            cfg.structure_module.num_layers,
+        ) == (256, 128, 384, 48, 4, 8)
     if preset == "tiny":
         AlphaFold(cfg)
 
@@ -238,9 +279,10 @@ def test_missing_feature_is_named(tiny_config):
 
 def test_relpos_clips_at_k(tiny_config):
     from alphafold_mem.model.embedders import InputEmbedder
+
     emb = InputEmbedder(22, 49, 8, 4, relpos_k=32)
     ri = torch.tensor([0, 1, 40, 100])
-    onehot_idx = (torch.clamp(ri[:, None] - ri[None, :], -32, 32) + 32)
+    onehot_idx = torch.clamp(ri[:, None] - ri[None, :], -32, 32) + 32
     out = emb.relpos(ri)
     expected = emb.pair_activations.weight.T[onehot_idx] + emb.pair_activations.bias
     assert torch.allclose(out, expected, atol=1e-6)

@@ -13,6 +13,7 @@ kernels = pytest.importorskip("kernels")
 
 def _triton_reason():
     from kernels._triton_support import triton_unavailable_reason
+
     return triton_unavailable_reason()
 
 

@@ -4,8 +4,10 @@ from alphafold_mem.ablation.openfold import ALLOCATORS, median_cell, run_ratios
 
 
 def test_median_cell_takes_median_of_numbers_and_keeps_labels():
-    runs = [{"seconds": 3.0, "rss_bytes": 10, "malloc": "applied: x"},
-            {"seconds": 1.0, "rss_bytes": 30, "malloc": "applied: x"}]
+    runs = [
+        {"seconds": 3.0, "rss_bytes": 10, "malloc": "applied: x"},
+        {"seconds": 1.0, "rss_bytes": 30, "malloc": "applied: x"},
+    ]
     cell = median_cell(runs)
     assert cell == {"seconds": 2.0, "rss_bytes": 20, "malloc": "applied: x"}
     assert median_cell(runs + [{"error": "boom"}]) == {"error": "boom"}
@@ -26,7 +28,7 @@ def test_allocator_environments():
     assert ALLOCATORS["mmap"]["MALLOC_MMAP_THRESHOLD_"] == "65536"
 
 
-FAKE_CONFIG = '''
+FAKE_CONFIG = """
 from types import SimpleNamespace as NS
 
 
@@ -35,7 +37,7 @@ def model_config(preset, train=False):
     return NS(globals=NS(chunk_size=None, use_lma=False, blocks_per_ckpt=None),
               model=NS(evoformer_stack=stack(), extra_msa=NS(extra_msa_stack=stack()),
                        template=NS(template_pair_stack=stack())))
-'''
+"""
 
 FAKE_MODEL = '''
 import torch
@@ -68,9 +70,32 @@ def test_same_process_mode_times_both_models_alternately(tmp_path, capsys):
     (tmp_path / "openfold" / "model" / "model.py").write_text(FAKE_MODEL)
     compare = _compare_script()
     out = tmp_path / "rows.json"
-    rc = compare.main(["--openfold-src", str(tmp_path), "--n-res", "12", "--n-seq", "3", "--n-extra", "4",
-                       "--templates", "1", "--evo-blocks", "1", "--extra-blocks", "1", "--settings", "chunk4",
-                       "--allocator", "default", "--same-process", "3", "--json", str(out)])
+    rc = compare.main(
+        [
+            "--openfold-src",
+            str(tmp_path),
+            "--n-res",
+            "12",
+            "--n-seq",
+            "3",
+            "--n-extra",
+            "4",
+            "--templates",
+            "1",
+            "--evo-blocks",
+            "1",
+            "--extra-blocks",
+            "1",
+            "--settings",
+            "chunk4",
+            "--allocator",
+            "default",
+            "--same-process",
+            "3",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     (row,) = json.loads(out.read_text())
     assert (row["n_res"], row["setting"]) == (12, "chunk4")
@@ -108,8 +133,22 @@ def test_against_itself_pairs_fresh_runs_of_one_side(tmp_path, capsys, monkeypat
 
     monkeypatch.setattr(compare, "run_cell", fake_run_cell)
     out = tmp_path / "rows.json"
-    rc = compare.main(["--against-itself", "ours", "--n-res", "12", "--settings", "chunk4", "--allocator", "default",
-                       "--repeats", "3", "--json", str(out)])
+    rc = compare.main(
+        [
+            "--against-itself",
+            "ours",
+            "--n-res",
+            "12",
+            "--settings",
+            "chunk4",
+            "--allocator",
+            "default",
+            "--repeats",
+            "3",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0 and calls == ["ours"] * 6
     (row,) = json.loads(out.read_text())
     assert row["seconds_ratio_per_run"] == [1.25, 1.0, 0.8]

@@ -46,8 +46,11 @@ def test_module_equals_reference_with_masks_outputs_and_gradients():
     mask = (torch.rand(5, 13) > 0.3).float()
     mask[:, 4] = 0
     runs = {}
-    for policy in (MemoryPolicy.reference(), MemoryPolicy(outer_product="recompute"),
-                   MemoryPolicy(outer_product="recompute", chunk_size=4)):
+    for policy in (
+        MemoryPolicy.reference(),
+        MemoryPolicy(outer_product="recompute"),
+        MemoryPolicy(outer_product="recompute", chunk_size=4),
+    ):
         apply_memory_policy(mod, policy)
         mm = m.clone().requires_grad_()
         out = mod(mm, mask)
@@ -94,8 +97,12 @@ def test_saves_the_projections_not_the_product():
     row blocks keep each at most one [N_res, N_res, c_out] worth, both copies counted."""
     n, s, c, c_out = 32, 4, 8, 16
     g = torch.Generator().manual_seed(0)
-    leaves = [torch.randn(s, n, c, generator=g, requires_grad=True), torch.randn(s, n, c, generator=g, requires_grad=True),
-              torch.randn(c_out, c * c, generator=g, requires_grad=True), torch.randn(c_out, generator=g, requires_grad=True)]
+    leaves = [
+        torch.randn(s, n, c, generator=g, requires_grad=True),
+        torch.randn(s, n, c, generator=g, requires_grad=True),
+        torch.randn(c_out, c * c, generator=g, requires_grad=True),
+        torch.randn(c_out, generator=g, requires_grad=True),
+    ]
     product = n * n * c * c * 4  # bytes of the whole flattened product (fp32)
     peaks = []
     for fn in (_reference, outer_product_linear):

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.weights import (ParameterLoadError, af2_entries, export_af2_params, load_af2_params,
-                                  load_openfold_checkpoint, openfold_state_dict)
+from alphafold_mem.weights import (
+    ParameterLoadError,
+    af2_entries,
+    export_af2_params,
+    load_af2_params,
+    load_openfold_checkpoint,
+    openfold_state_dict,
+)
 
 from .conftest import TEST_DATA
 
@@ -17,12 +23,23 @@ PARITY = TEST_DATA / "parity"
 TOL = 1e-3
 # our output name -> OpenFold's
 COMPARED = {
-    "final_atom_positions": "final_atom_positions", "plddt": "plddt",
-    "predicted_aligned_error": "predicted_aligned_error", "distogram_logits": "distogram_logits",
-    "masked_msa_logits": "masked_msa_logits", "lddt_logits": "lddt_logits", "pae_logits": "tm_logits",
-    "ptm": "ptm_score", "single": "single", "pair": "pair", "msa": "msa", "sm_positions": "sm_positions",
-    "sm_angles": "sm_angles", "sm_states": "sm_states", "sm_single": "sm_single",
-    "experimentally_resolved_logits": "experimentally_resolved_logits", "final_atom_mask": "final_atom_mask",
+    "final_atom_positions": "final_atom_positions",
+    "plddt": "plddt",
+    "predicted_aligned_error": "predicted_aligned_error",
+    "distogram_logits": "distogram_logits",
+    "masked_msa_logits": "masked_msa_logits",
+    "lddt_logits": "lddt_logits",
+    "pae_logits": "tm_logits",
+    "ptm": "ptm_score",
+    "single": "single",
+    "pair": "pair",
+    "msa": "msa",
+    "sm_positions": "sm_positions",
+    "sm_angles": "sm_angles",
+    "sm_states": "sm_states",
+    "sm_single": "sm_single",
+    "experimentally_resolved_logits": "experimentally_resolved_logits",
+    "final_atom_mask": "final_atom_mask",
 }
 
 
@@ -136,8 +153,9 @@ def test_missing_key_is_named(tmp_path):
 
 
 def test_unexpected_key_is_named(tmp_path):
-    path = _write_modified(tmp_path, lambda a: a.__setitem__("alphafold/alphafold_iteration/bogus//weights",
-                                                             np.zeros(3, np.float32)))
+    path = _write_modified(
+        tmp_path, lambda a: a.__setitem__("alphafold/alphafold_iteration/bogus//weights", np.zeros(3, np.float32))
+    )
     with pytest.raises(ParameterLoadError, match="bogus//weights"):
         load_af2_params(path)
 

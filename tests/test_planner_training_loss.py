@@ -34,8 +34,10 @@ def test_training_estimate_runs_the_real_loss():
     plain = model_config("tiny", **base)
     viol = model_config("tiny", **base, **{"loss.violation_weight": 1.0, "loss.experimentally_resolved_weight": 0.01})
     policy = MemoryPolicy.training()
-    est = {name: estimate_breakdown(c, policy, N_RES, N_SEQ, N_EXTRA, 0, training=True).activations
-           for name, c in (("plain", plain), ("viol", viol))}
+    est = {
+        name: estimate_breakdown(c, policy, N_RES, N_SEQ, N_EXTRA, 0, training=True).activations
+        for name, c in (("plain", plain), ("viol", viol))
+    }
     meas = {"plain": _measured(plain, policy), "viol": _measured(viol, policy)}
     for name in est:
         assert abs(est[name] - meas[name]) <= 0.01 * meas[name], (name, est[name], meas[name])

@@ -24,8 +24,14 @@ def _write_chain(chain, path, aatype=None):
     mask = chain.atom37_mask.copy()
     unk = aatype == rc.unk_restype_index
     mask[unk] *= np.isin(np.arange(37), [rc.atom_order[a] for a in ("N", "CA", "C", "O")])
-    write_pdb(path, chain.name, aatype, chain.atom37_positions, mask,
-              chain.atom37_mask[:, 1] * 50.0 + np.arange(len(chain)) * 0.1)
+    write_pdb(
+        path,
+        chain.name,
+        aatype,
+        chain.atom37_positions,
+        mask,
+        chain.atom37_mask[:, 1] * 50.0 + np.arange(len(chain)) * 0.1,
+    )
 
 
 def test_relax_experimental_chain(tmp_path):
@@ -44,6 +50,7 @@ def test_relax_experimental_chain(tmp_path):
     assert np.array_equal(relaxed.atom37_mask * heavy, heavy)  # every heavy atom of every residue
     # every hydrogen: Amber99sb finds a template for every residue of the written file
     from openmm import app
+
     pdb = app.PDBFile(str(out))
     app.ForceField("amber99sb.xml").createSystem(pdb.topology)
     assert sum(a.element.symbol == "H" for a in pdb.topology.atoms()) > 500
@@ -64,8 +71,16 @@ def test_relax_keeps_x_residues_and_reports_failures(tmp_path, monkeypatch):
     unk = [line for line in text.splitlines() if line.startswith("ATOM") and line[17:20] == "UNK"]
     assert len(unk) == 4 and all(int(line[22:26]) == 21 for line in unk)
     from alphafold_mem.predict.relax import amber
-    monkeypatch.setattr(amber, "require_openmm", lambda: (_ for _ in ()).throw(
-        RelaxError("Amber relaxation needs OpenMM and pdbfixer (openmm is missing): pip install 'alphafold_mem[relax]'")))
+
+    monkeypatch.setattr(
+        amber,
+        "require_openmm",
+        lambda: (_ for _ in ()).throw(
+            RelaxError(
+                "Amber relaxation needs OpenMM and pdbfixer (openmm is missing): pip install 'alphafold_mem[relax]'"
+            )
+        ),
+    )
     with pytest.raises(RelaxError, match=r"pip install 'alphafold_mem\[relax\]'"):
         relax_structure(src, tmp_path / "never.pdb")
     assert not (tmp_path / "never.pdb").exists()
@@ -85,9 +100,21 @@ def test_predict_from_bare_fasta_with_search_templates_and_relax(tmp_path):
 
     fasta = REPO_DATA / "fasta" / "per_entry" / "1lcd.fasta"  # the main job's chain, demo weights
     search = REPO_DATA / "search"
-    args = ["predict", str(fasta), "--db", str(search / "homologs.fasta"), "--template-db",
-            str(search / "pdb_seqres.txt"), "--mmcif-dir", str(REPO_DATA / "mmcif"), "--relax",
-            "--out", str(tmp_path), "--no-track-memory", "--no-progress"]
+    args = [
+        "predict",
+        str(fasta),
+        "--db",
+        str(search / "homologs.fasta"),
+        "--template-db",
+        str(search / "pdb_seqres.txt"),
+        "--mmcif-dir",
+        str(REPO_DATA / "mmcif"),
+        "--relax",
+        "--out",
+        str(tmp_path),
+        "--no-track-memory",
+        "--no-progress",
+    ]
     assert main(args) == 0
     scores = json.loads((tmp_path / "1lcd_A_scores.json").read_text())
     assert scores["msa_files"] == ["1lcd_A/homologs_hits.a3m"] and scores["msa_depth"] > 100  # no local paths
@@ -98,7 +125,9 @@ def test_predict_from_bare_fasta_with_search_templates_and_relax(tmp_path):
     assert relax["violations_before"]["clashing_atoms"] > relax["violations_after"]["clashing_atoms"] == 0
     assert (tmp_path / "1lcd_A.pdb").exists() and (tmp_path / "1lcd_A_relaxed.pdb").exists()
     unrelaxed = read_structure(tmp_path / "1lcd_A.pdb").chains["A"]
-    relaxed_lines = [line for line in (tmp_path / "1lcd_A_relaxed.pdb").read_text().splitlines() if line.startswith("ATOM")]
+    relaxed_lines = [
+        line for line in (tmp_path / "1lcd_A_relaxed.pdb").read_text().splitlines() if line.startswith("ATOM")
+    ]
     plddt = {int(line[22:26]): float(line[60:66]) for line in relaxed_lines}
     assert [plddt[i + 1] for i in range(51)] == pytest.approx(scores["plddt"], abs=0.01)
     assert unrelaxed.num_resolved == 51

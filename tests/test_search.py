@@ -81,8 +81,14 @@ def test_hhr_and_hmmsearch_sto_parse_into_the_same_hits():
         sto = parse_hmmsearch_sto(HITS / f"{name}_hits.sto", n_res)
         assert len(hhr) == len(sto) == 2
         for a, b in zip(hhr, sto):
-            assert (a.name, a.pdb_id, a.chain_id, a.hit_start, a.hit_sequence, a.aligned_cols) == \
-                   (b.name, b.pdb_id, b.chain_id, b.hit_start, b.hit_sequence, b.aligned_cols)
+            assert (a.name, a.pdb_id, a.chain_id, a.hit_start, a.hit_sequence, a.aligned_cols) == (
+                b.name,
+                b.pdb_id,
+                b.chain_id,
+                b.hit_start,
+                b.hit_sequence,
+                b.aligned_cols,
+            )
             assert np.array_equal(a.mapping, b.mapping)
     gapped = parse_hhr(HITS / "A0A1A7XAT7_hits.hhr")[0]
     assert gapped.mapping[0] == -1 and gapped.mapping[1] == 2 and gapped.aligned_cols == 150
@@ -99,8 +105,13 @@ def test_template_features_from_hits_equal_those_from_the_structure():
     m_hit, m_direct = chosen.templates[0][1], align_template(query, chain.sequence)
     same = np.flatnonzero((m_hit == m_direct) & (m_hit >= 0))
     assert len(same) > 100
-    for key in ("template_aatype", "template_all_atom_positions", "template_all_atom_mask",
-                "template_pseudo_beta", "template_pseudo_beta_mask"):
+    for key in (
+        "template_aatype",
+        "template_all_atom_positions",
+        "template_all_atom_mask",
+        "template_pseudo_beta",
+        "template_pseudo_beta_mask",
+    ):
         torch.testing.assert_close(from_hits[key][:, same], direct[key][:, same], rtol=0, atol=0)
     # a point mutant of 102M A: its own entry is no longer identical and is used over its full length
     mutant = SEQ_102M[:9] + ("A" if SEQ_102M[9] != "A" else "G") + SEQ_102M[10:]
@@ -113,10 +124,12 @@ def test_template_features_from_hits_equal_those_from_the_structure():
 
 def test_obsolete_ids_are_mapped_or_dropped(tmp_path):
     obsolete = tmp_path / "obsolete.dat"
-    obsolete.write_text(" LIST OF OBSOLETE COORDINATE ENTRIES AND SUCCESSORS\n"
-                        "OBSLTE    31-JUL-94 116L     216L\n"
-                        "OBSLTE    08-NOV-23 8F9H     102M\n"
-                        "OBSLTE    01-JAN-99 102M\n")
+    obsolete.write_text(
+        " LIST OF OBSOLETE COORDINATE ENTRIES AND SUCCESSORS\n"
+        "OBSLTE    31-JUL-94 116L     216L\n"
+        "OBSLTE    08-NOV-23 8F9H     102M\n"
+        "OBSLTE    01-JAN-99 102M\n"
+    )
     table = parse_obsolete(obsolete)
     assert table == {"116l": "216l", "8f9h": "102m", "102m": None}
     hits = parse_hmmsearch_sto(HITS / "102m_A_hits.sto", 154)
@@ -131,8 +144,19 @@ def test_search_cli_and_missing_database(tmp_path, capsys):
     from alphafold_mem.cli import main
 
     fasta = REPO_DATA / "fasta" / "per_entry" / "1lcd.fasta"
-    rc = main(["search", str(fasta), "--db", str(HOMOLOGS), "--template-db", str(SEQRES), "--out", str(tmp_path),
-               "--no-progress"])
+    rc = main(
+        [
+            "search",
+            str(fasta),
+            "--db",
+            str(HOMOLOGS),
+            "--template-db",
+            str(SEQRES),
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     folder = tmp_path / "1lcd_A"
     assert sorted(os.listdir(folder)) == ["homologs_hits.a3m", "homologs_hits.sto", "pdb_hits.sto", "search.json"]
@@ -152,10 +176,21 @@ def test_predict_uses_templates_from_the_search(tmp_path):
     torch.manual_seed(0)
     save_checkpoint(AlphaFold(model_config("tiny")), tmp_path / "tiny.ckpt")
     lines = []
-    pipeline = PipelineOptions(databases=(str(HOMOLOGS),), template_db=str(SEQRES), mmcif_dirs=tuple(map(str, MMCIF_DIRS)),
-                               max_template_date="2000-01-01", progress=False)
-    run = predict(SEARCH / "A0A1A7XAT7.fasta", tmp_path / "out", weights=tmp_path / "tiny.ckpt", pipeline=pipeline,
-                  track_memory=False, log=lines.append)
+    pipeline = PipelineOptions(
+        databases=(str(HOMOLOGS),),
+        template_db=str(SEQRES),
+        mmcif_dirs=tuple(map(str, MMCIF_DIRS)),
+        max_template_date="2000-01-01",
+        progress=False,
+    )
+    run = predict(
+        SEARCH / "A0A1A7XAT7.fasta",
+        tmp_path / "out",
+        weights=tmp_path / "tiny.ckpt",
+        pipeline=pipeline,
+        track_memory=False,
+        log=lines.append,
+    )
     assert run.exit_code == 0
     scores = json.loads((tmp_path / "out" / "A0A1A7XAT7_scores.json").read_text())
     assert scores["templates"]["used"] == ["102m_A"] and scores["templates"]["used_by_model"] is True

@@ -13,9 +13,19 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from alphafold_mem import MemoryPolicy, model_config
-from alphafold_mem.train import (AF2DataModule, AlphaFoldLightning, NonFiniteLossError, TrainConfig, build_trainer,
-                                 check_config_compatible, evaluate_lddt, export_weights, load_model, load_weights)
 from alphafold_mem.io import atomic_save
+from alphafold_mem.train import (
+    AF2DataModule,
+    AlphaFoldLightning,
+    NonFiniteLossError,
+    TrainConfig,
+    build_trainer,
+    check_config_compatible,
+    evaluate_lddt,
+    export_weights,
+    load_model,
+    load_weights,
+)
 from alphafold_mem.train.schedules import af2_lr_factor
 
 from .conftest import REPO_DATA
@@ -47,8 +57,9 @@ class Recorder(Callback):
 
 
 def _cfg(**kw):
-    return model_config("tiny", **{"num_recycles": 0, "data.crop_size": 32, "data.max_msa_clusters": 8,
-                                   "data.max_extra_msa": 8, **kw})
+    return model_config(
+        "tiny", **{"num_recycles": 0, "data.crop_size": 32, "data.max_msa_clusters": 8, "data.max_extra_msa": 8, **kw}
+    )
 
 
 def _fit(data_dir, out, max_steps, resume=None, precision="32", tc=None, module=None, callbacks=()):
@@ -58,8 +69,18 @@ def _fit(data_dir, out, max_steps, resume=None, precision="32", tc=None, module=
     module = module or AlphaFoldLightning(cfg, tc)
     dm = AF2DataModule(data_dir, cfg, tc, cache_dir=out / "idx", max_steps=max_steps)
     rec = Recorder()
-    trainer = build_trainer(out, max_steps, precision=precision, devices=1, accelerator="cpu", val_every_steps=None,
-                            ckpt_every_steps=2, loggers=(), callbacks=[rec, *callbacks], progress_bar=False)
+    trainer = build_trainer(
+        out,
+        max_steps,
+        precision=precision,
+        devices=1,
+        accelerator="cpu",
+        val_every_steps=None,
+        ckpt_every_steps=2,
+        loggers=(),
+        callbacks=[rec, *callbacks],
+        progress_bar=False,
+    )
     trainer.fit(module, datamodule=dm, ckpt_path=resume)
     return module, rec.losses
 
@@ -69,11 +90,12 @@ def test_af2_schedule_published_values():
     f = lambda s: af2_lr_factor(s, 1000, 50_000, 50_000, 0.95)  # noqa: E731
     assert f(0) == pytest.approx(1e-3) and f(499) == pytest.approx(0.5) and f(999) == 1.0
     assert f(20_000) == 1.0 and f(49_999) == 1.0
-    assert f(50_000) == pytest.approx(0.95) and f(100_000) == pytest.approx(0.95 ** 2)
+    assert f(50_000) == pytest.approx(0.95) and f(100_000) == pytest.approx(0.95**2)
 
 
 def test_ema_update_and_swap():
     from alphafold_mem.train import EMA
+
     m = torch.nn.Linear(2, 2)
     ema = EMA(m, decay=0.9)
     w0 = m.weight.detach().clone()
@@ -132,18 +154,52 @@ def test_resume_is_bit_exact_and_prefixes_normalised(data_dir, tmp_path):
 
 def test_resume_with_other_preset_fails_clearly(data_dir, tmp_path):
     from alphafold_mem.cli import main
+
     out = tmp_path / "cli"
-    args = ["train", "--data", str(data_dir), "--preset", "tiny", "--max-steps", "1", "--out", str(out),
-            "--held-out", "1a8o", "--no-progress-bar", "--accelerator", "cpu", "--set", "num_recycles=0",
-            "--set", "data.crop_size=24", "--ckpt-every", "1"]
+    args = [
+        "train",
+        "--data",
+        str(data_dir),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "1",
+        "--out",
+        str(out),
+        "--held-out",
+        "1a8o",
+        "--no-progress-bar",
+        "--accelerator",
+        "cpu",
+        "--set",
+        "num_recycles=0",
+        "--set",
+        "data.crop_size=24",
+        "--ckpt-every",
+        "1",
+    ]
     assert main(args) == 0
     ckpt = out / "checkpoints" / "last.ckpt"
     assert ckpt.is_file() and (out / "logs" / "metrics.csv").is_file()
     # a checkpoint of one preset loaded with another: one sentence naming the difference
     with pytest.raises(ValueError, match=r"saved for preset 'tiny' but the model is preset 'demo'.*c_m \(16 vs 32\)"):
         load_weights(__import__("alphafold_mem").AlphaFold(model_config("demo")), ckpt)
-    rc = main(["train", "--data", str(data_dir), "--preset", "demo", "--resume", str(ckpt), "--out", str(out),
-               "--max-steps", "2", "--no-progress-bar"])
+    rc = main(
+        [
+            "train",
+            "--data",
+            str(data_dir),
+            "--preset",
+            "demo",
+            "--resume",
+            str(ckpt),
+            "--out",
+            str(out),
+            "--max-steps",
+            "2",
+            "--no-progress-bar",
+        ]
+    )
     assert rc == 2
     # export + load the inference weights (EMA)
     export_weights(ckpt, tmp_path / "w.pt")
@@ -151,6 +207,7 @@ def test_resume_with_other_preset_fails_clearly(data_dir, tmp_path):
     assert model.config.preset == "tiny" and not model.training
     # both files are read by the predictor's loader too, with the EMA weights
     from alphafold_mem import weights as predictor_weights
+
     for path in (tmp_path / "w.pt", ckpt):
         loaded = predictor_weights.load_weights(path)
         for k, v in loaded.model.state_dict().items():
@@ -232,8 +289,13 @@ def test_overfit_one_protein_raises_lddt(tmp_path):
     (d / "mmcif").mkdir(parents=True)
     shutil.copy(src, d / "mmcif" / src.name)
     torch.manual_seed(0)
-    no_dropout = {"evoformer.msa_dropout": 0.0, "evoformer.pair_dropout": 0.0, "extra_msa.msa_dropout": 0.0,
-                  "extra_msa.pair_dropout": 0.0, "structure_module.dropout_rate": 0.0}
+    no_dropout = {
+        "evoformer.msa_dropout": 0.0,
+        "evoformer.pair_dropout": 0.0,
+        "extra_msa.msa_dropout": 0.0,
+        "extra_msa.pair_dropout": 0.0,
+        "structure_module.dropout_rate": 0.0,
+    }
     cfg = model_config("tiny", **{"num_recycles": 0, "data.crop_size": 72, **no_dropout})
     tc = TrainConfig(lr=3e-3, warmup_steps=10, held_out=(), val_every_steps=0)
     module = AlphaFoldLightning(cfg, tc)
@@ -241,10 +303,19 @@ def test_overfit_one_protein_raises_lddt(tmp_path):
     dm.prepare_data()
     dm.setup()
     from alphafold_mem.data import ChainIndex, ProteinChainDataset
+
     ev = ProteinChainDataset(ChainIndex.load(dm.index_path), cfg, mode="eval")
     before = evaluate_lddt(module.model, ev)["lddt_ca"]
-    trainer = build_trainer(tmp_path, 300, devices=1, accelerator="cpu", val_every_steps=None, ckpt_every_steps=10 ** 6,
-                            loggers=(), progress_bar=False)
+    trainer = build_trainer(
+        tmp_path,
+        300,
+        devices=1,
+        accelerator="cpu",
+        val_every_steps=None,
+        ckpt_every_steps=10**6,
+        loggers=(),
+        progress_bar=False,
+    )
     trainer.fit(module, datamodule=dm)
     after = evaluate_lddt(module.model, ev)["lddt_ca"]
     print(f"overfit 1A8O: lDDT-Ca {before:.3f} -> {after:.3f}")

@@ -62,7 +62,9 @@ def test_init_weights_of_another_architecture_fails_clearly():
 def test_init_weights_and_resume_exclude_each_other(tmp_path, capsys):
     from alphafold_mem.cli import main
 
-    rc = main(["train", "--data", "nowhere", "--init-weights", str(DEMO), "--resume", str(DEMO), "--out", str(tmp_path)])
+    rc = main(
+        ["train", "--data", "nowhere", "--init-weights", str(DEMO), "--resume", str(DEMO), "--out", str(tmp_path)]
+    )
     assert rc == 2 and "give one" in capsys.readouterr().err
 
 
@@ -94,8 +96,16 @@ def test_finetuning_the_demo_weights_on_one_chain_lowers_its_loss(tmp_path):
     ev = ProteinChainDataset(ChainIndex.load(dm.index_path), cfg, mode="eval")
     feats = collate([ev[0]]).features
     before = _chain_loss(module, feats)
-    trainer = build_trainer(tmp_path, 6, devices=1, accelerator="cpu", val_every_steps=None,
-                            ckpt_every_steps=10 ** 6, loggers=(), progress_bar=False)
+    trainer = build_trainer(
+        tmp_path,
+        6,
+        devices=1,
+        accelerator="cpu",
+        val_every_steps=None,
+        ckpt_every_steps=10**6,
+        loggers=(),
+        progress_bar=False,
+    )
     trainer.fit(module, datamodule=dm)
     after = _chain_loss(module, feats)
     print(f"1A8O loss with the demo weights: {before:.2f} -> {after:.2f} after 6 steps")

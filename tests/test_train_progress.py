@@ -19,11 +19,22 @@ HAVE_TB = importlib.util.find_spec("tensorboard") is not None
 
 
 def test_progress_bar_metrics_csv_and_tensorboard(data_dir, tmp_path):  # noqa: F811
-    cfg = model_config("tiny", **{"num_recycles": 1, "data.crop_size": 24, "data.max_msa_clusters": 8,
-                                  "data.max_extra_msa": 8})
+    cfg = model_config(
+        "tiny", **{"num_recycles": 1, "data.crop_size": 24, "data.max_msa_clusters": 8, "data.max_extra_msa": 8}
+    )
     tc = TrainConfig(warmup_steps=2, held_out=("1a8o",), val_every_steps=2)
-    module = train(cfg, tc, data_dir, tmp_path, max_steps=2, devices=1, accelerator="cpu", ckpt_every_steps=10,
-                   loggers=("tensorboard",) if HAVE_TB else (), progress_bar=True)
+    module = train(
+        cfg,
+        tc,
+        data_dir,
+        tmp_path,
+        max_steps=2,
+        devices=1,
+        accelerator="cpu",
+        ckpt_every_steps=10,
+        loggers=("tensorboard",) if HAVE_TB else (),
+        progress_bar=True,
+    )
     bar = module.trainer.progress_bar_metrics
     assert {"train/loss", "train/lddt_ca", "train/step_s", "val/lddt_ca"} <= set(bar), bar
     assert 0 < bar["train/step_s"] < 600
@@ -38,8 +49,11 @@ def test_progress_bar_metrics_csv_and_tensorboard(data_dir, tmp_path):  # noqa: 
 
 def test_tensorboard_without_the_package_fails_clearly(tmp_path, monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name in ("tensorboard", "tensorboardX") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("tensorboard", "tensorboardX") else real(name, *a),
+    )
     with pytest.raises(ValueError, match=r"pip install 'alphafold_mem\[tensorboard\]'"):
         make_loggers(tmp_path, ("tensorboard",))
     assert len(make_loggers(tmp_path, ())) == 1  # the CSV logger, always

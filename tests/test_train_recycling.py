@@ -22,8 +22,16 @@ from .conftest import REPO_DATA
 from .test_train import _fit, data_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-MSA_KEYS = {"msa_feat", "true_msa", "bert_mask", "msa_mask", "extra_msa", "extra_msa_mask", "extra_has_deletion",
-            "extra_deletion_value"}
+MSA_KEYS = {
+    "msa_feat",
+    "true_msa",
+    "bert_mask",
+    "msa_mask",
+    "extra_msa",
+    "extra_msa_mask",
+    "extra_has_deletion",
+    "extra_deletion_value",
+}
 
 
 def test_each_recycling_slice_has_its_own_msa_sample():
@@ -70,18 +78,23 @@ class _Iterations(Callback):
 
 def test_resume_reproduces_the_sampled_iterations(data_dir, tmp_path):  # noqa: F811
     """num_recycles 2: 3 uninterrupted steps == 2 steps + resume + 1 step: counts, losses and weights."""
-    cfg = model_config("tiny", **{"num_recycles": 2, "data.crop_size": 32, "data.max_msa_clusters": 8,
-                                  "data.max_extra_msa": 8})
+    cfg = model_config(
+        "tiny", **{"num_recycles": 2, "data.crop_size": 32, "data.max_msa_clusters": 8, "data.max_extra_msa": 8}
+    )
     tc = TrainConfig(warmup_steps=3, held_out=("1a8o",), val_every_steps=0, seed=1)
     runs = {}
-    for name, steps, resume in (("full", 3, None), ("part", 2, None),
-                                ("part", 3, str(tmp_path / "part" / "checkpoints" / "last.ckpt"))):
+    for name, steps, resume in (
+        ("full", 3, None),
+        ("part", 2, None),
+        ("part", 3, str(tmp_path / "part" / "checkpoints" / "last.ckpt")),
+    ):
         rec = _Iterations()
         torch.manual_seed(0)  # the same initial weights in every run
-        module, losses = _fit(data_dir, tmp_path / name, steps, resume=resume, tc=tc,
-                              module=AlphaFoldLightning(cfg, tc), callbacks=[rec])
+        module, losses = _fit(
+            data_dir, tmp_path / name, steps, resume=resume, tc=tc, module=AlphaFoldLightning(cfg, tc), callbacks=[rec]
+        )
         runs.setdefault(name, []).append((module, losses, rec.train))
-    (full, full_losses, full_iters), = runs["full"]
+    ((full, full_losses, full_iters),) = runs["full"]
     (_, l1, i1), (resumed, l2, i2) = runs["part"]
     assert full_iters == i1 + i2 and len(full_iters) == 3
     assert full_iters == [sample_num_iterations(1, k, 3) for k in range(3)]

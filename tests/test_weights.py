@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from alphafold_mem import AlphaFold, model_config
-from alphafold_mem.weights import openfold_state_dict
-from alphafold_mem.weights import WeightsError, detect_format, load_weights, save_checkpoint
+from alphafold_mem.weights import WeightsError, detect_format, load_weights, openfold_state_dict, save_checkpoint
 
 from .conftest import TEST_DATA
 
@@ -96,8 +95,15 @@ def test_our_checkpoint_preset_mismatch(tmp_path, tiny_model):
 def test_exported_training_weights_format(tmp_path, tiny_model):
     """The training engineer's export: format/model_config/state_dict/metadata."""
     path = tmp_path / "demo.ckpt"
-    torch.save({"format": "alphafold_mem.weights/1", "model_config": tiny_model.config.to_dict(),
-                "state_dict": tiny_model.state_dict(), "metadata": {"global_step": 12, "ema": True}}, path)
+    torch.save(
+        {
+            "format": "alphafold_mem.weights/1",
+            "model_config": tiny_model.config.to_dict(),
+            "state_dict": tiny_model.state_dict(),
+            "metadata": {"global_step": 12, "ema": True},
+        },
+        path,
+    )
     loaded = load_weights(path)
     assert loaded.format == "alphafold-mem"
     assert "step 12" in loaded.details and "EMA" in loaded.details
@@ -108,10 +114,20 @@ def test_lightning_checkpoint_prefers_ema(tmp_path, tiny_model):
     live = {f"model.{k}": v for k, v in tiny_model.state_dict().items()}
     ema = {k: v + 1.0 for k, v in tiny_model.state_dict().items()}
     path = tmp_path / "last.ckpt"
-    torch.save({"state_dict": live, "pytorch-lightning_version": "2.4.0", "global_step": 5,
-                "hyper_parameters": {"preset": "tiny"},
-                "alphafold_mem": {"model_config": tiny_model.config.to_dict(), "ema": {"shadow": ema},
-                                  "rng": np.random.get_state()}}, path)
+    torch.save(
+        {
+            "state_dict": live,
+            "pytorch-lightning_version": "2.4.0",
+            "global_step": 5,
+            "hyper_parameters": {"preset": "tiny"},
+            "alphafold_mem": {
+                "model_config": tiny_model.config.to_dict(),
+                "ema": {"shadow": ema},
+                "rng": np.random.get_state(),
+            },
+        },
+        path,
+    )
     assert detect_format(path) == "lightning"
     loaded = load_weights(path)
     assert "EMA" in loaded.details
@@ -137,8 +153,14 @@ def test_real_lightning_checkpoint(tmp_path, tiny_model):
 
     module = Module(config=model_config("tiny").to_dict())
     module.model.load_state_dict(tiny_model.state_dict())
-    trainer = L.Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(module, torch.utils.data.DataLoader([0], batch_size=1))
     path = tmp_path / "real.ckpt"
     trainer.save_checkpoint(path)
@@ -171,8 +193,9 @@ class _Evil:
         return (print, ("should never run",))
 
 
-@pytest.mark.parametrize("kind", ["text", "empty", "npy", "zip", "list", "unknown-names", "unsafe-object",
-                                  "missing", "directory"])
+@pytest.mark.parametrize(
+    "kind", ["text", "empty", "npy", "zip", "list", "unknown-names", "unsafe-object", "missing", "directory"]
+)
 def test_unusable_files_give_one_clear_line(tmp_path, kind):
     path = tmp_path / "weights.pt"
     if kind == "text":
@@ -186,6 +209,7 @@ def test_unusable_files_give_one_clear_line(tmp_path, kind):
         expect = "single numpy array"
     elif kind == "zip":
         import zipfile
+
         with zipfile.ZipFile(path, "w") as zf:
             zf.writestr("readme.txt", "hello")
         expect = "neither a numpy .npz nor a torch.save file"

@@ -22,5 +22,13 @@ from .results import COLUMNS, MEASURES, ResultStore
 from .runner import SECTIONS, AblationConfig, run_ablation
 from .techniques import Technique, derive_techniques
 
-__all__ = ["AblationConfig", "COLUMNS", "MEASURES", "ResultStore", "SECTIONS", "Technique", "derive_techniques",
-           "run_ablation"]
+__all__ = [
+    "AblationConfig",
+    "COLUMNS",
+    "MEASURES",
+    "ResultStore",
+    "SECTIONS",
+    "Technique",
+    "derive_techniques",
+    "run_ablation",
+]

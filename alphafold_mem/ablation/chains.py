@@ -67,9 +67,14 @@ class Chain:
 
     def describe(self) -> dict:
         """JSON-able description for the ``config`` column."""
-        return {"chain": self.name, "n_res": self.n_res, "source": self.source, "msa_depth": self.msa_depth,
-                "msa_files": [os.path.relpath(f) for f in self.msa_files],
-                "structure": os.path.relpath(self.structure_path) if self.structure_path else None}
+        return {
+            "chain": self.name,
+            "n_res": self.n_res,
+            "source": self.source,
+            "msa_depth": self.msa_depth,
+            "msa_files": [os.path.relpath(f) for f in self.msa_files],
+            "structure": os.path.relpath(self.structure_path) if self.structure_path else None,
+        }
 
 
 def _inputs(paths: Optional[Sequence[str]]) -> list[Path]:
@@ -103,8 +108,12 @@ def _structure_for(name: str, path: Path) -> Optional[Path]:
     return None
 
 
-def discover_chains(paths: Optional[Sequence[str]] = None, max_chains: Optional[int] = None,
-                    smallest_first: bool = False, log: Callable[[str], None] = lambda line: None) -> list[Chain]:
+def discover_chains(
+    paths: Optional[Sequence[str]] = None,
+    max_chains: Optional[int] = None,
+    smallest_first: bool = False,
+    log: Callable[[str], None] = lambda line: None,
+) -> list[Chain]:
     """The chains of ``paths`` (default: the shipped per-entry chains), one per distinct sequence.
 
     Args:
@@ -138,8 +147,18 @@ def discover_chains(paths: Optional[Sequence[str]] = None, max_chains: Optional[
             notes = [] if t.msa_files else ["single-sequence (no MSA found)"]
             if structure is None:
                 notes.append("no experimental structure found: accuracy columns empty")
-            chains.append(Chain(t.name, t.sequence, t.source, tuple(t.msa_files), msa_dir,
-                                str(structure) if structure else None, "; ".join(notes), t.msa_depth))
+            chains.append(
+                Chain(
+                    t.name,
+                    t.sequence,
+                    t.source,
+                    tuple(t.msa_files),
+                    msa_dir,
+                    str(structure) if structure else None,
+                    "; ".join(notes),
+                    t.msa_depth,
+                )
+            )
     if smallest_first:
         chains.sort(key=lambda c: (c.n_res, c.name))
     for c in chains:

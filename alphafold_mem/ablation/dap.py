@@ -57,11 +57,29 @@ def _predict_command(run, t: Technique, fasta: Path, msa_dir, out: Path) -> list
     """``alphafold-mem predict FASTA ... --dap P``: the launch users run (P local processes), over every
     record of ``fasta`` (one batch: the ranks start once, not once per chain)."""
     if t.policy.name != "reference":
-        raise ValueError(f"{t.name}: DAP rows run the reference policy (predict --memory-policy reference), "
-                         f"not {t.policy.name}")
-    cmd = [sys.executable, "-m", "alphafold_mem.cli", "predict", str(fasta), "--out", str(out), "--dap", str(t.dap),
-           "--weights", str(run.weights), "--seed", str(run.seed), "--device", str(run.device),
-           "--memory-policy", "reference", "--overwrite"]
+        raise ValueError(
+            f"{t.name}: DAP rows run the reference policy (predict --memory-policy reference), not {t.policy.name}"
+        )
+    cmd = [
+        sys.executable,
+        "-m",
+        "alphafold_mem.cli",
+        "predict",
+        str(fasta),
+        "--out",
+        str(out),
+        "--dap",
+        str(t.dap),
+        "--weights",
+        str(run.weights),
+        "--seed",
+        str(run.seed),
+        "--device",
+        str(run.device),
+        "--memory-policy",
+        "reference",
+        "--overwrite",
+    ]
     cmd += ["--msa-dir", str(msa_dir)] if msa_dir else ["--single-sequence"]
     return cmd
 
@@ -97,17 +115,41 @@ def _chain_rows(run, t: Technique, chain: Chain, ref, out: Path, timings: dict, 
     common = dict(n_res=chain.n_res, policy=t.policy_json(), config={**run.config, **chain.describe()})
     if not (out / f"{chain.name}.pdb").exists() or not timings:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        return [row("inference", t.name, chain.name, status="failed", **common,
-                    reason=f"predict --dap {t.dap} (exit {proc.returncode}): {tail}"[:400])]
+        return [
+            row(
+                "inference",
+                t.name,
+                chain.name,
+                status="failed",
+                **common,
+                reason=f"predict --dap {t.dap} (exit {proc.returncode}): {tail}"[:400],
+            )
+        ]
     seconds = _target_seconds(timings, chain.name)
     scores = json.loads((out / f"{chain.name}_scores.json").read_text())
     pred = Prediction.from_pdb(out / f"{chain.name}.pdb", scores.get("ptm"))
     peak = largest_peak_mib(timings.get("stages", {}).get(f"{chain.name}/model", {}))
-    rows = [row("inference", t.name, chain.name, "peak_counter_bytes", None if peak is None else peak * 2**20, **common,
-                reason="largest per-rank peak in predict's timings.json (model stage)"),
-            row("inference", t.name, chain.name, "seconds", seconds, **common,
-                reason="one predict() run of this target (features, model, outputs), not interleaved"),
-            row("inference", t.name, chain.name, "mean_plddt", float(pred.plddt.mean()), **common)]
+    rows = [
+        row(
+            "inference",
+            t.name,
+            chain.name,
+            "peak_counter_bytes",
+            None if peak is None else peak * 2**20,
+            **common,
+            reason="largest per-rank peak in predict's timings.json (model stage)",
+        ),
+        row(
+            "inference",
+            t.name,
+            chain.name,
+            "seconds",
+            seconds,
+            **common,
+            reason="one predict() run of this target (features, model, outputs), not interleaved",
+        ),
+        row("inference", t.name, chain.name, "mean_plddt", float(pred.plddt.mean()), **common),
+    ]
     for k, v in deviation(pred, ref).items():
         rows.append(row("inference", t.name, chain.name, k, v, **common, reason="from the PDB file (1e-3 Å rounding)"))
     true, why = experimental_chain(chain)

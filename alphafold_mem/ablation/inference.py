@@ -38,8 +38,8 @@ from ..planner import apply_memory_policy, batch_sizes
 from .chains import Chain, chain_features, experimental_chain
 from .planning import Planner, PlannerTimeout
 from .results import ResultStore, row
-from .standalone.rss import MMAP_ENV
 from .scores import DEVIATION_MEASURES, Prediction, accuracy, deviation
+from .standalone.rss import MMAP_ENV
 from .techniques import Technique
 
 __all__ = ["InferenceRun", "run_inference", "forward"]
@@ -118,8 +118,9 @@ def _predicted(run: InferenceRun, t: Technique, batch: dict) -> float:
     return run.planner.estimate(run.model.config, t.policy, *batch_sizes(batch)).activations
 
 
-def _measure_rows(run: InferenceRun, t: Technique, chain: Chain, batch: dict, ref: Optional[Prediction],
-                  is_reference: bool = False) -> list[dict]:
+def _measure_rows(
+    run: InferenceRun, t: Technique, chain: Chain, batch: dict, ref: Optional[Prediction], is_reference: bool = False
+) -> list[dict]:
     """The rows of one tracked run of ``t`` on ``chain`` (peaks, predicted peak, deviation, accuracy);
     ``ref`` is the reference prediction (None: the reference itself, or its run failed)."""
     pred, peak, alloc = _tracked(run, t, batch)
@@ -127,18 +128,32 @@ def _measure_rows(run: InferenceRun, t: Technique, chain: Chain, batch: dict, re
     if is_reference:
         ref = pred
     common = dict(n_res=chain.n_res, policy=t.policy_json(), config=_cfg(run, chain, batch))
-    rows = [row(SECTION, t.name, chain.name, "peak_counter_bytes", peak, **common),
-            row(SECTION, t.name, chain.name, "mean_plddt", float(pred.plddt.mean()), **common)]
+    rows = [
+        row(SECTION, t.name, chain.name, "peak_counter_bytes", peak, **common),
+        row(SECTION, t.name, chain.name, "mean_plddt", float(pred.plddt.mean()), **common),
+    ]
     if alloc is not None:
-        rows.append(row(SECTION, t.name, chain.name, "peak_rss_bytes", alloc, **common,
-                        reason="CUDA: torch.cuda.max_memory_allocated above the allocated bytes before the forward"))
+        rows.append(
+            row(
+                SECTION,
+                t.name,
+                chain.name,
+                "peak_rss_bytes",
+                alloc,
+                **common,
+                reason="CUDA: torch.cuda.max_memory_allocated above the allocated bytes before the forward",
+            )
+        )
     try:
         rows.append(row(SECTION, t.name, chain.name, "predicted_peak_bytes", _predicted(run, t, batch), **common))
     except PlannerTimeout as exc:
         rows.append(row(SECTION, t.name, chain.name, "predicted_peak_bytes", None, reason=str(exc), **common))
     except Exception as exc:  # noqa: BLE001 - a planner failure is a row, not a crash
-        rows.append(row(SECTION, t.name, chain.name, "predicted_peak_bytes", status="failed",
-                        reason=_fail_reason(exc), **common))
+        rows.append(
+            row(
+                SECTION, t.name, chain.name, "predicted_peak_bytes", status="failed", reason=_fail_reason(exc), **common
+            )
+        )
     devs = deviation(pred, ref) if ref is not None else dict.fromkeys(DEVIATION_MEASURES)
     for k, v in devs.items():
         why = "the reference run failed" if ref is None else "the model has no pTM head"
@@ -161,8 +176,19 @@ def _attempt(run: InferenceRun, t: Technique, chain: Chain, fn: Callable[[], lis
         run.store.add(fn())
         return True
     except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
-        run.store.add([row(SECTION, t.name, chain.name, status="failed", reason=_fail_reason(exc),
-                           n_res=chain.n_res, policy=t.policy_json())])
+        run.store.add(
+            [
+                row(
+                    SECTION,
+                    t.name,
+                    chain.name,
+                    status="failed",
+                    reason=_fail_reason(exc),
+                    n_res=chain.n_res,
+                    policy=t.policy_json(),
+                )
+            ]
+        )
         return False
 
 
@@ -175,14 +201,28 @@ def _time(run: InferenceRun, techniques: Sequence[Technique], chain: Chain, batc
                 t0 = time.perf_counter()
                 forward(run.model, batch, run.device)
                 times[t.name].append(time.perf_counter() - t0)
-    return [row(SECTION, t.name, chain.name, "seconds", statistics.median(times[t.name]), n_res=chain.n_res,
-                policy=t.policy_json(), config={**_cfg(run, chain, batch), "times": times[t.name],
-                                                "interleaved_with": [u.name for u in techniques]})
-            for t in techniques]
+    return [
+        row(
+            SECTION,
+            t.name,
+            chain.name,
+            "seconds",
+            statistics.median(times[t.name]),
+            n_res=chain.n_res,
+            policy=t.policy_json(),
+            config={
+                **_cfg(run, chain, batch),
+                "times": times[t.name],
+                "interleaved_with": [u.name for u in techniques],
+            },
+        )
+        for t in techniques
+    ]
 
 
-def run_inference(run: InferenceRun, techniques: Sequence[Technique], chains: Sequence[Chain],
-                  dap_runner: Optional[Callable] = None) -> None:
+def run_inference(
+    run: InferenceRun, techniques: Sequence[Technique], chains: Sequence[Chain], dap_runner: Optional[Callable] = None
+) -> None:
     """The inference grid: every technique on every chain; rows go to ``run.store`` as they finish."""
     runnable = [t for t in techniques if t.skip_reason(SECTION, run.device.type) is None and t.dap == 1]
     ref_t = next(t for t in techniques if t.name == "reference")
@@ -190,8 +230,19 @@ def run_inference(run: InferenceRun, techniques: Sequence[Technique], chains: Se
         for t in techniques:
             reason = t.skip_reason(SECTION, run.device.type)
             if reason and not run.store.done(SECTION, t.name, chain.name):
-                run.store.add([row(SECTION, t.name, chain.name, status="skipped", reason=reason, n_res=chain.n_res,
-                                   policy=t.policy_json())])
+                run.store.add(
+                    [
+                        row(
+                            SECTION,
+                            t.name,
+                            chain.name,
+                            status="skipped",
+                            reason=reason,
+                            n_res=chain.n_res,
+                            policy=t.policy_json(),
+                        )
+                    ]
+                )
         todo = [t for t in runnable if not run.store.done(SECTION, t.name, chain.name, "peak_counter_bytes")]
         untimed = [t for t in runnable if not run.store.done(SECTION, t.name, chain.name, "seconds")]
         if not (todo or untimed):
@@ -215,8 +266,12 @@ def run_inference(run: InferenceRun, techniques: Sequence[Technique], chains: Se
     if run.device.type == "cpu":
         measured: dict = {}  # policy -> {chain: bytes}: one fresh process per distinct policy
         for t in runnable:
-            missing = [c for c in chains if not run.store.done(SECTION, t.name, c.name, "peak_rss_bytes")
-                       and run.store.done(SECTION, t.name, c.name, "peak_counter_bytes")]
+            missing = [
+                c
+                for c in chains
+                if not run.store.done(SECTION, t.name, c.name, "peak_rss_bytes")
+                and run.store.done(SECTION, t.name, c.name, "peak_counter_bytes")
+            ]
             if missing:
                 run.tick(f"rss {t.name}", False)
                 run.store.add(_rss_rows(run, t, missing, measured))
@@ -233,8 +288,18 @@ def _dap_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], ref_t: T
     try:
         rows = dap_runner(run, t, todo, refs)
     except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
-        rows = [row(SECTION, t.name, c.name, status="failed", reason=_fail_reason(exc), n_res=c.n_res,
-                    policy=t.policy_json()) for c in todo]
+        rows = [
+            row(
+                SECTION,
+                t.name,
+                c.name,
+                status="failed",
+                reason=_fail_reason(exc),
+                n_res=c.n_res,
+                policy=t.policy_json(),
+            )
+            for c in todo
+        ]
     run.store.add(rows)
     for _ in {r["chain"] for r in rows}:
         run.tick(f"dap {t.name}")
@@ -246,27 +311,80 @@ def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured
     ``prepare`` hook, a weights perturbation, does not change memory and does not run there)."""
     known = measured.get(t.policy, {})
     if all(c.name in known for c in chains):
-        return [row(SECTION, t.name, c.name, "peak_rss_bytes", known[c.name], n_res=c.n_res, policy=t.policy_json(),
-                    config={**run.config, **c.describe()}, reason="same policy as a row measured before in this run")
-                for c in chains]
-    job = {"weights": run.weights, "policy": dataclasses.asdict(t.policy), "seed": run.seed, "threads": run.threads,
-           "chains": [dataclasses.asdict(c, dict_factory=lambda kv: {k: v for k, v in kv if not k.startswith("_")})
-                      for c in chains]}
+        return [
+            row(
+                SECTION,
+                t.name,
+                c.name,
+                "peak_rss_bytes",
+                known[c.name],
+                n_res=c.n_res,
+                policy=t.policy_json(),
+                config={**run.config, **c.describe()},
+                reason="same policy as a row measured before in this run",
+            )
+            for c in chains
+        ]
+    job = {
+        "weights": run.weights,
+        "policy": dataclasses.asdict(t.policy),
+        "seed": run.seed,
+        "threads": run.threads,
+        "chains": [
+            dataclasses.asdict(c, dict_factory=lambda kv: {k: v for k, v in kv if not k.startswith("_")})
+            for c in chains
+        ],
+    }
     note = "measured without the technique's prepare hook" if t.perturbed else ""
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, **MMAP_ENV, "OMP_NUM_THREADS": str(run.threads),
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        **MMAP_ENV,
+        "OMP_NUM_THREADS": str(run.threads),
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.json"
         path.write_text(json.dumps(job))
-        proc = subprocess.run([sys.executable, "-m", "alphafold_mem.ablation.rss_worker", str(path)],
-                              capture_output=True, text=True, env=env, timeout=3600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "alphafold_mem.ablation.rss_worker", str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=3600,
+        )
     if proc.returncode != 0:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        return [row(SECTION, t.name, c.name, "peak_rss_bytes", status="failed", reason=f"RSS worker: {tail}"[:400],
-                    n_res=c.n_res, policy=t.policy_json()) for c in chains]
+        return [
+            row(
+                SECTION,
+                t.name,
+                c.name,
+                "peak_rss_bytes",
+                status="failed",
+                reason=f"RSS worker: {tail}"[:400],
+                n_res=c.n_res,
+                policy=t.policy_json(),
+            )
+            for c in chains
+        ]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     measured.setdefault(t.policy, {}).update(result)
-    return [row(SECTION, t.name, c.name, "peak_rss_bytes", result[c.name], n_res=c.n_res, policy=t.policy_json(),
-                config={**run.config, **c.describe(), "measure": "VmHWM growth, fresh process, MALLOC_MMAP_THRESHOLD_=65536"},
-                reason=note) for c in chains]
+    return [
+        row(
+            SECTION,
+            t.name,
+            c.name,
+            "peak_rss_bytes",
+            result[c.name],
+            n_res=c.n_res,
+            policy=t.policy_json(),
+            config={
+                **run.config,
+                **c.describe(),
+                "measure": "VmHWM growth, fresh process, MALLOC_MMAP_THRESHOLD_=65536",
+            },
+            reason=note,
+        )
+        for c in chains
+    ]

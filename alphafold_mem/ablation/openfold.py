@@ -32,8 +32,18 @@ from ..hugepages import environment_as_found
 from .standalone.openfold_worker import SETTINGS, STAND_IN, TRAINING_SETTINGS
 from .standalone.rss import ALLOCATORS
 
-__all__ = ["ALLOCATORS", "OpenFoldSetup", "SETTINGS", "TRAINING_SETTINGS", "median_cell", "openfold_workspace", "run_cell",
-           "run_openfold", "run_ratios", "write_features"]
+__all__ = [
+    "ALLOCATORS",
+    "OpenFoldSetup",
+    "SETTINGS",
+    "TRAINING_SETTINGS",
+    "median_cell",
+    "openfold_workspace",
+    "run_cell",
+    "run_openfold",
+    "run_ratios",
+    "write_features",
+]
 
 WORKER = Path(__file__).resolve().parent / "standalone" / "openfold_worker.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +67,10 @@ class OpenFoldSetup:
     timeout: float = 3600.0
 
     def describe(self) -> dict:
-        return {k: getattr(self, k) for k in ("preset", "n_seq", "n_extra", "templates", "evo_blocks", "extra_blocks",
-                                              "mode", "threads")} | {"openfold_src": self.openfold_src}
+        return {
+            k: getattr(self, k)
+            for k in ("preset", "n_seq", "n_extra", "templates", "evo_blocks", "extra_blocks", "mode", "threads")
+        } | {"openfold_src": self.openfold_src}
 
 
 def write_features(path: str, n_res: int, n_seq: int, n_extra: int, n_templ: int) -> None:
@@ -72,8 +84,12 @@ def write_features(path: str, n_res: int, n_seq: int, n_extra: int, n_templ: int
     from ..testing import random_features
 
     batch = random_features(model_config("model_1_ptm"), n_res, n_seq, n_extra, n_templ=n_templ, seed=0)
-    batch.update({k: v.to(torch.float32) if v.is_floating_point() else v
-                  for k, v in all_atom.make_atom14_masks(batch["aatype"]).items()})
+    batch.update(
+        {
+            k: v.to(torch.float32) if v.is_floating_point() else v
+            for k, v in all_atom.make_atom14_masks(batch["aatype"]).items()
+        }
+    )
     with atomic_write(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **{k: v.unsqueeze(-1).numpy() for k, v in batch.items()})
 
@@ -83,15 +99,19 @@ def openfold_workspace(setup: OpenFoldSetup) -> Iterator[str]:
     """A temporary directory holding the stand-in module and the warm-up features."""
     with tempfile.TemporaryDirectory() as tmp:
         if setup.openfold_src:
-            warnings.warn("OpenFold's compiled attn_core_inplace_cuda is replaced by a pure-PyTorch stand-in "
-                          "(same softmax, not in place)", stacklevel=3)
+            warnings.warn(
+                "OpenFold's compiled attn_core_inplace_cuda is replaced by a pure-PyTorch stand-in "
+                "(same softmax, not in place)",
+                stacklevel=3,
+            )
         Path(tmp, "attn_core_inplace_cuda.py").write_text(STAND_IN)
         write_features(os.path.join(tmp, "warmup.npz"), 16, 4, 8, setup.templates)
         yield tmp
 
 
-def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocator: str, tmp: str,
-             alternations: int = 3) -> dict:
+def run_cell(
+    setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocator: str, tmp: str, alternations: int = 3
+) -> dict:
     """One fresh worker process: ``{"seconds", "cpu_s", "rss_bytes"[, "counter_bytes"]}`` or ``{"error": ...}``;
     for ``side="both"`` (both models in one process, timed alternately ``alternations`` times, run by
     OpenFold's Python) ``{"openfold_seconds": [...], "ours_seconds": [...]}``."""
@@ -99,15 +119,42 @@ def run_cell(setup: OpenFoldSetup, side: str, n_res: int, setting: str, allocato
     if not os.path.exists(features):
         write_features(features, n_res, setup.n_seq, setup.n_extra, setup.templates)
     python = setup.openfold_python if side in ("openfold", "both") else sys.executable
-    cmd = [python, str(WORKER), "--side", side, "--setting", setting, "--mode", setup.mode, "--features", features,
-           "--warmup-features", os.path.join(tmp, "warmup.npz"), "--preset", setup.preset,
-           "--evo-blocks", str(setup.evo_blocks), "--extra-blocks", str(setup.extra_blocks),
-           "--stand-in-dir", tmp, "--openfold-src", setup.openfold_src or "", "--threads", str(setup.threads),
-           "--alternations", str(alternations)]
+    cmd = [
+        python,
+        str(WORKER),
+        "--side",
+        side,
+        "--setting",
+        setting,
+        "--mode",
+        setup.mode,
+        "--features",
+        features,
+        "--warmup-features",
+        os.path.join(tmp, "warmup.npz"),
+        "--preset",
+        setup.preset,
+        "--evo-blocks",
+        str(setup.evo_blocks),
+        "--extra-blocks",
+        str(setup.extra_blocks),
+        "--stand-in-dir",
+        tmp,
+        "--openfold-src",
+        setup.openfold_src or "",
+        "--threads",
+        str(setup.threads),
+        "--alternations",
+        str(alternations),
+    ]
     # the environment as the user left it (our import added torch's huge-page switch to this process's
     # environment): OpenFold runs without it; our worker imports alphafold_mem first and sets it itself
-    env = {**environment_as_found(os.environ), **ALLOCATORS[allocator], "OMP_NUM_THREADS": str(setup.threads),
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **environment_as_found(os.environ),
+        **ALLOCATORS[allocator],
+        "OMP_NUM_THREADS": str(setup.threads),
+        "PYTHONPATH": str(ROOT),
+    }
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=setup.timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -121,8 +168,11 @@ def run_ratios(ours: Sequence[dict], openfold: Sequence[dict], key: str = "secon
     """``ours[i][key] / openfold[i][key]`` for each pair of interleaved runs (run i of each side ran
     back to back), so a table shows how far one run's ratio moves on this machine, not only the
     median; pairs where either run failed are skipped."""
-    return [o[key] / f[key] for o, f in zip(ours, openfold)
-            if "error" not in o and "error" not in f and f.get(key, 0) > 0 and key in o]
+    return [
+        o[key] / f[key]
+        for o, f in zip(ours, openfold)
+        if "error" not in o and "error" not in f and f.get(key, 0) > 0 and key in o
+    ]
 
 
 def median_cell(runs: Sequence[dict]) -> dict:
@@ -131,19 +181,28 @@ def median_cell(runs: Sequence[dict]) -> dict:
     errors = [r["error"] for r in runs if "error" in r]
     if errors:
         return {"error": errors[0]}
-    return {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float)) else v
-            for k, v in runs[0].items()}
+    return {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float)) else v for k, v in runs[0].items()}
 
 
-def run_openfold(setup: OpenFoldSetup, store, n_res: Sequence[int], settings: Sequence[str] = SETTINGS,
-                 tick: Callable[[str], None] = lambda label: None, config: Optional[dict] = None) -> None:
+def run_openfold(
+    setup: OpenFoldSetup,
+    store,
+    n_res: Sequence[int],
+    settings: Sequence[str] = SETTINGS,
+    tick: Callable[[str], None] = lambda label: None,
+    config: Optional[dict] = None,
+) -> None:
     """The ablation's OpenFold section: both sides, every setting and size, allocator ``mmap``; rows
     ``openfold:<setting>`` / ``ours:<setting>`` on chain ``n_res=<N>`` (seconds, CPU seconds, RSS
     growth; ours also the storage counter)."""
     from .results import row
 
-    cfg = {**(config or {}), **setup.describe(), "allocator": "mmap (MALLOC_MMAP_THRESHOLD_=65536)",
-           "measure": "fresh process per cell, one forward after a warm-up"}
+    cfg = {
+        **(config or {}),
+        **setup.describe(),
+        "allocator": "mmap (MALLOC_MMAP_THRESHOLD_=65536)",
+        "measure": "fresh process per cell, one forward after a warm-up",
+    }
     with openfold_workspace(setup) as tmp:
         for n in n_res:
             for setting in settings:
@@ -157,8 +216,10 @@ def run_openfold(setup: OpenFoldSetup, store, n_res: Sequence[int], settings: Se
                     if "error" in res:
                         store.add([row("openfold", name, key, status="failed", reason=res["error"][:400], **common)])
                         continue
-                    rows = [row("openfold", name, key, "seconds", res["seconds"], **common),
-                            row("openfold", name, key, "rss_growth_bytes", res["rss_bytes"], **common)]
+                    rows = [
+                        row("openfold", name, key, "seconds", res["seconds"], **common),
+                        row("openfold", name, key, "rss_growth_bytes", res["rss_bytes"], **common),
+                    ]
                     if "cpu_s" in res:
                         rows.append(row("openfold", name, key, "cpu_seconds", res["cpu_s"], **common))
                     if "counter_bytes" in res:

@@ -51,8 +51,9 @@ class Planner:
         self.limit_s = limit_s
         self.cache: dict = {}
 
-    def estimate(self, config, policy, n_res: int, n_seq: int, n_extra: int, n_templ: int = 0,
-                 training: bool = False) -> PeakEstimate:
+    def estimate(
+        self, config, policy, n_res: int, n_seq: int, n_extra: int, n_templ: int = 0, training: bool = False
+    ) -> PeakEstimate:
         """:func:`~alphafold_mem.planner.estimate_breakdown` of these arguments.
 
         Raises:

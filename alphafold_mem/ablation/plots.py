@@ -46,8 +46,11 @@ def _finish(fig, ax, out: Path, name: str, title: str, xlabel: str, ylabel: str,
 
 
 def _ok(rows, section, measure):
-    return [r for r in rows if r["section"] == section and r["measure"] == measure and r["status"] == "ok"
-            and r["value"] is not None]
+    return [
+        r
+        for r in rows
+        if r["section"] == section and r["measure"] == measure and r["status"] == "ok" and r["value"] is not None
+    ]
 
 
 def _techniques(rows, section) -> list[str]:
@@ -73,9 +76,16 @@ def memory_vs_nres(rows, out: Path) -> Optional[Path]:
         ax.annotate(label, (n, total / 1e9), textcoords="offset points", xytext=(-8, 8), ha="right", fontsize=7)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    return _finish(fig, ax, out, "memory_vs_nres.png",
-                   "Activation peak vs sequence length (stars: published totals at their own settings)",
-                   "N_res", "inference activation peak (GB = 1e9 bytes)", legend=6)
+    return _finish(
+        fig,
+        ax,
+        out,
+        "memory_vs_nres.png",
+        "Activation peak vs sequence length (stars: published totals at their own settings)",
+        "N_res",
+        "inference activation peak (GB = 1e9 bytes)",
+        legend=6,
+    )
 
 
 def deviation_vs_saving(rows, out: Path) -> Optional[Path]:
@@ -96,9 +106,15 @@ def deviation_vs_saving(rows, out: Path) -> Optional[Path]:
         ax.plot([100 * saving], [dev], "o", color=f"C{i % 10}")
         ax.annotate(name, (100 * saving, dev), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_yscale("symlog", linthresh=1e-5)
-    return _finish(fig, ax, out, "deviation_vs_saving.png", "Accuracy deviation vs memory saving (one point per technique)",
-                   "activation-peak saving vs reference, median over chains (%)",
-                   "largest Cα-RMSD to the reference run over chains (Å)")
+    return _finish(
+        fig,
+        ax,
+        out,
+        "deviation_vs_saving.png",
+        "Accuracy deviation vs memory saving (one point per technique)",
+        "activation-peak saving vs reference, median over chains (%)",
+        "largest Cα-RMSD to the reference run over chains (Å)",
+    )
 
 
 def training_loss(rows, out: Path) -> Optional[Path]:
@@ -110,8 +126,16 @@ def training_loss(rows, out: Path) -> Optional[Path]:
     for i, name in enumerate(_techniques(loss, "training")):
         pts = sorted((r["step"], r["value"]) for r in loss if r["technique"] == name)
         ax.plot(*zip(*pts), "-o", ms=3, color=f"C{i % 10}", label=name, alpha=0.8)
-    return _finish(fig, ax, out, "training_loss.png", "Training loss, same weights, seed and draws per technique",
-                   "step", "training loss", legend=7)
+    return _finish(
+        fig,
+        ax,
+        out,
+        "training_loss.png",
+        "Training loss, same weights, seed and draws per technique",
+        "step",
+        "training loss",
+        legend=7,
+    )
 
 
 def lddt_per_chain(rows, out: Path) -> Optional[Path]:
@@ -128,8 +152,16 @@ def lddt_per_chain(rows, out: Path) -> Optional[Path]:
         xs = [k + i * width for k, c in enumerate(chains) if c in vals]
         ax.bar(xs, [vals[c] for c in chains if c in vals], width, label=name, color=f"C{i % 10}")
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(chains))], chains, fontsize=8)
-    return _finish(fig, ax, out, "lddt_per_chain.png", "Per-chain lDDT-Cα per technique", "chain",
-                   "lDDT-Cα vs experimental structure", legend=6)
+    return _finish(
+        fig,
+        ax,
+        out,
+        "lddt_per_chain.png",
+        "Per-chain lDDT-Cα per technique",
+        "chain",
+        "lDDT-Cα vs experimental structure",
+        legend=6,
+    )
 
 
 def draw_all(rows, out: Path) -> dict[str, Path]:

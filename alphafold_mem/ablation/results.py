@@ -42,15 +42,35 @@ from ..io import atomic_write
 
 __all__ = ["COLUMNS", "MEASURES", "ResultStore", "read_rows", "row", "versions"]
 
-COLUMNS = ("section", "technique", "chain", "measure", "step", "value", "unit", "status", "reason", "n_res",
-           "policy", "config", "versions", "finished_at")
+COLUMNS = (
+    "section",
+    "technique",
+    "chain",
+    "measure",
+    "step",
+    "value",
+    "unit",
+    "status",
+    "reason",
+    "n_res",
+    "policy",
+    "config",
+    "versions",
+    "finished_at",
+)
 
 #: measure -> (unit, meaning); the documented measures of each section.
 MEASURES = {
     # inference (per technique x chain)
-    "peak_counter_bytes": ("bytes", "activation peak: storage counter alphafold_mem.memory.track_peak (parameters, inputs excluded)"),
-    "peak_rss_bytes": ("bytes", "activation peak by another mechanism: CPU peak-RSS growth of one forward in a fresh "
-                                "subprocess (VmHWM); CUDA torch.cuda.max_memory_allocated above the baseline"),
+    "peak_counter_bytes": (
+        "bytes",
+        "activation peak: storage counter alphafold_mem.memory.track_peak (parameters, inputs excluded)",
+    ),
+    "peak_rss_bytes": (
+        "bytes",
+        "activation peak by another mechanism: CPU peak-RSS growth of one forward in a fresh "
+        "subprocess (VmHWM); CUDA torch.cuda.max_memory_allocated above the baseline",
+    ),
     "predicted_peak_bytes": ("bytes", "planner prediction of the activation peak (estimate_breakdown, FakeTensorMode)"),
     "seconds": ("s", "median wall time of the interleaved repeats (one process)"),
     "ca_rmsd_to_reference": ("Å", "Cα-RMSD to the fp32 reference run after superposition"),
@@ -82,10 +102,15 @@ MEASURES = {
 def _git_commit() -> Optional[str]:
     try:
         root = Path(__file__).resolve().parents[2]
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -98,21 +123,51 @@ def versions() -> dict:
 
     from ..version import __version__
 
-    return {"alphafold_mem": __version__, "git": _git_commit(), "torch": torch.__version__,
-            "numpy": numpy.__version__, "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "alphafold_mem": __version__,
+        "git": _git_commit(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
-def row(section: str, technique: str, chain: str, measure: str = "", value=None, *, step=None, status: str = "ok",
-        reason: str = "", n_res=None, policy=None, config=None) -> dict:
+def row(
+    section: str,
+    technique: str,
+    chain: str,
+    measure: str = "",
+    value=None,
+    *,
+    step=None,
+    status: str = "ok",
+    reason: str = "",
+    n_res=None,
+    policy=None,
+    config=None,
+) -> dict:
     """One result row (``policy``/``config`` dicts become JSON; ``unit`` comes from :data:`MEASURES`)."""
     if value is not None and not isinstance(value, str):
         value = float(value)
         if math.isnan(value):
             value = None
-    return {"section": section, "technique": technique, "chain": chain, "measure": measure, "step": step,
-            "value": value, "unit": MEASURES.get(measure, ("",))[0], "status": status, "reason": reason,
-            "n_res": n_res, "policy": policy or {}, "config": config or {}, "versions": {},
-            "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    return {
+        "section": section,
+        "technique": technique,
+        "chain": chain,
+        "measure": measure,
+        "step": step,
+        "value": value,
+        "unit": MEASURES.get(measure, ("",))[0],
+        "status": status,
+        "reason": reason,
+        "n_res": n_res,
+        "policy": policy or {},
+        "config": config or {},
+        "versions": {},
+        "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 class ResultStore:
@@ -130,13 +185,27 @@ class ResultStore:
 
     def done(self, section: str, technique: str, chain: str, measure: Optional[str] = None) -> bool:
         """True when a finished (``ok``/``skipped``) row exists for the key (any measure if None)."""
-        return any(r["section"] == section and r["technique"] == technique and r["chain"] == chain
-                   and (measure is None or r["measure"] == measure or r["status"] == "skipped") for r in self.rows)
+        return any(
+            r["section"] == section
+            and r["technique"] == technique
+            and r["chain"] == chain
+            and (measure is None or r["measure"] == measure or r["status"] == "skipped")
+            for r in self.rows
+        )
 
-    def get(self, section: str, measure: str, technique: Optional[str] = None, chain: Optional[str] = None) -> list[dict]:
+    def get(
+        self, section: str, measure: str, technique: Optional[str] = None, chain: Optional[str] = None
+    ) -> list[dict]:
         """The ``ok`` rows of ``section`` with ``measure`` (filtered by technique / chain when given)."""
-        return [r for r in self.rows if r["section"] == section and r["measure"] == measure and r["status"] == "ok"
-                and (technique is None or r["technique"] == technique) and (chain is None or r["chain"] == chain)]
+        return [
+            r
+            for r in self.rows
+            if r["section"] == section
+            and r["measure"] == measure
+            and r["status"] == "ok"
+            and (technique is None or r["technique"] == technique)
+            and (chain is None or r["chain"] == chain)
+        ]
 
     def value(self, section: str, measure: str, technique: str, chain: str) -> Optional[float]:
         rows = self.get(section, measure, technique, chain)
@@ -154,14 +223,21 @@ class ResultStore:
     def write(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         with atomic_write(self.out / "results.json") as tmp:
-            Path(tmp).write_text(json.dumps({"columns": list(COLUMNS), "measures": MEASURES, "rows": self.rows},
-                                            indent=1, ensure_ascii=False))
+            Path(tmp).write_text(
+                json.dumps(
+                    {"columns": list(COLUMNS), "measures": MEASURES, "rows": self.rows}, indent=1, ensure_ascii=False
+                )
+            )
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=COLUMNS)
         w.writeheader()
         for r in self.rows:
-            w.writerow({k: json.dumps(r[k], sort_keys=True) if isinstance(r[k], dict) else
-                        ("" if r[k] is None else r[k]) for k in COLUMNS})
+            w.writerow(
+                {
+                    k: json.dumps(r[k], sort_keys=True) if isinstance(r[k], dict) else ("" if r[k] is None else r[k])
+                    for k in COLUMNS
+                }
+            )
         with atomic_write(self.out / "results.csv") as tmp:
             Path(tmp).write_text(buf.getvalue(), encoding="utf-8")
 

@@ -74,10 +74,15 @@ class AblationConfig:
         q = self.quick
         pick = lambda value, default, quick: value if value is not None else (quick if q else default)  # noqa: E731
         return dataclasses.replace(
-            self, out=Path(self.out), max_chains=pick(self.max_chains, None, 2), repeats=pick(self.repeats, 3, 2),
-            training_steps=pick(self.training_steps, 6, 2), n_res=tuple(pick(self.n_res, (64, 128, 256), (64, 128))),
+            self,
+            out=Path(self.out),
+            max_chains=pick(self.max_chains, None, 2),
+            repeats=pick(self.repeats, 3, 2),
+            training_steps=pick(self.training_steps, 6, 2),
+            n_res=tuple(pick(self.n_res, (64, 128, 256), (64, 128))),
             predict_n_res=tuple(pick(self.predict_n_res, (1024, 4096, 10240), (10240,))),
-            openfold_blocks=pick(self.openfold_blocks, (48, 4), (4, 1)))
+            openfold_blocks=pick(self.openfold_blocks, (48, 4), (4, 1)),
+        )
 
 
 @dataclass
@@ -89,8 +94,9 @@ class _Progress:
     def __post_init__(self):
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=self.total, initial=self.done, unit="cell", file=sys.stderr, dynamic_ncols=True,
-                        desc="ablate")
+        self.bar = tqdm(
+            total=self.total, initial=self.done, unit="cell", file=sys.stderr, dynamic_ncols=True, desc="ablate"
+        )
 
     def tick(self, label: str, advance: bool = True) -> None:
         """Show ``label``; count one more cell unless ``advance`` is False (a second pass over a cell)."""
@@ -124,8 +130,11 @@ def _sha256(path: str) -> str:
     return h.hexdigest()[:16]
 
 
-def run_ablation(config: AblationConfig, extra_techniques: Sequence[Technique] = (),
-                 log=lambda line: print(line, file=sys.stderr, flush=True)) -> Path:
+def run_ablation(
+    config: AblationConfig,
+    extra_techniques: Sequence[Technique] = (),
+    log=lambda line: print(line, file=sys.stderr, flush=True),
+) -> Path:
     """Run (or resume) the ablation grid of ``config``; returns the path of ``report.md``.
 
     Args:
@@ -154,20 +163,35 @@ def run_ablation(config: AblationConfig, extra_techniques: Sequence[Technique] =
     techniques = list(techniques) + [t for t in extra_techniques if t.name not in {u.name for u in techniques}]
     weights = str(cfg.weights or default_weights_path())
     loaded = load_weights(weights)
-    chains = (discover_chains(cfg.chains, cfg.max_chains, smallest_first=cfg.quick or cfg.max_chains is not None,
-                              log=log) if {"inference"} & set(cfg.sections) else [])
+    chains = (
+        discover_chains(cfg.chains, cfg.max_chains, smallest_first=cfg.quick or cfg.max_chains is not None, log=log)
+        if {"inference"} & set(cfg.sections)
+        else []
+    )
     device = torch.device(cfg.device)
     info = load_run_info(cfg.out)
-    meta = {"versions": versions(), "weights": f"{weights} ({loaded.format}, preset {loaded.config.preset}, "
-            f"sha256 {_sha256(weights)})", "device": str(device), "threads": cfg.threads, "repeats": cfg.repeats,
-            "seed": cfg.seed}
+    meta = {
+        "versions": versions(),
+        "weights": f"{weights} ({loaded.format}, preset {loaded.config.preset}, sha256 {_sha256(weights)})",
+        "device": str(device),
+        "threads": cfg.threads,
+        "repeats": cfg.repeats,
+        "seed": cfg.seed,
+    }
     this_run = {"command": cfg.command, "started": _now(), "machine": "at start: " + _machine()}
     info = {"runs": info.get("runs", []) + [this_run], "meta": meta}
     save_run_info(cfg.out, info)
     store = ResultStore(cfg.out, meta["versions"])
-    base = {"weights": weights, "weights_sha256": _sha256(weights), "preset": loaded.config.preset,
-            "num_recycles": loaded.config.num_recycles, "device": str(device), "threads": cfg.threads,
-            "seed": cfg.seed, "repeats": cfg.repeats}
+    base = {
+        "weights": weights,
+        "weights_sha256": _sha256(weights),
+        "preset": loaded.config.preset,
+        "num_recycles": loaded.config.num_recycles,
+        "device": str(device),
+        "threads": cfg.threads,
+        "seed": cfg.seed,
+        "repeats": cfg.repeats,
+    }
     work = _work_dir(cfg.out)
     planner = Planner(cfg.planner_timeout)
     cells = _cells(cfg, techniques, chains)
@@ -178,16 +202,26 @@ def run_ablation(config: AblationConfig, extra_techniques: Sequence[Technique] =
             from .inference import InferenceRun, run_inference
 
             model = loaded.model.to(device).eval()
-            run = InferenceRun(model, weights, device, store, work, base, cfg.seed, cfg.repeats, cfg.threads,
-                               progress.tick, planner)
+            run = InferenceRun(
+                model, weights, device, store, work, base, cfg.seed, cfg.repeats, cfg.threads, progress.tick, planner
+            )
             run_inference(run, techniques, chains, dap_runner=run_dap)
             progress.sync(store, cells)
         if "training" in cfg.sections and cfg.training_steps:
             from .training import TrainingRun, run_training
 
-            run = TrainingRun(loaded.config, loaded.model.state_dict(), Path(cfg.train_data or REPO_DATA),
-                              work / "train_index", store, base, cfg.training_steps, cfg.seed,
-                              device.type, progress.tick)
+            run = TrainingRun(
+                loaded.config,
+                loaded.model.state_dict(),
+                Path(cfg.train_data or REPO_DATA),
+                work / "train_index",
+                store,
+                base,
+                cfg.training_steps,
+                cfg.seed,
+                device.type,
+                progress.tick,
+            )
             run_training(run, techniques)
             progress.sync(store, cells)
         if "scaling" in cfg.sections:
@@ -195,16 +229,32 @@ def run_ablation(config: AblationConfig, extra_techniques: Sequence[Technique] =
             from .scaling import ScalingRun, run_scaling
 
             budget = 0.5 * available_memory(device)
-            run = ScalingRun(store, {k: base[k] for k in ("device", "threads")}, cfg.n_res, cfg.predict_n_res,
-                             cfg.scaling_preset, cfg.scaling_n_seq, cfg.scaling_n_extra, device.type, budget,
-                             cfg.seed, progress.tick, planner)
+            run = ScalingRun(
+                store,
+                {k: base[k] for k in ("device", "threads")},
+                cfg.n_res,
+                cfg.predict_n_res,
+                cfg.scaling_preset,
+                cfg.scaling_n_seq,
+                cfg.scaling_n_extra,
+                device.type,
+                budget,
+                cfg.seed,
+                progress.tick,
+                planner,
+            )
             run_scaling(run, techniques)
             progress.sync(store, cells)
         if "openfold" in cfg.sections and cfg.openfold_src:
             from .openfold import OpenFoldSetup, run_openfold
 
-            setup = OpenFoldSetup(cfg.openfold_src, cfg.openfold_python, evo_blocks=cfg.openfold_blocks[0],
-                                  extra_blocks=cfg.openfold_blocks[1], threads=cfg.threads)
+            setup = OpenFoldSetup(
+                cfg.openfold_src,
+                cfg.openfold_python,
+                evo_blocks=cfg.openfold_blocks[0],
+                extra_blocks=cfg.openfold_blocks[1],
+                threads=cfg.threads,
+            )
             run_openfold(setup, store, cfg.n_res[:1], tick=progress.tick)
             progress.sync(store, cells)
         this_run["finished"] = _now()
@@ -239,6 +289,9 @@ def _cells(cfg: AblationConfig, techniques, chains) -> list[tuple[str, str, str]
         sizes = sorted(set(cfg.n_res) | set(cfg.predict_n_res))
         out += [("scaling", t.name, f"n_res={n}") for t in techniques for n in sizes]
     if "openfold" in cfg.sections and cfg.openfold_src:
-        out += [("openfold", f"{side}:{s}", f"n_res={cfg.n_res[0]}") for s in ("unchunked", "chunk4", "low_memory")
-                for side in ("openfold", "ours")]
+        out += [
+            ("openfold", f"{side}:{s}", f"n_res={cfg.n_res[0]}")
+            for s in ("unchunked", "chunk4", "low_memory")
+            for side in ("openfold", "ours")
+        ]
     return out

@@ -38,10 +38,13 @@ SECTION = "scaling"
 #: Published single-device inference records: (label, N_res, bytes, source). Each at its authors' own
 #: settings (MSA depth, precision, chunking), not ours: drawn for orientation.
 ANCHORS = (
-    ("FastFold: 10,000 residues in 61 GB (bf16, one 80 GB A100)", 10_000, 61e9,
-     "Cheng et al., FastFold (2022), arXiv:2203.00854"),
-    ("OpenFold: ~4,600 residues on a 40 GB A100", 4_600, 40e9,
-     "Ahdritz et al., OpenFold, Nature Methods (2024)"),
+    (
+        "FastFold: 10,000 residues in 61 GB (bf16, one 80 GB A100)",
+        10_000,
+        61e9,
+        "Cheng et al., FastFold (2022), arXiv:2203.00854",
+    ),
+    ("OpenFold: ~4,600 residues on a 40 GB A100", 4_600, 40e9, "Ahdritz et al., OpenFold, Nature Methods (2024)"),
 )
 
 
@@ -67,8 +70,9 @@ class ScalingRun:
 def scaling_configs(preset: str):
     """``(full-depth config for the planner, two-block config for the measurement)``."""
     full = model_config(preset, **{"template.enabled": False, "num_recycles": 0})
-    measured = model_config(preset, **{"template.enabled": False, "num_recycles": 0, "evoformer.num_blocks": 2,
-                                       "extra_msa.num_blocks": 2})
+    measured = model_config(
+        preset, **{"template.enabled": False, "num_recycles": 0, "evoformer.num_blocks": 2, "extra_msa.num_blocks": 2}
+    )
     return full, measured
 
 
@@ -79,9 +83,16 @@ def _key(n: int) -> str:
 def run_scaling(run: ScalingRun, techniques: Sequence[Technique]) -> None:
     """Predicted peaks at every size and measured peaks at ``run.n_res`` (where they fit), per technique."""
     full, small = scaling_configs(run.preset)
-    cfg = {**run.config, "preset": run.preset, "n_seq": run.n_seq, "n_extra": run.n_extra, "n_templ": 0,
-           "measured_blocks": "2 Evoformer + 2 extra-MSA (random weights)", "seed": run.seed,
-           "measure_threads": run.measure_threads}
+    cfg = {
+        **run.config,
+        "preset": run.preset,
+        "n_seq": run.n_seq,
+        "n_extra": run.n_extra,
+        "n_templ": 0,
+        "measured_blocks": "2 Evoformer + 2 extra-MSA (random weights)",
+        "seed": run.seed,
+        "measure_threads": run.measure_threads,
+    }
     sizes = sorted(set(run.n_res) | set(run.predict_n_res))
     model = None
     for t in techniques:
@@ -100,29 +111,75 @@ def run_scaling(run: ScalingRun, techniques: Sequence[Technique]) -> None:
                 run.tick(f"predict {t.name} N_res {n}")
                 try:
                     est = run.planner.estimate(full, t.policy, n, run.n_seq, run.n_extra, 0)
-                    rows += [row(SECTION, t.name, key, "predicted_peak_bytes", est.activations, **common),
-                             row(SECTION, t.name, key, "predicted_total_bytes", est.total, **common)]
+                    rows += [
+                        row(SECTION, t.name, key, "predicted_peak_bytes", est.activations, **common),
+                        row(SECTION, t.name, key, "predicted_total_bytes", est.total, **common),
+                    ]
                 except PlannerTimeout as exc:  # not retried on resume: it would time out again
-                    rows.append(row(SECTION, t.name, key, "predicted_peak_bytes", status="skipped", **common,
-                                    reason=f"{exc} (it traces every chunk iteration; raise --planner-timeout)"))
+                    rows.append(
+                        row(
+                            SECTION,
+                            t.name,
+                            key,
+                            "predicted_peak_bytes",
+                            status="skipped",
+                            **common,
+                            reason=f"{exc} (it traces every chunk iteration; raise --planner-timeout)",
+                        )
+                    )
                 except Exception as exc:  # noqa: BLE001 - a planner failure is a row
-                    rows.append(row(SECTION, t.name, key, "predicted_peak_bytes", status="failed", **common,
-                                    reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
+                    rows.append(
+                        row(
+                            SECTION,
+                            t.name,
+                            key,
+                            "predicted_peak_bytes",
+                            status="failed",
+                            **common,
+                            reason=f"{type(exc).__name__}: {str(exc)[:200]}",
+                        )
+                    )
             if n in run.n_res and not run.store.done(SECTION, t.name, key, "measured_peak_bytes"):
                 total = est.total if est is not None else run.store.value(SECTION, "predicted_total_bytes", t.name, key)
                 if total is not None and run.measure_budget and total > run.measure_budget:
-                    rows.append(row(SECTION, t.name, key, "measured_peak_bytes", None, **common,
-                                    reason=f"not measured: predicted {total / 1e9:.1f} GB exceeds the measurement "
-                                           f"budget {run.measure_budget / 1e9:.1f} GB on this machine"))
+                    rows.append(
+                        row(
+                            SECTION,
+                            t.name,
+                            key,
+                            "measured_peak_bytes",
+                            None,
+                            **common,
+                            reason=f"not measured: predicted {total / 1e9:.1f} GB exceeds the measurement "
+                            f"budget {run.measure_budget / 1e9:.1f} GB on this machine",
+                        )
+                    )
                 else:
                     run.tick(f"measure {t.name} N_res {n}", False)
                     model = model or _model(small, run.seed, run.device)
                     try:
-                        rows.append(row(SECTION, t.name, key, "measured_peak_bytes",
-                                        _measure(model, t.policy, n, run, small), **common))
+                        rows.append(
+                            row(
+                                SECTION,
+                                t.name,
+                                key,
+                                "measured_peak_bytes",
+                                _measure(model, t.policy, n, run, small),
+                                **common,
+                            )
+                        )
                     except Exception as exc:  # noqa: BLE001 - e.g. out of memory: a row
-                        rows.append(row(SECTION, t.name, key, "measured_peak_bytes", status="failed", **common,
-                                        reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"))
+                        rows.append(
+                            row(
+                                SECTION,
+                                t.name,
+                                key,
+                                "measured_peak_bytes",
+                                status="failed",
+                                **common,
+                                reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}",
+                            )
+                        )
             if rows:
                 run.store.add(rows)
 

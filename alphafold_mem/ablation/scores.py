@@ -39,8 +39,10 @@ class Prediction:
     @classmethod
     def from_output(cls, out: dict) -> "Prediction":
         """From ``AlphaFold.forward``'s output dict (any dtype/device)."""
+
         def arr(key):
             return out[key].detach().float().cpu().numpy()
+
         ptm = float(out["ptm"].float()) if "ptm" in out else None
         return cls(arr("final_atom_positions"), arr("final_atom_mask"), arr("plddt"), ptm)
 
@@ -60,8 +62,13 @@ class Prediction:
 
     def save(self, path: str | os.PathLike) -> None:
         with atomic_write(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, positions=self.positions, mask=self.mask, plddt=self.plddt,
-                     ptm=np.array(np.nan if self.ptm is None else self.ptm))
+            np.savez(
+                fh,
+                positions=self.positions,
+                mask=self.mask,
+                plddt=self.plddt,
+                ptm=np.array(np.nan if self.ptm is None else self.ptm),
+            )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Prediction":
@@ -83,9 +90,12 @@ def deviation(run: Prediction, ref: Prediction) -> dict[str, Optional[float]]:
     dp = np.abs(run.plddt.astype(np.float64) - ref.plddt.astype(np.float64))
     # identical coordinates: exactly 0 (the superposition's own rounding would leave ~1e-15 Å)
     rmsd = 0.0 if np.array_equal(run.positions, ref.positions) else float(ca_rmsd(x, y, mask))
-    return {"ca_rmsd_to_reference": rmsd, "plddt_max_abs_diff": float(dp.max()),
-            "plddt_mean_abs_diff": float(dp.mean()),
-            "ptm_abs_diff": None if run.ptm is None or ref.ptm is None else abs(run.ptm - ref.ptm)}
+    return {
+        "ca_rmsd_to_reference": rmsd,
+        "plddt_max_abs_diff": float(dp.max()),
+        "plddt_mean_abs_diff": float(dp.mean()),
+        "ptm_abs_diff": None if run.ptm is None or ref.ptm is None else abs(run.ptm - ref.ptm),
+    }
 
 
 def accuracy(run: Prediction, true_positions: np.ndarray, true_mask: np.ndarray, sequence: str) -> dict[str, float]:
@@ -104,6 +114,8 @@ def accuracy(run: Prediction, true_positions: np.ndarray, true_mask: np.ndarray,
     true = torch.tensor(true_positions, dtype=torch.float64)
     m = torch.tensor(true_mask, dtype=torch.float64)
     seq = "".join(c for c, r in zip(sequence, resolved) if r)
-    return {"lddt_ca": float(lddt_ca(pred, true, m)),
-            "tm_score": tm_score(run.positions[resolved, _CA], true_positions[resolved, _CA], seq),
-            "gdt_ts": float(gdt_ts(pred[:, _CA], true[:, _CA], m[:, _CA]))}
+    return {
+        "lddt_ca": float(lddt_ca(pred, true, m)),
+        "tm_score": tm_score(run.positions[resolved, _CA], true_positions[resolved, _CA], seq),
+        "gdt_ts": float(gdt_ts(pred[:, _CA], true[:, _CA], m[:, _CA])),
+    }

@@ -44,8 +44,17 @@ import torch.nn as nn
 
 from ..memory.policy import PRESETS, MemoryPolicy, preset
 
-__all__ = ["Technique", "derive_techniques", "select_techniques", "quick_techniques", "dap_unavailable_reason",
-           "TRAINER_PRECISION", "INFERENCE_ONLY_FIELDS", "TRAINING_ONLY_GROUPS", "ACCELERATOR_ONLY_FIELDS"]
+__all__ = [
+    "Technique",
+    "derive_techniques",
+    "select_techniques",
+    "quick_techniques",
+    "dap_unavailable_reason",
+    "TRAINER_PRECISION",
+    "INFERENCE_ONLY_FIELDS",
+    "TRAINING_ONLY_GROUPS",
+    "ACCELERATOR_ONLY_FIELDS",
+]
 
 #: Policy precision -> the Lightning trainer precision a training run uses for it.
 TRAINER_PRECISION = {"fp32": "32", "bf16": "bf16-mixed"}
@@ -98,8 +107,11 @@ class Technique:
     def changed_fields(self) -> dict:
         """The policy fields that differ from the reference, with their values."""
         ref = MemoryPolicy.reference()
-        return {f.name: getattr(self.policy, f.name) for f in dataclasses.fields(MemoryPolicy)
-                if getattr(self.policy, f.name) != getattr(ref, f.name)}
+        return {
+            f.name: getattr(self.policy, f.name)
+            for f in dataclasses.fields(MemoryPolicy)
+            if getattr(self.policy, f.name) != getattr(ref, f.name)
+        }
 
     def policy_json(self) -> dict:
         """The exact configuration of this row (every policy field, the DAP size)."""
@@ -119,14 +131,18 @@ class Technique:
                 return reason
         if mode == "training":
             if self.policy.precision not in TRAINER_PRECISION:
-                return (f"precision {self.policy.precision!r} has no training form: training's mixed precision is "
-                        "Lightning's bf16-mixed (the 'bf16' row); the policy's precision stays fp32 in training")
+                return (
+                    f"precision {self.policy.precision!r} has no training form: training's mixed precision is "
+                    "Lightning's bf16-mixed (the 'bf16' row); the policy's precision stays fp32 in training"
+                )
             if fields and all(f in INFERENCE_ONLY_FIELDS for f in fields):
                 return f"{', '.join(fields)}: inference-only (no effect when gradients are recorded)"
         elif fields and all(f.split("_")[0] in TRAINING_ONLY_GROUPS for f in fields):
             return "activation checkpointing acts only in training (an inference forward records no graph to recompute)"
         if device == "cpu" and fields and all(f in ACCELERATOR_ONLY_FIELDS for f in fields):
-            return f"{', '.join(fields)}: moves tensors to host memory, a no-op on a CPU device (run with --device cuda)"
+            return (
+                f"{', '.join(fields)}: moves tensors to host memory, a no-op on a CPU device (run with --device cuda)"
+            )
         return None
 
 
@@ -138,15 +154,18 @@ def uses_triton(policy) -> bool:
 
 def _triton_reason(device: str) -> Optional[str]:
     if device == "cpu":
-        return ("Triton kernels are GPU kernels: on CPU only Triton's interpreter runs them (a correctness "
-                "tool, far too slow to time a full model); run with --device cuda")
+        return (
+            "Triton kernels are GPU kernels: on CPU only Triton's interpreter runs them (a correctness "
+            "tool, far too slow to time a full model); run with --device cuda"
+        )
     import torch
 
     from kernels import KernelUnavailableError, layer_norm
 
     try:  # the kernels' own availability check, on a tiny input
-        layer_norm(torch.zeros(1, 8, device=device), torch.ones(8, device=device), torch.zeros(8, device=device),
-                   impl="triton")
+        layer_norm(
+            torch.zeros(1, 8, device=device), torch.ones(8, device=device), torch.zeros(8, device=device), impl="triton"
+        )
     except KernelUnavailableError as exc:
         return str(exc)
     return None
@@ -167,6 +186,7 @@ def dap_unavailable_reason() -> Optional[str]:
 
 
 # -- derivation ------------------------------------------------------------------------------------
+
 
 def _field_paragraphs() -> dict[str, str]:
     """Field name -> its paragraph of the ``MemoryPolicy`` docstring (``Attributes:`` section)."""
@@ -273,16 +293,23 @@ def derive_techniques(sweeps: Optional[dict] = None, dap_sizes: Sequence[int] = 
             out.append(Technique(f"preset:{name}", p, "preset", f"MemoryPolicy.{name}()"))
     reason = dap_unavailable_reason()
     for size in dap_sizes:
-        out.append(Technique(f"dap={size}", ref, "dap", f"reference policy, one protein sharded over {size} processes",
-                             dap=size, fixed_reason=reason))
+        out.append(
+            Technique(
+                f"dap={size}",
+                ref,
+                "dap",
+                f"reference policy, one protein sharded over {size} processes",
+                dap=size,
+                fixed_reason=reason,
+            )
+        )
     return out
 
 
 def quick_techniques(techniques: Sequence[Technique]) -> list[Technique]:
     """The ``--quick`` subset: the reference, the presets, and the rows that cannot run here (their
     reasons cost nothing)."""
-    return [t for t in techniques if t.group in ("reference", "preset") or t.fixed_reason
-            or uses_triton(t.policy)]
+    return [t for t in techniques if t.group in ("reference", "preset") or t.fixed_reason or uses_triton(t.policy)]
 
 
 def select_techniques(techniques: Sequence[Technique], names: Optional[Sequence[str]]) -> list[Technique]:

@@ -100,9 +100,18 @@ def _one(run: TrainingRun, t: Technique, tmp: Path) -> tuple[StepRecorder, Optio
     module.model.load_state_dict(run.state_dict)
     dm = AF2DataModule(run.data_dir, run.model_config, tc, cache_dir=run.cache_dir, max_steps=run.steps)
     rec = StepRecorder()
-    trainer = build_trainer(tmp / t.name.replace("/", "_"), run.steps, precision=precision, devices=1,
-                            accelerator="gpu" if run.device == "cuda" else "cpu", val_every_steps=None,
-                            ckpt_every_steps=10 ** 9, loggers=(), callbacks=[rec], progress_bar=False)
+    trainer = build_trainer(
+        tmp / t.name.replace("/", "_"),
+        run.steps,
+        precision=precision,
+        devices=1,
+        accelerator="gpu" if run.device == "cuda" else "cpu",
+        val_every_steps=None,
+        ckpt_every_steps=10**9,
+        loggers=(),
+        callbacks=[rec],
+        progress_bar=False,
+    )
     with t.prepare(module.model), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(module, datamodule=dm)
@@ -122,8 +131,10 @@ def run_training(run: TrainingRun, techniques: Sequence[Technique]) -> None:
         policy = t.policy_json()
         reason = t.skip_reason(SECTION, run.device)
         if run.store.done(SECTION, t.name, "train"):
-            ref_curve = ref_curve or [r["value"] for r in sorted(run.store.get(SECTION, "loss", "reference", "train"),
-                                                                   key=lambda r: r["step"])]
+            ref_curve = ref_curve or [
+                r["value"]
+                for r in sorted(run.store.get(SECTION, "loss", "reference", "train"), key=lambda r: r["step"])
+            ]
             continue
         if reason:
             run.store.add([row(SECTION, t.name, "train", status="skipped", reason=reason, policy=policy)])
@@ -133,20 +144,55 @@ def run_training(run: TrainingRun, techniques: Sequence[Technique]) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 rec, held, peak, precision = _one(run, t, Path(tmp))
         except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
-            run.store.add([row(SECTION, t.name, "train", status="failed", policy=policy,
-                               reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")])
+            run.store.add(
+                [
+                    row(
+                        SECTION,
+                        t.name,
+                        "train",
+                        status="failed",
+                        policy=policy,
+                        reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                    )
+                ]
+            )
             continue
         if t.name == "reference":
             ref_curve = rec.losses
-        common = dict(policy={**policy, "trainer_precision": precision},
-                      config={**run.config, "steps": run.steps, "train_config": train_config(run.seed).to_dict()})
+        common = dict(
+            policy={**policy, "trainer_precision": precision},
+            config={**run.config, "steps": run.steps, "train_config": train_config(run.seed).to_dict()},
+        )
         rows = [row(SECTION, t.name, "train", "loss", v, step=i + 1, **common) for i, v in enumerate(rec.losses)]
         devs = [abs(a - b) / abs(b) for a, b in zip(rec.losses, ref_curve) if b]
-        rows += [row(SECTION, t.name, "train", "loss_max_rel_dev", max(devs) if devs else None, **common,
-                     reason="" if devs else "no reference curve in this run"),
-                 row(SECTION, t.name, "train", "step_seconds", statistics.median(rec.seconds), **common,
-                     reason=f"median of {len(rec.seconds)} steps (the first includes warm-up)"),
-                 row(SECTION, t.name, "train", "train_peak_bytes", peak, **common),
-                 row(SECTION, t.name, "train", "heldout_lddt_ca", held, **common,
-                     reason="" if held is not None else "no held-out chain in the training data")]
+        rows += [
+            row(
+                SECTION,
+                t.name,
+                "train",
+                "loss_max_rel_dev",
+                max(devs) if devs else None,
+                **common,
+                reason="" if devs else "no reference curve in this run",
+            ),
+            row(
+                SECTION,
+                t.name,
+                "train",
+                "step_seconds",
+                statistics.median(rec.seconds),
+                **common,
+                reason=f"median of {len(rec.seconds)} steps (the first includes warm-up)",
+            ),
+            row(SECTION, t.name, "train", "train_peak_bytes", peak, **common),
+            row(
+                SECTION,
+                t.name,
+                "train",
+                "heldout_lddt_ca",
+                held,
+                **common,
+                reason="" if held is not None else "no held-out chain in the training data",
+            ),
+        ]
         run.store.add(rows)

@@ -34,14 +34,30 @@ def run(args: argparse.Namespace) -> int:
         print("ablate: --out DIR is required", file=sys.stderr)
         return 2
     config = AblationConfig(
-        out=args.out, quick=args.quick, chains=args.chains, max_chains=args.max_chains, weights=args.weights,
-        techniques=args.techniques, chunk_sizes=tuple(args.chunk_sizes), n_res=args.n_res,
-        predict_n_res=args.predict_n_res, training_steps=args.training_steps, train_data=args.train_data,
-        openfold_src=args.openfold_src, openfold_python=args.openfold_python or sys.executable, device=args.device,
-        repeats=args.repeats, threads=args.threads, seed=args.seed, sections=tuple(args.sections),
-        scaling_preset=args.scaling_preset, scaling_n_seq=args.scaling_n_seq, scaling_n_extra=args.scaling_n_extra,
+        out=args.out,
+        quick=args.quick,
+        chains=args.chains,
+        max_chains=args.max_chains,
+        weights=args.weights,
+        techniques=args.techniques,
+        chunk_sizes=tuple(args.chunk_sizes),
+        n_res=args.n_res,
+        predict_n_res=args.predict_n_res,
+        training_steps=args.training_steps,
+        train_data=args.train_data,
+        openfold_src=args.openfold_src,
+        openfold_python=args.openfold_python or sys.executable,
+        device=args.device,
+        repeats=args.repeats,
+        threads=args.threads,
+        seed=args.seed,
+        sections=tuple(args.sections),
+        scaling_preset=args.scaling_preset,
+        scaling_n_seq=args.scaling_n_seq,
+        scaling_n_extra=args.scaling_n_extra,
         planner_timeout=args.planner_timeout,
-        command="alphafold-mem " + " ".join(shlex.quote(a) for a in getattr(args, "argv", [])))
+        command="alphafold-mem " + " ".join(shlex.quote(a) for a in getattr(args, "argv", [])),
+    )
     start = time.perf_counter()
     try:
         report = run_ablation(config)
@@ -49,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"ablate: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"ablate: interrupted; the finished rows are in {args.out} (report.md written from them); "
-              "run the same command again to resume", file=sys.stderr)
+        print(
+            f"ablate: interrupted; the finished rows are in {args.out} (report.md written from them); "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     failed = [r for r in read_rows(args.out) if r["status"] == "failed"]
     minutes, seconds = divmod(round(time.perf_counter() - start), 60)
@@ -65,25 +84,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     from ..ablation.runner import SECTIONS
 
     p = sub.add_parser(
-        "ablate", help="accuracy-vs-memory ablation of every memory technique (tables, plots, report.md)",
+        "ablate",
+        help="accuracy-vs-memory ablation of every memory technique (tables, plots, report.md)",
         description="Run every memory technique (MemoryPolicy fields and presets, precision, kernels, DAP) on "
-                    "real chains, a few training steps, and a length sweep; write results.csv/json, PNG plots "
-                    "and report.md. A re-run with the same --out resumes (finished rows are skipped).",
+        "real chains, a few training steps, and a length sweep; write results.csv/json, PNG plots "
+        "and report.md. A re-run with the same --out resumes (finished rows are skipped).",
         epilog="Rows that cannot run here (e.g. Triton on CPU, offload on a CPU device) are rows with the reason. "
-               "Exit status 0: finished; 1: some row failed (reason in results.csv); 2: bad options or inputs.")
+        "Exit status 0: finished; 1: some row failed (reason in results.csv); 2: bad options or inputs.",
+    )
     p.add_argument("--out", help="output directory (results.csv, results.json, report.md, *.png)")
     p.add_argument("--quick", action="store_true", help="the small grid (2 chains, presets only, 2 training steps)")
-    p.add_argument("--chains", nargs="+", metavar="DIR_OR_FASTA",
-                   help="FASTA/.a3m files or directories (default: data/fasta/per_entry with data/alignments, data/mmcif)")
+    p.add_argument(
+        "--chains",
+        nargs="+",
+        metavar="DIR_OR_FASTA",
+        help="FASTA/.a3m files or directories (default: data/fasta/per_entry with data/alignments, data/mmcif)",
+    )
     p.add_argument("--max-chains", type=int, help="keep the N shortest chains")
     p.add_argument("--weights", help="weights file (default: data/demo_weights/demo.ckpt)")
-    p.add_argument("--techniques", nargs="+", metavar="NAME", help="technique names (see --list-techniques); "
-                   "the reference always runs")
+    p.add_argument(
+        "--techniques",
+        nargs="+",
+        metavar="NAME",
+        help="technique names (see --list-techniques); the reference always runs",
+    )
     p.add_argument("--list-techniques", action="store_true", help="print the derived techniques and exit")
     p.add_argument("--chunk-sizes", type=int, nargs="+", default=[64, 16, 4], help="chunk sizes to sweep")
     p.add_argument("--n-res", type=int, nargs="+", help="scaling: N_res values measured (default 64 128 256)")
-    p.add_argument("--predict-n-res", type=int, nargs="+", help="scaling: N_res values only predicted "
-                   "(default 1024 4096 10240)")
+    p.add_argument(
+        "--predict-n-res", type=int, nargs="+", help="scaling: N_res values only predicted (default 1024 4096 10240)"
+    )
     p.add_argument("--training-steps", type=int, help="fine-tuning steps per technique (default 6; 0: no training)")
     p.add_argument("--train-data", help="training data directory (default: data/)")
     p.add_argument("--openfold-src", help="an OpenFold checkout: adds the OpenFold side-by-side rows")
@@ -96,8 +126,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scaling-preset", default="model_1", help="model config of the scaling sweep")
     p.add_argument("--scaling-n-seq", type=int, default=128)
     p.add_argument("--scaling-n-extra", type=int, default=1024)
-    p.add_argument("--planner-timeout", type=float, default=60.0,
-                   help="CPU seconds one planner prediction may take (default 60; a slower one is a row with the reason)")
+    p.add_argument(
+        "--planner-timeout",
+        type=float,
+        default=60.0,
+        help="CPU seconds one planner prediction may take (default 60; a slower one is a row with the reason)",
+    )
     p.set_defaults(func=run)
 
 

@@ -26,8 +26,9 @@ def _device_type(device: str) -> str:
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
 
-def _rank_main(rank: int, world: int, run: Callable[[argparse.Namespace], int], args: argparse.Namespace,
-               threads: int) -> int:
+def _rank_main(
+    rank: int, world: int, run: Callable[[argparse.Namespace], int], args: argparse.Namespace, threads: int
+) -> int:
     import torch
 
     if threads:

@@ -19,8 +19,8 @@ SUBCOMMANDS = (predict, search, relax, train, memory_plan, ablate)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="alphafold-mem",
-        description="AlphaFold2 (monomer) training and prediction with measured memory savings.")
+        prog="alphafold-mem", description="AlphaFold2 (monomer) training and prediction with measured memory savings."
+    )
     parser.add_argument("--version", action="version", version=f"alphafold-mem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:

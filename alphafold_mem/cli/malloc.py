@@ -11,14 +11,16 @@ from ..memory.host import MALLOC_SETTINGS, apply_malloc_setting
 
 __all__ = ["MALLOC_HELP", "add_malloc_option", "apply_malloc_option"]
 
-MALLOC_HELP = ("host memory: 'trim' (default) hands glibc's free pages back to the system once a second "
-               "(malloc_trim), so the resident set follows the live tensors instead of the heap's high-water "
-               "mark, at about the speed of plain glibc; 'release' makes glibc return every freed block of "
-               "64 KiB and more at once (about as low a resident set, ~1.5x the CPU time of a CPU training step: fresh "
-               "pages are faulted in again); 'default' leaves glibc as it is. ALPHAFOLD_MEM_MALLOC=<setting> "
-               "sets the default. Independently, large CPU tensors are put on transparent huge pages (fewer page "
-               "faults) unless THP_MEM_ALLOC_ENABLE or ALPHAFOLD_MEM_MALLOC=default is set in the environment "
-               "(README, 'Training memory a machine sees')")
+MALLOC_HELP = (
+    "host memory: 'trim' (default) hands glibc's free pages back to the system once a second "
+    "(malloc_trim), so the resident set follows the live tensors instead of the heap's high-water "
+    "mark, at about the speed of plain glibc; 'release' makes glibc return every freed block of "
+    "64 KiB and more at once (about as low a resident set, ~1.5x the CPU time of a CPU training step: fresh "
+    "pages are faulted in again); 'default' leaves glibc as it is. ALPHAFOLD_MEM_MALLOC=<setting> "
+    "sets the default. Independently, large CPU tensors are put on transparent huge pages (fewer page "
+    "faults) unless THP_MEM_ALLOC_ENABLE or ALPHAFOLD_MEM_MALLOC=default is set in the environment "
+    "(README, 'Training memory a machine sees')"
+)
 
 
 def add_malloc_option(parser: argparse.ArgumentParser) -> None:

@@ -41,8 +41,9 @@ def parse_bytes(text: str) -> int:
 
 def _sizes(args: argparse.Namespace, config) -> tuple[int, int, int, int]:
     d = config.data
-    n_templ = args.n_templ if args.n_templ is not None else (config.template.max_templates
-                                                              if config.template.enabled else 0)
+    n_templ = (
+        args.n_templ if args.n_templ is not None else (config.template.max_templates if config.template.enabled else 0)
+    )
     return (args.n_res or d.crop_size, args.n_seq or d.max_msa_clusters, args.n_extra or d.max_extra_msa, n_templ)
 
 
@@ -64,66 +65,110 @@ def run(args: argparse.Namespace) -> int:
         print(f"memory-plan: --dap {args.dap} needs 1 <= P < N_res (and no --max-length)", file=sys.stderr)
         return 2
     precisions = [args.precision] if args.precision else list(PRECISION_CHOICES)
-    conf = {"preset": args.preset, "n_res": n_res, "n_seq": n_seq, "n_extra": n_extra, "n_templ": n_templ,
-            "training": bool(args.training), "budget_bytes": budget, "device": args.device, "dap": args.dap}
+    conf = {
+        "preset": args.preset,
+        "n_res": n_res,
+        "n_seq": n_seq,
+        "n_extra": n_extra,
+        "n_templ": n_templ,
+        "training": bool(args.training),
+        "budget_bytes": budget,
+        "device": args.device,
+        "dap": args.dap,
+    }
     say = (lambda *a, **k: None) if args.json else print
     t0 = time.perf_counter()
     if args.max_length:
         return _max_length(args, config, budget, precisions, conf, say, t0, max_length)
     kind = "training step" if args.training else "inference"
-    say(f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
+    say(
+        f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
         f"budget {budget / 1e9:.1f} GB; device {args.device}"
-        + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else ""))
+        + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else "")
+    )
     say(f"{'policy':52s} {'precision':>9s} {'peak GB':>9s} {'fits':>5s}")
     rows, recommended = [], None
     for precision in precisions:
-        cands = policy_candidates(args.training, precision, max(n_res, n_seq, n_extra), args.max_chunk_size,
-                                  device=args.device)
-        choice = choose(config, n_res, n_seq, n_extra, n_templ, budget, cands, training=args.training,
-                        device=args.device, evaluate_all=args.all, frugal_last=not args.training, dap=args.dap)
+        cands = policy_candidates(
+            args.training, precision, max(n_res, n_seq, n_extra), args.max_chunk_size, device=args.device
+        )
+        choice = choose(
+            config,
+            n_res,
+            n_seq,
+            n_extra,
+            n_templ,
+            budget,
+            cands,
+            training=args.training,
+            device=args.device,
+            evaluate_all=args.all,
+            frugal_last=not args.training,
+            dap=args.dap,
+        )
         for row in choice.rows:
             rows.append(row.as_dict())
-            say(f"{row.candidate.label:52s} {precision:>9s} {row.estimate.total / 1e9:9.2f} "
-                f"{'yes' if row.fits else 'no':>5s}")
+            say(
+                f"{row.candidate.label:52s} {precision:>9s} {row.estimate.total / 1e9:9.2f} "
+                f"{'yes' if row.fits else 'no':>5s}"
+            )
         if choice.chosen is not None and recommended is None:
             recommended = choice.chosen
         if recommended is not None and not args.all:
             break
     seconds = time.perf_counter() - t0
     if args.json:
-        print(json.dumps({"config": conf, "rows": rows,
-                          "recommended": recommended.as_dict() if recommended else None}))
+        print(json.dumps({"config": conf, "rows": rows, "recommended": recommended.as_dict() if recommended else None}))
     elif recommended is None:
         need = min(r["peak_bytes"] for r in rows)
-        print(f"nothing fits: the smallest predicted need is {need / 1e9:.2f} GB, the budget {budget / 1e9:.2f} GB; "
-              f"reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)")
+        print(
+            f"nothing fits: the smallest predicted need is {need / 1e9:.2f} GB, the budget {budget / 1e9:.2f} GB; "
+            f"reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)"
+        )
     else:
         host = recommended.estimate.host
-        print(f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"
-              + (f"; needs {host / 1e9:.1f} GB of host memory for offload" if host else "")
-              + f" ({seconds:.1f} s)")
+        print(
+            f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"
+            + (f"; needs {host / 1e9:.1f} GB of host memory for offload" if host else "")
+            + f" ({seconds:.1f} s)"
+        )
         if args.verbose:
             est = recommended.estimate
-            print(f"  = parameters {est.parameters / 1e9:.2f} GB + inputs {est.inputs / 1e9:.2f} GB + activations "
-                  f"{est.activations / 1e9:.2f} GB on the device" + (f"; host {est.host / 1e9:.2f} GB" if est.host else ""))
+            print(
+                f"  = parameters {est.parameters / 1e9:.2f} GB + inputs {est.inputs / 1e9:.2f} GB + activations "
+                f"{est.activations / 1e9:.2f} GB on the device"
+                + (f"; host {est.host / 1e9:.2f} GB" if est.host else "")
+            )
             print(repr(recommended.candidate.policy))
     return 0 if recommended is not None else 1
 
 
 def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> int:
     n_seq, n_extra, n_templ = conf["n_seq"], conf["n_extra"], conf["n_templ"]
-    say(f"{args.preset} inference: the largest N_res within {budget / 1e9:.1f} GB (N_seq {n_seq}, N_extra {n_extra}, "
-        f"N_templ {n_templ}; the most frugal policy; device {args.device})")
+    say(
+        f"{args.preset} inference: the largest N_res within {budget / 1e9:.1f} GB (N_seq {n_seq}, N_extra {n_extra}, "
+        f"N_templ {n_templ}; the most frugal policy; device {args.device})"
+    )
     rows, best = [], None
     for precision in precisions:
         n, row = max_length(config, budget, precision, n_seq, n_extra, n_templ, device=args.device)
-        say(f"  {precision:9s} N_res {n}" + (f" ({row.estimate.total / 1e9:.2f} GB, {row.candidate.label})" if row else ""))
+        say(
+            f"  {precision:9s} N_res {n}"
+            + (f" ({row.estimate.total / 1e9:.2f} GB, {row.candidate.label})" if row else "")
+        )
         if row is not None:
             rows.append({**row.as_dict(), "n_res": n})
             best = best if best is not None and best["n_res"] >= n else rows[-1]
     if args.json:
-        print(json.dumps({"config": {**conf, "n_res": best["n_res"] if best else 0, "max_length": True},
-                          "rows": rows, "recommended": best}))
+        print(
+            json.dumps(
+                {
+                    "config": {**conf, "n_res": best["n_res"] if best else 0, "max_length": True},
+                    "rows": rows,
+                    "recommended": best,
+                }
+            )
+        )
     else:
         print(f"({time.perf_counter() - t0:.1f} s)")
     return 0 if best is not None else 1
@@ -132,31 +177,53 @@ def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``memory-plan`` subcommand."""
     p = sub.add_parser(
-        "memory-plan", help="predict peak memory per memory policy and recommend one that fits",
+        "memory-plan",
+        help="predict peak memory per memory policy and recommend one that fits",
         description="Predict the peak memory of inference (or a training step) for memory-policy candidates "
-                    "without allocating it (FakeTensorMode), and recommend the fastest one that fits the budget.",
+        "without allocating it (FakeTensorMode), and recommend the fastest one that fits the budget.",
         epilog="Sizes default to the preset's data config (crop size, MSA clusters, extra MSA, max templates). "
-               "Exit status 0 if a policy fits, 1 if none does, 2 for bad options.")
+        "Exit status 0 if a policy fits, 1 if none does, 2 for bad options.",
+    )
     p.add_argument("--preset", default="model_1", help="model config preset (default: model_1)")
     p.add_argument("--n-res", type=int, default=None, help="N_res (default: the preset's crop size)")
     p.add_argument("--n-seq", type=int, default=None, help="N_seq, MSA clusters (default: preset)")
     p.add_argument("--n-extra", type=int, default=None, help="N_extra, extra MSA sequences (default: preset)")
     p.add_argument("--n-templ", type=int, default=None, help="N_templ (default: preset's max templates)")
     p.add_argument("--budget", default="80GB", help="device memory, e.g. 80GB, 40GiB (default: 80GB)")
-    p.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
-                   help="only this precision (default: fp32, then bf16, then bf16-full)")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                   help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op")
+    p.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        default=None,
+        help="only this precision (default: fp32, then bf16, then bf16-full)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op",
+    )
     p.add_argument("--max-chunk-size", type=int, default=None, help="largest chunk size considered (default 256)")
     p.add_argument("--training", action="store_true", help="a training step (forward + backward) instead of inference")
-    p.add_argument("--dap", type=int, default=1, metavar="P",
-                   help="the peak of each of P devices sharing the protein (dynamic axial parallelism; default: 1)")
-    p.add_argument("--max-length", action="store_true",
-                   help="print the largest N_res that fits --budget under the most frugal policy")
+    p.add_argument(
+        "--dap",
+        type=int,
+        default=1,
+        metavar="P",
+        help="the peak of each of P devices sharing the protein (dynamic axial parallelism; default: 1)",
+    )
+    p.add_argument(
+        "--max-length",
+        action="store_true",
+        help="print the largest N_res that fits --budget under the most frugal policy",
+    )
     p.add_argument("--all", action="store_true", help="estimate every candidate, not just what the search needs")
     p.add_argument("--json", action="store_true", help="print one JSON object (config, rows, recommended)")
-    p.add_argument("--verbose", "-v", action="store_true", help="also print the recommended estimate's parts "
-                   "(parameters, inputs, activations, host) and its MemoryPolicy")
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also print the recommended estimate's parts (parameters, inputs, activations, host) and its MemoryPolicy",
+    )
     p.set_defaults(func=run)
 
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_search_arguments", "add_template_arguments", "add_relax_arguments", "add_pipeline_arguments",
-           "pipeline_from_args"]
+__all__ = [
+    "add_search_arguments",
+    "add_template_arguments",
+    "add_relax_arguments",
+    "add_pipeline_arguments",
+    "pipeline_from_args",
+]
 
 
 def _positive(text: str) -> int:
@@ -18,25 +23,45 @@ def _positive(text: str) -> int:
 
 def add_search_arguments(g, *, required: bool = False) -> None:
     """``--db`` (repeatable), ``--cpus``, ``--iterations``, ``--max-seqs``, ``--z``, ``--no-progress``."""
-    g.add_argument("--db", action="append", default=[], metavar="FASTA", required=required,
-                   help="protein FASTA database for jackhmmer (repeatable: e.g. uniref90.fasta, mgnify.fasta); "
-                        "hits go to <out>/<id>/<db name>_hits.a3m/.sto and are reused by later runs")
+    g.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="FASTA",
+        required=required,
+        help="protein FASTA database for jackhmmer (repeatable: e.g. uniref90.fasta, mgnify.fasta); "
+        "hits go to <out>/<id>/<db name>_hits.a3m/.sto and are reused by later runs",
+    )
     g.add_argument("--cpus", type=_positive, default=1, help="threads for search and relaxation (default: 1)")
-    g.add_argument("--iterations", type=_positive, default=1,
-                   help="jackhmmer iterations, -N (default: 1, as AF2)")
-    g.add_argument("--max-seqs", type=_positive, default=10_000, metavar="N",
-                   help="rows kept per database, query included (default: 10000, AF2's UniRef90 cap)")
-    g.add_argument("--z", type=float, metavar="N",
-                   help="database size for E-values, jackhmmer -Z (default: the number of sequences in the file)")
+    g.add_argument("--iterations", type=_positive, default=1, help="jackhmmer iterations, -N (default: 1, as AF2)")
+    g.add_argument(
+        "--max-seqs",
+        type=_positive,
+        default=10_000,
+        metavar="N",
+        help="rows kept per database, query included (default: 10000, AF2's UniRef90 cap)",
+    )
+    g.add_argument(
+        "--z",
+        type=float,
+        metavar="N",
+        help="database size for E-values, jackhmmer -Z (default: the number of sequences in the file)",
+    )
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 
 def add_template_arguments(g) -> None:
     """``--template-db``, ``--mmcif-dir``, ``--max-template-date``, ``--obsolete``, ``--max-templates``."""
-    g.add_argument("--template-db", metavar="FILE",
-                   help="pdb_seqres.txt-style FASTA for the hmmsearch template search (AF2 v2.3)")
-    g.add_argument("--mmcif-dir", action="append", default=[], metavar="DIR",
-                   help="directory of template mmCIFs (<id>.cif[.gz] or the PDB mirror's <ab>/<1abc>.cif.gz); repeatable")
+    g.add_argument(
+        "--template-db", metavar="FILE", help="pdb_seqres.txt-style FASTA for the hmmsearch template search (AF2 v2.3)"
+    )
+    g.add_argument(
+        "--mmcif-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of template mmCIFs (<id>.cif[.gz] or the PDB mirror's <ab>/<1abc>.cif.gz); repeatable",
+    )
     g.add_argument("--max-template-date", metavar="YYYY-MM-DD", help="drop templates released after this date")
     g.add_argument("--obsolete", metavar="FILE", help="wwPDB obsolete.dat: obsolete template ids -> successors")
     g.add_argument("--max-templates", type=_positive, default=4, metavar="N", help="templates per target (default: 4)")
@@ -44,9 +69,12 @@ def add_template_arguments(g) -> None:
 
 def add_relax_arguments(g) -> None:
     """``--relax``, ``--relax-device``."""
-    g.add_argument("--relax", action="store_true",
-                   help="Amber relaxation (AF2 protocol; needs alphafold_mem[relax]): writes <id>_relaxed.pdb beside "
-                        "the unrelaxed model")
+    g.add_argument(
+        "--relax",
+        action="store_true",
+        help="Amber relaxation (AF2 protocol; needs alphafold_mem[relax]): writes <id>_relaxed.pdb beside "
+        "the unrelaxed model",
+    )
     g.add_argument("--relax-device", choices=("cpu", "cuda"), default="cpu", help="OpenMM platform (default: cpu)")
 
 
@@ -66,8 +94,19 @@ def pipeline_from_args(args: argparse.Namespace, log):
         return None
     if getattr(args, "single_sequence", False) and args.db:
         raise ValueError("--single-sequence cannot be combined with --db")
-    return PipelineOptions(databases=tuple(args.db), template_db=args.template_db, mmcif_dirs=tuple(args.mmcif_dir),
-                           max_template_date=args.max_template_date, obsolete=args.obsolete,
-                           max_templates=args.max_templates, cpus=args.cpus, iterations=args.iterations,
-                           max_sequences=args.max_seqs, z=args.z, relax=args.relax,
-                           relax_device=args.relax_device, progress=args.progress, log=log)
+    return PipelineOptions(
+        databases=tuple(args.db),
+        template_db=args.template_db,
+        mmcif_dirs=tuple(args.mmcif_dir),
+        max_template_date=args.max_template_date,
+        obsolete=args.obsolete,
+        max_templates=args.max_templates,
+        cpus=args.cpus,
+        iterations=args.iterations,
+        max_sequences=args.max_seqs,
+        z=args.z,
+        relax=args.relax,
+        relax_device=args.relax_device,
+        progress=args.progress,
+        log=log,
+    )

@@ -29,61 +29,114 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .pipeline_args import add_pipeline_arguments
 
     p = sub.add_parser(
-        "predict", help="predict structures from FASTA/a3m inputs",
+        "predict",
+        help="predict structures from FASTA/a3m inputs",
         description="Predict monomer structures with pLDDT/PAE confidence from a FASTA file (one or many "
-                    "records), a directory of FASTA files, or an .a3m whose first row is the query.",
+        "records), a directory of FASTA files, or an .a3m whose first row is the query.",
         epilog="Outputs per target (named from the sanitised record id): <id>.pdb (pLDDT in the B-factor "
-               "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
-               "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
-               "Exit status 1 if any target failed, 2 for bad options or weights.")
-    p.add_argument("input", help="FASTA file, .a3m/.sto alignment (first row = query), mmCIF/PDB file (one target per "
-                                 "protein chain), or a directory of FASTA/structure files")
+        "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
+        "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
+        "Exit status 1 if any target failed, 2 for bad options or weights.",
+    )
+    p.add_argument(
+        "input",
+        help="FASTA file, .a3m/.sto alignment (first row = query), mmCIF/PDB file (one target per "
+        "protein chain), or a directory of FASTA/structure files",
+    )
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     msa = p.add_mutually_exclusive_group()
     msa.add_argument("--msa", metavar="FILE", help="alignment (.a3m or .sto) for a single-record input")
-    msa.add_argument("--msa-dir", metavar="DIR",
-                     help="directory with <record id>.a3m / <record id>.sto, or a folder <record id>/ of "
-                          "alignment files (merged)")
+    msa.add_argument(
+        "--msa-dir",
+        metavar="DIR",
+        help="directory with <record id>.a3m / <record id>.sto, or a folder <record id>/ of alignment files (merged)",
+    )
     msa.add_argument("--single-sequence", action="store_true", help="run without an MSA")
-    p.add_argument("--weights", metavar="FILE",
-                   help=f"weights: an alphafold-mem/Lightning checkpoint, an AF2 params .npz or an OpenFold "
-                        f".pt, detected by content (default: {DEFAULT_WEIGHTS})")
-    p.add_argument("--preset", choices=PRESETS, metavar="NAME",
-                   help="model preset for AF2/OpenFold weights (default: from the file name, else model_1_ptm); "
-                        "our checkpoints carry their own config")
+    p.add_argument(
+        "--weights",
+        metavar="FILE",
+        help=f"weights: an alphafold-mem/Lightning checkpoint, an AF2 params .npz or an OpenFold "
+        f".pt, detected by content (default: {DEFAULT_WEIGHTS})",
+    )
+    p.add_argument(
+        "--preset",
+        choices=PRESETS,
+        metavar="NAME",
+        help="model preset for AF2/OpenFold weights (default: from the file name, else model_1_ptm); "
+        "our checkpoints carry their own config",
+    )
     p.add_argument("--num-recycles", type=int, metavar="N", help="recycling iterations (default: the model's)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--precision", choices=("fp32", "bf16", "bf16-full"), default="fp32",
-                   help="bf16: bf16 matmuls, fp32 representations; bf16-full: bf16 representations too "
-                        "(half their memory, predictions move more). Default: fp32")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "bf16-full"),
+        default="fp32",
+        help="bf16: bf16 matmuls, fp32 representations; bf16-full: bf16 representations too "
+        "(half their memory, predictions move more). Default: fp32",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of MSA sampling and torch (default: 0)")
-    p.add_argument("--chunk-size", type=_chunk_size, metavar="N|auto",
-                   help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "
-                        "the free memory); same results, lower peak memory (default: no chunking)")
-    p.add_argument("--low-memory", action="store_true",
-                   help="low-memory inference policy: low-memory attention, chunk size 16 unless --chunk-size "
-                        "is given, in-place updates, streamed templates, offload to host memory (GPU)")
-    p.add_argument("--memory-policy", default="auto", choices=("auto", "reference", "low_memory_inference"),
-                   help="auto (default): before each target, the fastest policy predicted to fit the memory "
-                        "budget; a target that fits under none fails at once and the others run. Or a preset.")
-    p.add_argument("--max-memory", type=_memory, metavar="SIZE",
-                   help="memory budget, e.g. 2GB, 40GiB (default: the device's free memory)")
-    p.add_argument("--no-track-memory", dest="track_memory", action="store_false",
-                   help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
-                        "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)")
-    p.add_argument("--dap", type=int, default=1, metavar="P",
-                   help="share each target among P processes (dynamic axial parallelism): spawns P local processes "
-                        "(CPU: gloo; CUDA: one GPU each), or joins torchrun's group when started by torchrun "
-                        "(default: 1)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="recompute targets whose outputs already exist (default: skip them if they were produced "
-                        "from the same sequence, MSA, weights and options; fail them, naming what changed, if not)")
-    p.add_argument("--min-msa-depth", type=int, default=0, metavar="N",
-                   help="fail targets whose MSA has fewer than N distinct rows, query included (default: 0); "
-                        "the scores JSON records the depth and Neff at 80%% identity")
-    p.add_argument("--record-paths", action="store_true",
-                   help="write local paths of inputs, MSAs and weights into the output files (default: file names "
-                        "only, so that results can be shared as they are)")
+    p.add_argument(
+        "--chunk-size",
+        type=_chunk_size,
+        metavar="N|auto",
+        help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "
+        "the free memory); same results, lower peak memory (default: no chunking)",
+    )
+    p.add_argument(
+        "--low-memory",
+        action="store_true",
+        help="low-memory inference policy: low-memory attention, chunk size 16 unless --chunk-size "
+        "is given, in-place updates, streamed templates, offload to host memory (GPU)",
+    )
+    p.add_argument(
+        "--memory-policy",
+        default="auto",
+        choices=("auto", "reference", "low_memory_inference"),
+        help="auto (default): before each target, the fastest policy predicted to fit the memory "
+        "budget; a target that fits under none fails at once and the others run. Or a preset.",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=_memory,
+        metavar="SIZE",
+        help="memory budget, e.g. 2GB, 40GiB (default: the device's free memory)",
+    )
+    p.add_argument(
+        "--no-track-memory",
+        dest="track_memory",
+        action="store_false",
+        help="CPU: skip measuring the forward's activation peak for timings.json (the measurement "
+        "hooks every torch op and slows a CPU forward by up to ~2x; on CUDA it is free)",
+    )
+    p.add_argument(
+        "--dap",
+        type=int,
+        default=1,
+        metavar="P",
+        help="share each target among P processes (dynamic axial parallelism): spawns P local processes "
+        "(CPU: gloo; CUDA: one GPU each), or joins torchrun's group when started by torchrun "
+        "(default: 1)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="recompute targets whose outputs already exist (default: skip them if they were produced "
+        "from the same sequence, MSA, weights and options; fail them, naming what changed, if not)",
+    )
+    p.add_argument(
+        "--min-msa-depth",
+        type=int,
+        default=0,
+        metavar="N",
+        help="fail targets whose MSA has fewer than N distinct rows, query included (default: 0); "
+        "the scores JSON records the depth and Neff at 80%% identity",
+    )
+    p.add_argument(
+        "--record-paths",
+        action="store_true",
+        help="write local paths of inputs, MSAs and weights into the output files (default: file names "
+        "only, so that results can be shared as they are)",
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     add_malloc_option(p)
     add_pipeline_arguments(p)
@@ -118,8 +171,11 @@ def run(args: argparse.Namespace) -> int:
         from .dap_launch import run_with_dap
 
         if getattr(args, "db", None) or getattr(args, "template_db", None):  # P ranks would search at once
-            print("error: --dap does not run the sequence search: run `alphafold-mem search` first, then "
-                  "predict --dap with --msa-dir", file=sys.stderr)
+            print(
+                "error: --dap does not run the sequence search: run `alphafold-mem search` first, then "
+                "predict --dap with --msa-dir",
+                file=sys.stderr,
+            )
             return 2
 
         return run_with_dap(args, run_one)
@@ -142,12 +198,30 @@ def run_one(args: argparse.Namespace) -> int:
         return 2
     try:
         result = predict(
-            args.input, args.out, msa=args.msa, msa_dir=args.msa_dir, single_sequence=args.single_sequence,
-            weights=args.weights, preset=args.preset, num_recycles=args.num_recycles, device=args.device,
-            precision=args.precision, seed=args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size,
-            low_memory=args.low_memory, memory_policy=args.memory_policy, max_memory=args.max_memory,
-            track_memory=args.track_memory, log=log, debug=args.debug, dap=args.dap, pipeline=pipeline,
-            min_msa_depth=args.min_msa_depth, record_paths=args.record_paths)
+            args.input,
+            args.out,
+            msa=args.msa,
+            msa_dir=args.msa_dir,
+            single_sequence=args.single_sequence,
+            weights=args.weights,
+            preset=args.preset,
+            num_recycles=args.num_recycles,
+            device=args.device,
+            precision=args.precision,
+            seed=args.seed,
+            overwrite=args.overwrite,
+            chunk_size=args.chunk_size,
+            low_memory=args.low_memory,
+            memory_policy=args.memory_policy,
+            max_memory=args.max_memory,
+            track_memory=args.track_memory,
+            log=log,
+            debug=args.debug,
+            dap=args.dap,
+            pipeline=pipeline,
+            min_msa_depth=args.min_msa_depth,
+            record_paths=args.record_paths,
+        )
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

@@ -19,9 +19,12 @@ import sys
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``relax`` subcommand."""
-    p = sub.add_parser("relax", help="Amber relaxation of PDB/mmCIF models (OpenMM)",
-                       description="Restrained Amber99sb minimisation of every protein chain, AF2's protocol "
-                                   "(needs: pip install 'alphafold_mem[relax]').")
+    p = sub.add_parser(
+        "relax",
+        help="Amber relaxation of PDB/mmCIF models (OpenMM)",
+        description="Restrained Amber99sb minimisation of every protein chain, AF2's protocol "
+        "(needs: pip install 'alphafold_mem[relax]').",
+    )
     p.add_argument("inputs", nargs="+", help="PDB or mmCIF files (optionally .gz)")
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="OpenMM platform (default: cpu)")
@@ -51,15 +54,19 @@ def run(args: argparse.Namespace) -> int:
             stem = stem[: -len(suffix)] if stem.lower().endswith(suffix) else stem
         out = os.path.join(args.out, f"{stem}_relaxed.pdb")
         try:
-            result = relax_structure(path, out, device=args.device, threads=args.cpus,
-                                     remarks=[f"relaxed from {os.path.basename(path)}"])
+            result = relax_structure(
+                path, out, device=args.device, threads=args.cpus, remarks=[f"relaxed from {os.path.basename(path)}"]
+            )
         except (RelaxError, InputError, OSError) as exc:
             log(f"error: {path}: {exc}")
             failed += 1
             continue
         write_json(os.path.join(args.out, f"{stem}_relax.json"), {"input": path, **result.as_dict()})
         b, a = result.violations_before, result.violations_after
-        log(f"{path} -> {out}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy {result.initial_energy:.0f} -> {result.final_energy:.0f} "
+        log(
+            f"{path} -> {out}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy "
+            f"{result.initial_energy:.0f} -> {result.final_energy:.0f} "
             f"kcal/mol, Cα-RMSD {result.ca_rmsd:.2f} Å, clashing atoms {b['clashing_atoms']} -> {a['clashing_atoms']}, "
-            f"bond violations {b['bond_violations']} -> {a['bond_violations']}")
+            f"bond violations {b['bond_violations']} -> {a['bond_violations']}"
+        )
     return 1 if failed else 0

@@ -21,9 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``search`` subcommand."""
     from .pipeline_args import add_search_arguments
 
-    p = sub.add_parser("search", help="MSA and template search with pyhmmer (jackhmmer, hmmsearch)",
-                       description="Search every FASTA record against protein databases with jackhmmer "
-                                   "(AF2's settings) and, with --template-db, a pdb_seqres file with hmmsearch.")
+    p = sub.add_parser(
+        "search",
+        help="MSA and template search with pyhmmer (jackhmmer, hmmsearch)",
+        description="Search every FASTA record against protein databases with jackhmmer "
+        "(AF2's settings) and, with --template-db, a pdb_seqres file with hmmsearch.",
+    )
     p.add_argument("input", help="FASTA file (one or many records)")
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     add_search_arguments(p, required=True)
@@ -58,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         depths = ", ".join(f"{db} {info['depth']}" for db, info in outcome.record["msa"].items())
-        log(f"{name}: {len(rec.sequence)} residues; MSA rows: {depths}"
-            + (f"; template hits: {outcome.record['templates']['hits']}" if outcome.record.get("templates") else ""))
+        log(
+            f"{name}: {len(rec.sequence)} residues; MSA rows: {depths}"
+            + (f"; template hits: {outcome.record['templates']['hits']}" if outcome.record.get("templates") else "")
+        )
     return 1 if failed else 0

@@ -42,60 +42,117 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` subcommand."""
     from ..config import PRESETS
 
-    p = sub.add_parser("train", help="train or fine-tune a model (Lightning)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", choices=PRESETS, default=None,
-                   help="model preset (default: demo, or the preset stored in --resume)")
+    p = sub.add_parser(
+        "train",
+        help="train or fine-tune a model (Lightning)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--preset", choices=PRESETS, default=None, help="model preset (default: demo, or the preset stored in --resume)"
+    )
     p.add_argument("--data", default=None, help="data directory or chain-index JSON (default: data)")
-    p.add_argument("--out", default=None,
-                   help="checkpoints and logs go here (default: runs/train; on --resume the checkpoint's run directory)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="checkpoints and logs go here (default: runs/train; on --resume the checkpoint's run directory)",
+    )
     p.add_argument("--max-steps", type=int, default=None, help="optimiser steps in all (default: 1000)")
     p.add_argument("--precision", choices=("32", "bf16-mixed"), default=None, help="default: 32")
-    p.add_argument("--memory-policy", choices=("reference", "training"), default=None,
-                   help="training: every Evoformer/extra-MSA/template block checkpointed "
-                        "and low-memory attention, same results as reference (default: training)")
-    p.add_argument("--memory-set", dest="memory_overrides", action="append", metavar="FIELD=VALUE",
-                   help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)")
-    p.add_argument("--devices", default=None,
-                   help="device count per node or 'auto' (default: 1, or the --dap size)")
-    p.add_argument("--num-nodes", type=int, default=1,
-                   help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')")
-    p.add_argument("--dap", type=int, default=1, metavar="P",
-                   help="devices sharing each sample (dynamic axial parallelism); --devices must be a multiple "
-                        "(dp = devices / P data-parallel replicas, DDP over all); default: 1")
+    p.add_argument(
+        "--memory-policy",
+        choices=("reference", "training"),
+        default=None,
+        help="training: every Evoformer/extra-MSA/template block checkpointed "
+        "and low-memory attention, same results as reference (default: training)",
+    )
+    p.add_argument(
+        "--memory-set",
+        dest="memory_overrides",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)",
+    )
+    p.add_argument("--devices", default=None, help="device count per node or 'auto' (default: 1, or the --dap size)")
+    p.add_argument(
+        "--num-nodes",
+        type=int,
+        default=1,
+        help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')",
+    )
+    p.add_argument(
+        "--dap",
+        type=int,
+        default=1,
+        metavar="P",
+        help="devices sharing each sample (dynamic axial parallelism); --devices must be a multiple "
+        "(dp = devices / P data-parallel replicas, DDP over all); default: 1",
+    )
     p.add_argument("--accelerator", default="auto", help="cpu, gpu, auto (default: auto)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy: auto, ddp, fsdp, ... (default: auto)")
-    p.add_argument("--resume", metavar="CKPT", default=None,
-                   help="continue from a training checkpoint with the settings it saved (see above)")
-    p.add_argument("--init-weights", metavar="FILE", default=None,
-                   help="start from these weights (AF2 .npz, OpenFold .pt, alphafold-mem checkpoints), EMA "
-                        "included; the architecture comes from the file unless --preset is given")
+    p.add_argument(
+        "--resume",
+        metavar="CKPT",
+        default=None,
+        help="continue from a training checkpoint with the settings it saved (see above)",
+    )
+    p.add_argument(
+        "--init-weights",
+        metavar="FILE",
+        default=None,
+        help="start from these weights (AF2 .npz, OpenFold .pt, alphafold-mem checkpoints), EMA "
+        "included; the architecture comes from the file unless --preset is given",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="per-device batch size (default: 1)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 1e-3, AF2)")
     p.add_argument("--warmup-steps", type=int, default=None, help="linear warm-up steps (default: 1000, AF2)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--val-every", type=int, default=None, help="validate every N steps (default: 200)")
     p.add_argument("--ckpt-every", type=int, default=None, help="checkpoint every N steps (default: 200)")
-    p.add_argument("--held-out", nargs="*", default=None,
-                   help="PDB ids kept out of training for validation (default: the demo hold-out set)")
+    p.add_argument(
+        "--held-out",
+        nargs="*",
+        default=None,
+        help="PDB ids kept out of training for validation (default: the demo hold-out set)",
+    )
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (default: 0)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--logger", nargs="+", choices=("csv", "tensorboard"), default=["csv"],
-                   help="<out>/logs/metrics.csv is always written; 'tensorboard' adds <out>/tensorboard "
-                        "(optional extra: pip install 'alphafold_mem[tensorboard]')")
-    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
-                   help="model config override, dotted path (repeatable), e.g. loss.violation_weight=1.0")
-    p.add_argument("--train-set", dest="train_overrides", action="append", metavar="KEY=VALUE",
-                   help="TrainConfig override (repeatable), e.g. ema_decay=0.99")
+    p.add_argument(
+        "--logger",
+        nargs="+",
+        choices=("csv", "tensorboard"),
+        default=["csv"],
+        help="<out>/logs/metrics.csv is always written; 'tensorboard' adds <out>/tensorboard "
+        "(optional extra: pip install 'alphafold_mem[tensorboard]')",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        metavar="KEY=VALUE",
+        help="model config override, dotted path (repeatable), e.g. loss.violation_weight=1.0",
+    )
+    p.add_argument(
+        "--train-set",
+        dest="train_overrides",
+        action="append",
+        metavar="KEY=VALUE",
+        help="TrainConfig override (repeatable), e.g. ema_decay=0.99",
+    )
     p.add_argument("--no-progress-bar", action="store_true")
     add_malloc_option(p)
     p.set_defaults(func=run)
 
 
 #: Run settings a checkpoint stores (:mod:`alphafold_mem.train.resume`): CLI attribute -> (key, default).
-_RUN_SETTINGS = {"data": ("data_dir", "data"), "max_steps": ("max_steps", 1000), "precision": ("precision", "32"),
-                 "ckpt_every": ("ckpt_every_steps", 200), "memory_policy": ("memory_policy", "training"),
-                 "memory_overrides": ("memory_overrides", None)}
+_RUN_SETTINGS = {
+    "data": ("data_dir", "data"),
+    "max_steps": ("max_steps", 1000),
+    "precision": ("precision", "32"),
+    "ckpt_every": ("ckpt_every_steps", 200),
+    "memory_policy": ("memory_policy", "training"),
+    "memory_overrides": ("memory_overrides", None),
+}
 
 
 def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
@@ -112,9 +169,15 @@ def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
     if args.out is None:
         args.out = default_out_dir(args.resume, stored.get("out_dir")) if saved is not None else "runs/train"
     data = Path(args.data)
-    return {"data_dir": str(data.resolve()) if data.exists() else str(data), "max_steps": args.max_steps,
-            "precision": args.precision, "ckpt_every_steps": args.ckpt_every, "memory_policy": args.memory_policy,
-            "memory_overrides": list(args.memory_overrides or []), "out_dir": str(Path(args.out).resolve())}
+    return {
+        "data_dir": str(data.resolve()) if data.exists() else str(data),
+        "max_steps": args.max_steps,
+        "precision": args.precision,
+        "ckpt_every_steps": args.ckpt_every,
+        "memory_policy": args.memory_policy,
+        "memory_overrides": list(args.memory_overrides or []),
+        "out_dir": str(Path(args.out).resolve()),
+    }
 
 
 def _train_config(args: argparse.Namespace, saved):
@@ -128,15 +191,21 @@ def _train_config(args: argparse.Namespace, saved):
     tc_kwargs = {}
     if args.held_out is not None or base is None:
         tc_kwargs["held_out"] = tuple(args.held_out) if args.held_out is not None else DEFAULT_HELD_OUT
-    for name, field in (("batch_size", "batch_size"), ("lr", "lr"), ("warmup_steps", "warmup_steps"),
-                        ("seed", "seed"), ("val_every", "val_every_steps")):
+    for name, field in (
+        ("batch_size", "batch_size"),
+        ("lr", "lr"),
+        ("warmup_steps", "warmup_steps"),
+        ("seed", "seed"),
+        ("val_every", "val_every_steps"),
+    ):
         if getattr(args, name) is not None:
             tc_kwargs[field] = getattr(args, name)
     train_overrides = _parse_assignments(args.train_overrides, "--train-set")
     check_removed(train_overrides)
     tc_kwargs.update(train_overrides)
-    return dataclasses.replace(base or TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v
-                                                         for k, v in tc_kwargs.items()})
+    return dataclasses.replace(
+        base or TrainConfig(), **{k: tuple(v) if isinstance(v, list) else v for k, v in tc_kwargs.items()}
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,11 +233,27 @@ def run(args: argparse.Namespace) -> int:
         devices = args.devices or str(args.dap)
         devices = devices if devices == "auto" else int(devices)
         policy = preset(args.memory_policy, **_parse_assignments(args.memory_overrides, "--memory-set"))
-        train(cfg, tc, args.data, args.out, max_steps=args.max_steps, precision=args.precision, devices=devices,
-              strategy=args.strategy, accelerator=args.accelerator, resume=args.resume,
-              ckpt_every_steps=args.ckpt_every, num_workers=args.num_workers, loggers=args.logger,
-              progress_bar=not args.no_progress_bar, memory_policy=policy, run_settings=run_settings,
-              init_weights=args.init_weights, num_nodes=args.num_nodes, dap=args.dap)
+        train(
+            cfg,
+            tc,
+            args.data,
+            args.out,
+            max_steps=args.max_steps,
+            precision=args.precision,
+            devices=devices,
+            strategy=args.strategy,
+            accelerator=args.accelerator,
+            resume=args.resume,
+            ckpt_every_steps=args.ckpt_every,
+            num_workers=args.num_workers,
+            loggers=args.logger,
+            progress_bar=not args.no_progress_bar,
+            memory_policy=policy,
+            run_settings=run_settings,
+            init_weights=args.init_weights,
+            num_nodes=args.num_nodes,
+            dap=args.dap,
+        )
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)

@@ -22,8 +22,17 @@ training data left out, by reason), :mod:`.features.values` (value checks before
 from .dataset import ChainIndex, ProteinChainDataset, build_chain_index
 from .errors import InputError, InputNote, InputWarning
 from .fasta import FastaRecord, parse_fasta, parse_fasta_string
-from .features import (FEATURES, Batch, FeatureSpec, Sample, check_features, collate, make_features,
-                       make_template_features, pad_features)
+from .features import (
+    FEATURES,
+    Batch,
+    FeatureSpec,
+    Sample,
+    check_features,
+    collate,
+    make_features,
+    make_template_features,
+    pad_features,
+)
 from .mmcif import parse_mmcif
 from .msa import Msa, parse_a3m, parse_msa, parse_stockholm
 from .pdb import parse_pdb
@@ -31,8 +40,31 @@ from .structure import ProteinChain, Structure
 from .structure_io import read_structure
 
 __all__ = [
-    "parse_fasta", "parse_fasta_string", "parse_msa", "parse_a3m", "parse_stockholm", "parse_mmcif",
-    "parse_pdb", "read_structure", "make_features", "make_template_features", "FEATURES", "FeatureSpec",
-    "check_features", "ProteinChainDataset", "ChainIndex", "build_chain_index", "collate", "pad_features",
-    "Sample", "Batch", "FastaRecord", "Msa", "ProteinChain", "Structure", "InputError", "InputWarning", "InputNote",
+    "parse_fasta",
+    "parse_fasta_string",
+    "parse_msa",
+    "parse_a3m",
+    "parse_stockholm",
+    "parse_mmcif",
+    "parse_pdb",
+    "read_structure",
+    "make_features",
+    "make_template_features",
+    "FEATURES",
+    "FeatureSpec",
+    "check_features",
+    "ProteinChainDataset",
+    "ChainIndex",
+    "build_chain_index",
+    "collate",
+    "pad_features",
+    "Sample",
+    "Batch",
+    "FastaRecord",
+    "Msa",
+    "ProteinChain",
+    "Structure",
+    "InputError",
+    "InputWarning",
+    "InputNote",
 ]

@@ -39,8 +39,13 @@ def alignment_files(folder) -> list[tuple[Path, Optional[int]]]:
     """The MSA files of a chain folder in AF2 merge order, with their row caps. Template hit files
     and multimer-only files (``pairing.a3m``, ``uniprot_hits.sto``) are left out."""
     folder = Path(folder)
-    files = [p for p in sorted(folder.iterdir()) if p.name.lower().endswith(_MSA_SUFFIXES)
-             and not p.name.lower().startswith(_PAIRING_ONLY) and p.name not in TEMPLATE_HIT_NAMES]
+    files = [
+        p
+        for p in sorted(folder.iterdir())
+        if p.name.lower().endswith(_MSA_SUFFIXES)
+        and not p.name.lower().startswith(_PAIRING_ONLY)
+        and p.name not in TEMPLATE_HIT_NAMES
+    ]
 
     def rank(p: Path) -> int:
         n = p.name.lower()

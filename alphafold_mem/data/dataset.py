@@ -22,7 +22,8 @@ duplicate chains and alignment folders that no chain uses are listed in the inde
 list with a ``reason`` (:mod:`.drops`); the parser's notes and warnings per structure go to its
 ``notes`` list. Robustness: required inputs (index, files it names) are validated when the dataset
 is built (rejected entries are kept in ``rejected``, with reasons, and an index with nothing usable
-fails with the counted reasons); an entry that fails to load later (unreadable structure, corrupt cache, bad alignment) is skipped with
+fails with the counted reasons); an entry that fails to load later (unreadable structure, corrupt cache, bad
+alignment) is skipped with
 an :class:`~alphafold_mem.data.errors.InputWarning`, counted in ``num_skipped``, and replaced by the
 next entry, so an epoch never ends early on bad data. Counters are per process (per DataLoader
 worker).
@@ -88,8 +89,12 @@ class ChainIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         with atomic_write(path) as tmp:
-            Path(tmp).write_text(json.dumps({"version": INDEX_VERSION, "chains": self.entries,
-                                             "skipped": self.skipped, "notes": self.notes}, indent=1))
+            Path(tmp).write_text(
+                json.dumps(
+                    {"version": INDEX_VERSION, "chains": self.entries, "skipped": self.skipped, "notes": self.notes},
+                    indent=1,
+                )
+            )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ChainIndex":
@@ -103,8 +108,12 @@ class ChainIndex:
             raise InputError(f"cannot read chain index: {exc}", file=path) from exc
         if data.get("version") != INDEX_VERSION or not isinstance(data.get("chains"), list):
             raise InputError(f"not a version-{INDEX_VERSION} chain index", file=path)
-        return cls(entries=data["chains"], root=path.parent.resolve(), skipped=data.get("skipped", []),
-                   notes=data.get("notes", []))
+        return cls(
+            entries=data["chains"],
+            root=path.parent.resolve(),
+            skipped=data.get("skipped", []),
+            notes=data.get("notes", []),
+        )
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -127,9 +136,14 @@ def _iter_structures(dirs: Iterable[str | os.PathLike]) -> list[Path]:
     return out
 
 
-def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir: str | os.PathLike | None,
-                      out_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
-                      verbose: bool = False) -> ChainIndex:
+def build_chain_index(
+    structure_dirs: Sequence[str | os.PathLike],
+    alignment_dir: str | os.PathLike | None,
+    out_path: str | os.PathLike,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    verbose: bool = False,
+) -> ChainIndex:
     """Parse every structure once, cache its chains and write the JSON index.
 
     Args:
@@ -172,28 +186,58 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
             except (InputError, OSError, ValueError) as exc:
                 structure, error = None, exc
         for w in caught:  # kept in the index and passed on
-            index.notes.append({"structure": _rel(path, root), "message": str(w.message),
-                                "kind": "note" if issubclass(w.category, InputNote) else "warning"})
+            index.notes.append(
+                {
+                    "structure": _rel(path, root),
+                    "message": str(w.message),
+                    "kind": "note" if issubclass(w.category, InputNote) else "warning",
+                }
+            )
             warnings.warn(w.message, w.category, stacklevel=2)
         if structure is None:
             warn_input(f"skipping unreadable structure: {error}", file=path)
-            index.skipped.append(drop("unreadable structure", _rel(path, root), getattr(error, "reason", str(error)),
-                                      structure=_rel(path, root), error=str(error)))
+            index.skipped.append(
+                drop(
+                    "unreadable structure",
+                    _rel(path, root),
+                    getattr(error, "reason", str(error)),
+                    structure=_rel(path, root),
+                    error=str(error),
+                )
+            )
             continue
         for chain_id, reason in structure.dropped:
             warn_input(f"skipping protein chain: {reason}", file=path, record=chain_id)
-            index.skipped.append(drop("protein chain without modelled atoms", f"{structure.pdb_id}_{chain_id}",
-                                      reason, structure=_rel(path, root), chain=chain_id, error=reason))
+            index.skipped.append(
+                drop(
+                    "protein chain without modelled atoms",
+                    f"{structure.pdb_id}_{chain_id}",
+                    reason,
+                    structure=_rel(path, root),
+                    chain=chain_id,
+                    error=reason,
+                )
+            )
         timings.append(time.perf_counter() - t0)
         if verbose:
             print(f"{path}: {len(structure.chains)} protein chains, {timings[-1]:.3f} s")
         for chain in structure.chains.values():
             if chain.name in seen:
-                warn_input(f"duplicate chain {chain.name} (already indexed from {seen[chain.name]}); skipped",
-                           file=path, record=chain.name)
-                index.skipped.append(drop("duplicate chain", chain.name, f"already indexed from {seen[chain.name]}",
-                                          structure=_rel(path, root), chain=chain.chain_id,
-                                          error=f"duplicate of {seen[chain.name]}"))
+                warn_input(
+                    f"duplicate chain {chain.name} (already indexed from {seen[chain.name]}); skipped",
+                    file=path,
+                    record=chain.name,
+                )
+                index.skipped.append(
+                    drop(
+                        "duplicate chain",
+                        chain.name,
+                        f"already indexed from {seen[chain.name]}",
+                        structure=_rel(path, root),
+                        chain=chain.chain_id,
+                        error=f"duplicate of {seen[chain.name]}",
+                    )
+                )
                 continue
             seen[chain.name] = _rel(path, root)
             folder = folders.get(chain.name) or folders.get(f"{chain.pdb_id}_{chain.chain_id}".lower())
@@ -210,21 +254,37 @@ def build_chain_index(structure_dirs: Sequence[str | os.PathLike], alignment_dir
             if cache_dir is not None:
                 cache = Path(cache_dir) / f"{chain.name}.npz"
                 with atomic_write(cache) as tmp, open(tmp, "wb") as fh:
-                    np.savez(fh, aatype=chain.aatype, atom37_positions=chain.atom37_positions,
-                             atom37_mask=chain.atom37_mask)
-            index.entries.append({
-                "name": chain.name, "pdb_id": chain.pdb_id, "chain_id": chain.chain_id,
-                "structure": _rel(path, root), "cache": None if cache is None else _rel(cache, root),
-                "alignment_dir": None if folder is None else _rel(folder, root),
-                "sequence": chain.sequence, "length": len(chain), "num_resolved": chain.num_resolved,
-                "resolution": chain.resolution, "release_date": chain.release_date, "method": chain.method,
-                "modified": [list(m) for m in chain.modified],
-            })
+                    np.savez(
+                        fh, aatype=chain.aatype, atom37_positions=chain.atom37_positions, atom37_mask=chain.atom37_mask
+                    )
+            index.entries.append(
+                {
+                    "name": chain.name,
+                    "pdb_id": chain.pdb_id,
+                    "chain_id": chain.chain_id,
+                    "structure": _rel(path, root),
+                    "cache": None if cache is None else _rel(cache, root),
+                    "alignment_dir": None if folder is None else _rel(folder, root),
+                    "sequence": chain.sequence,
+                    "length": len(chain),
+                    "num_resolved": chain.num_resolved,
+                    "resolution": chain.resolution,
+                    "release_date": chain.release_date,
+                    "method": chain.method,
+                    "modified": [list(m) for m in chain.modified],
+                }
+            )
     for name, sub in folders.items():
         if sub not in used_folders:
             warn_input("alignment folder without a structure: no indexed chain uses it", file=sub)
-            index.skipped.append(drop("alignment folder without a structure", name, "no indexed chain uses it",
-                                      alignment_dir=_rel(sub, root)))
+            index.skipped.append(
+                drop(
+                    "alignment folder without a structure",
+                    name,
+                    "no indexed chain uses it",
+                    alignment_dir=_rel(sub, root),
+                )
+            )
     index.timings = timings  # type: ignore[attr-defined]
     index.save(out_path)
     return index
@@ -249,9 +309,18 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         InputError: the index cannot be read, or no usable entry remains.
     """
 
-    def __init__(self, index, config, *, mode: str = "train", seed: int = 0, max_resolution: float = 9.0,
-                 max_single_residue_fraction: float = 0.8, min_resolved: int = 1,
-                 recycling_slices: int | None = None):
+    def __init__(
+        self,
+        index,
+        config,
+        *,
+        mode: str = "train",
+        seed: int = 0,
+        max_resolution: float = 9.0,
+        max_single_residue_fraction: float = 0.8,
+        min_resolved: int = 1,
+        recycling_slices: int | None = None,
+    ):
         if mode not in ("train", "eval"):
             raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
         self.index = index if isinstance(index, ChainIndex) else ChainIndex.load(index)
@@ -269,15 +338,21 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             if found is not None:
                 self.num_skipped += 1
                 self.rejected.append(drop(found[0], entry.get("name", "?"), found[1]))
-                warn_input(f"skipping index entry: {found[1]}", file=self.index.resolve(entry.get("structure")),
-                           record=entry.get("name"))
+                warn_input(
+                    f"skipping index entry: {found[1]}",
+                    file=self.index.resolve(entry.get("structure")),
+                    record=entry.get("name"),
+                )
                 continue
             self.entries.append(entry)
         if not self.entries:
             reasons = counted_lines(list(self.index.skipped) + self.rejected)
-            raise InputError(f"no usable chains in the index ({len(self.index.entries)} indexed, "
-                             f"{self.num_skipped} left out here, {len(self.index.skipped)} skipped while indexing"
-                             + (f"; {'; '.join(reasons)}" if reasons else "") + ")")
+            raise InputError(
+                f"no usable chains in the index ({len(self.index.entries)} indexed, "
+                f"{self.num_skipped} left out here, {len(self.index.skipped)} skipped while indexing"
+                + (f"; {'; '.join(reasons)}" if reasons else "")
+                + ")"
+            )
 
     def _reject(self, e: dict, max_res: float, max_frac: float, min_resolved: int) -> tuple[str, str] | None:
         """``(reason, detail)`` (:mod:`.drops`) when the entry cannot be used, else None."""
@@ -326,19 +401,26 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             except (OSError, ValueError, KeyError) as exc:
                 raise InputError(f"corrupt chain cache: {exc}", file=cache, record=entry["name"]) from exc
             if len(arrays["aatype"]) != len(entry["sequence"]):
-                raise InputError("cache length differs from the indexed sequence", file=cache,
-                                 record=entry["name"])
+                raise InputError("cache length differs from the indexed sequence", file=cache, record=entry["name"])
             return ProteinChain(
-                pdb_id=entry.get("pdb_id", ""), chain_id=entry["chain_id"], sequence=entry["sequence"],
-                aatype=arrays["aatype"], atom37_positions=arrays["atom37_positions"],
-                atom37_mask=arrays["atom37_mask"], b_factors=np.zeros_like(arrays["atom37_mask"]),
-                resolution=entry.get("resolution"), release_date=entry.get("release_date"),
-                method=entry.get("method", ""), path=str(self.index.resolve(entry["structure"])))
+                pdb_id=entry.get("pdb_id", ""),
+                chain_id=entry["chain_id"],
+                sequence=entry["sequence"],
+                aatype=arrays["aatype"],
+                atom37_positions=arrays["atom37_positions"],
+                atom37_mask=arrays["atom37_mask"],
+                b_factors=np.zeros_like(arrays["atom37_mask"]),
+                resolution=entry.get("resolution"),
+                release_date=entry.get("release_date"),
+                method=entry.get("method", ""),
+                path=str(self.index.resolve(entry["structure"])),
+            )
         structure = read_structure(self.index.resolve(entry["structure"]))
         chain = structure.chain(entry["chain_id"], id_type="auth")
         if chain.sequence != entry["sequence"]:
-            raise InputError("structure sequence differs from the index (rebuild the index)",
-                             file=chain.path, record=entry["name"])
+            raise InputError(
+                "structure sequence differs from the index (rebuild the index)", file=chain.path, record=entry["name"]
+            )
         return chain
 
     def load_msas(self, entry: dict) -> list[Msa]:
@@ -352,16 +434,26 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 msas.append(parse_msa(path, query=entry["sequence"], max_sequences=cap))
             except InputError as exc:
                 self.num_skipped_files += 1
-                warn_input(f"skipping alignment ({self.num_skipped_files} skipped so far): {exc}",
-                           file=path, record=entry["name"])
+                warn_input(
+                    f"skipping alignment ({self.num_skipped_files} skipped so far): {exc}",
+                    file=path,
+                    record=entry["name"],
+                )
         return msas
 
     def _make(self, i: int) -> Sample:
         entry = self.entries[i]
         chain = self.load_chain(entry)
         rng = np.random.default_rng([self.seed, self.epoch, i])
-        feats = make_features(chain, self.load_msas(entry), self.config, structure=chain, mode=self.mode,
-                              seed=rng, recycling_slices=self.recycling_slices)
+        feats = make_features(
+            chain,
+            self.load_msas(entry),
+            self.config,
+            structure=chain,
+            mode=self.mode,
+            seed=rng,
+            recycling_slices=self.recycling_slices,
+        )
         check_feature_values(feats, record=entry["name"], file=chain.path)  # finite, masks 0/1, tokens in range
         return Sample(sample_id=entry["name"], features=feats)
 
@@ -373,6 +465,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 return self._make(j)
             except (InputError, OSError, ValueError, KeyError) as exc:
                 self.num_skipped += 1
-                warn_input(f"skipping sample ({self.num_skipped} skipped so far): {exc}",
-                           record=self.entries[j]["name"])
+                warn_input(
+                    f"skipping sample ({self.num_skipped} skipped so far): {exc}", record=self.entries[j]["name"]
+                )
         raise RuntimeError(f"every one of the {n} entries failed to load")

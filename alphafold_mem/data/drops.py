@@ -15,9 +15,15 @@ __all__ = ["REASONS", "drop", "reason_of", "counted_lines"]
 
 #: The fixed reasons (other code may add its own phrases).
 REASONS = (
-    "unreadable structure", "protein chain without modelled atoms", "duplicate chain",
-    "alignment folder without a structure", "missing index fields", "structure file not found",
-    "alignment folder not found", "resolution above the limit", "one residue type dominates",
+    "unreadable structure",
+    "protein chain without modelled atoms",
+    "duplicate chain",
+    "alignment folder without a structure",
+    "missing index fields",
+    "structure file not found",
+    "alignment folder not found",
+    "resolution above the limit",
+    "one residue type dominates",
     "too few resolved residues",
 )
 

@@ -65,8 +65,9 @@ class InputNote(InputWarning):
 
 
 def _message(reason, file, record, line, column) -> str:
-    loc = _location(None if file is None else os.fspath(file), line, column,
-                    None if record is None else _one_line(record)[:80])
+    loc = _location(
+        None if file is None else os.fspath(file), line, column, None if record is None else _one_line(record)[:80]
+    )
     return f"{loc}: {_one_line(reason)}" if loc else _one_line(reason)
 
 

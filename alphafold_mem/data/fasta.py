@@ -13,7 +13,8 @@ before its letters are checked; non-protein records (``mol:na``, Boltz ``|dna``/
 only ``ACGTUN``) are skipped with one warning each. With ``allow_chain_breaks`` an empty chain in
 the ``:`` complex syntax (``A::B``, a leading or trailing ``:``) is an error naming the chain.
 Errors: gap characters, an internal ``*``, digits or other symbols, an empty record, non-comment
-text before the first header, an empty file. Record names are the first header token sanitised for file names (``[A-Za-z0-9._-]``,
+text before the first header, an empty file. Record names are the first header token sanitised for file names
+(``[A-Za-z0-9._-]``,
 at most 64 characters, :mod:`.names`); duplicates get ``_2``, ``_3``... with a warning; the full
 header is kept.
 """
@@ -98,8 +99,10 @@ def unknown_residue_message(sequence: str, limit: int = 30) -> str | None:
     runs = listed.split(", ")
     if len(runs) > limit:
         listed = ", ".join(runs[:limit]) + f" and {len(runs) - limit} more runs"
-    return (f"unknown residue 'X' at position{'s' if len(positions) > 1 else ''} {listed} ({len(positions)} of "
-            f"{len(sequence)}): modelled as UNK, written with backbone atoms N, CA, C, O only")
+    return (
+        f"unknown residue 'X' at position{'s' if len(positions) > 1 else ''} {listed} ({len(positions)} of "
+        f"{len(sequence)}): modelled as UNK, written with backbone atoms N, CA, C, O only"
+    )
 
 
 def _bad_character(upper: str, k: int, allow_chain_breaks: bool) -> str:
@@ -107,8 +110,10 @@ def _bad_character(upper: str, k: int, allow_chain_breaks: bool) -> str:
     if ch == ":":
         empty = empty_chains(upper)
         extra = f"; chain {empty[0][0]} of {empty[0][1]} is also empty" if empty else ""
-        return ("':' chain separator (ColabFold complex syntax) is not supported by the monomer pipeline; "
-                f"give one chain per record{extra}")
+        return (
+            "':' chain separator (ColabFold complex syntax) is not supported by the monomer pipeline; "
+            f"give one chain per record{extra}"
+        )
     if ch == "*":
         return "'*' (stop) inside the sequence"
     if ch in "-.":
@@ -119,13 +124,15 @@ def _bad_character(upper: str, k: int, allow_chain_breaks: bool) -> str:
     return f"invalid character {describe_char(ch)} in a protein sequence (expected A-Z){hint}"
 
 
-def _fasta_from_lines(lines: Iterable[str], path: str, *, skip_nucleic: bool,
-                      allow_chain_breaks: bool) -> tuple[FastaRecord, ...]:
+def _fasta_from_lines(
+    lines: Iterable[str], path: str, *, skip_nucleic: bool, allow_chain_breaks: bool
+) -> tuple[FastaRecord, ...]:
     tracked, raw = split_records(lines)
     if tracked.preamble is not None:
         number, text = tracked.preamble
-        raise InputError(f"text before the first FASTA header ('>'): {text.strip()[:30]!r}",
-                         file=path, line=number, column=1)
+        raise InputError(
+            f"text before the first FASTA header ('>'): {text.strip()[:30]!r}", file=path, line=number, column=1
+        )
     if not raw:
         raise InputError("empty file: no FASTA records", file=path)
     allowed = _ACCEPTED | {":"} if allow_chain_breaks else _ACCEPTED
@@ -142,10 +149,14 @@ def _fasta_from_lines(lines: Iterable[str], path: str, *, skip_nucleic: bool,
         if kind != PROTEIN:
             what = "nucleic-acid" if kind == NUCLEIC else "non-protein"
             if not skip_nucleic:
-                raise InputError(f"{what} record ({why}) in a protein-only input", file=path, record=name,
-                                 line=line)
-            warn_input(f"skipping {what} record ({why}): the pipeline predicts proteins only", file=path,
-                       record=name, line=line, stacklevel=4)
+                raise InputError(f"{what} record ({why}) in a protein-only input", file=path, record=name, line=line)
+            warn_input(
+                f"skipping {what} record ({why}): the pipeline predicts proteins only",
+                file=path,
+                record=name,
+                line=line,
+                stacklevel=4,
+            )
             skipped += 1
             continue
         if seq.endswith("*"):
@@ -158,40 +169,48 @@ def _fasta_from_lines(lines: Iterable[str], path: str, *, skip_nucleic: bool,
         if empty:
             number, total, k = empty[0]
             where = tracked.position(i, k)
-            raise InputError(f"empty chain {number} of {total} in the ':' complex syntax (residue {k + 1} is "
-                             "a ':' with no residues on one side)", file=path, record=name,
-                             line=where[0], column=where[1])
+            raise InputError(
+                f"empty chain {number} of {total} in the ':' complex syntax (residue {k + 1} is "
+                "a ':' with no residues on one side)",
+                file=path,
+                record=name,
+                line=where[0],
+                column=where[1],
+            )
         bad = next((k for k, c in enumerate(upper) if c not in allowed), None)
         if bad is not None:
             where = tracked.position(i, bad)
-            raise InputError(f"{_bad_character(upper, bad, allow_chain_breaks)} (residue {bad + 1})", file=path,
-                             record=name, line=where[0], column=where[1])
+            raise InputError(
+                f"{_bad_character(upper, bad, allow_chain_breaks)} (residue {bad + 1})",
+                file=path,
+                record=name,
+                line=where[0],
+                column=where[1],
+            )
         if upper != seq:
             warn_input("lower-case letters upper-cased", file=path, record=name, line=line, stacklevel=4)
         mapped = [(k + 1, c, _MAPPED[c]) for k, c in enumerate(upper) if c in _MAPPED]
         if mapped:
             listed = ", ".join(f"{c}{k}->{m}" for k, c, m in mapped[:20])
             more = f" and {len(mapped) - 20} more" if len(mapped) > 20 else ""
-            warn_input(f"non-standard residues mapped: {listed}{more}", file=path, record=name, line=line,
-                       stacklevel=4)
+            warn_input(f"non-standard residues mapped: {listed}{more}", file=path, record=name, line=line, stacklevel=4)
             upper = "".join(_MAPPED.get(c, c) for c in upper)
         unknown = unknown_residue_message(seq.upper())
         if unknown:
             warn_input(unknown, file=path, record=name, line=line, stacklevel=4)
         new = unique_name(name, names, NAME_MAX)
         if new != name:
-            warn_input(f"duplicate record name; renamed to '{new}'", file=path, record=name, line=line,
-                       stacklevel=4)
+            warn_input(f"duplicate record name; renamed to '{new}'", file=path, record=name, line=line, stacklevel=4)
             name = new
         out.append(FastaRecord(name=name, description=title, sequence=upper, line=line, path=path))
     if not out:
-        raise InputError(f"no protein FASTA records (all {skipped} records are nucleic-acid or other "
-                         "non-protein records)", file=path)
+        raise InputError(
+            f"no protein FASTA records (all {skipped} records are nucleic-acid or other non-protein records)", file=path
+        )
     return tuple(out)
 
 
-def parse_fasta(path, *, skip_nucleic: bool = True, allow_chain_breaks: bool = False
-                ) -> tuple[FastaRecord, ...]:
+def parse_fasta(path, *, skip_nucleic: bool = True, allow_chain_breaks: bool = False) -> tuple[FastaRecord, ...]:
     """Parse a protein FASTA file (optionally ``.gz``) under the rules of the module docstring.
 
     Args:
@@ -210,12 +229,11 @@ def parse_fasta(path, *, skip_nucleic: bool = True, allow_chain_breaks: bool = F
     """
     path = check_file(path)
     with open_text(path) as handle:
-        return _fasta_from_lines(handle, path, skip_nucleic=skip_nucleic,
-                                 allow_chain_breaks=allow_chain_breaks)
+        return _fasta_from_lines(handle, path, skip_nucleic=skip_nucleic, allow_chain_breaks=allow_chain_breaks)
 
 
-def parse_fasta_string(text: str, *, label: str = "<string>", skip_nucleic: bool = True,
-                       allow_chain_breaks: bool = False) -> tuple[FastaRecord, ...]:
+def parse_fasta_string(
+    text: str, *, label: str = "<string>", skip_nucleic: bool = True, allow_chain_breaks: bool = False
+) -> tuple[FastaRecord, ...]:
     """:func:`parse_fasta` for in-memory text; ``label`` stands in for the path in messages."""
-    return _fasta_from_lines(io.StringIO(text), label, skip_nucleic=skip_nucleic,
-                             allow_chain_breaks=allow_chain_breaks)
+    return _fasta_from_lines(io.StringIO(text), label, skip_nucleic=skip_nucleic, allow_chain_breaks=allow_chain_breaks)

@@ -82,8 +82,7 @@ def _protein_entities(d: dict) -> set[str] | None:
     return {e for e, t in zip(ids, types) if t.lower().startswith("polypeptide")}
 
 
-def parse_mmcif(path, chain_id: str | None = None, *, id_type: str = "auto",
-                model: int | None = None) -> ProteinChain:
+def parse_mmcif(path, chain_id: str | None = None, *, id_type: str = "auto", model: int | None = None) -> ProteinChain:
     """One protein chain of an mmCIF file (optionally ``.gz``); see :func:`read_mmcif` and
     :meth:`Structure.chain` (``chain_id`` is the author chain id, or the ``label_asym_id`` when no
     author id matches; ``None`` = the first protein chain)."""
@@ -160,9 +159,19 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
         v = d.get(f"_atom_site.{name}")
         return np.asarray(v) if v is not None else np.full(n_atoms, default)
 
-    col = {k: optional(k, ".") for k in (
-        "label_atom_id", "label_comp_id", "label_asym_id", "label_entity_id", "label_seq_id",
-        "Cartn_x", "Cartn_y", "Cartn_z")}
+    col = {
+        k: optional(k, ".")
+        for k in (
+            "label_atom_id",
+            "label_comp_id",
+            "label_asym_id",
+            "label_entity_id",
+            "label_seq_id",
+            "Cartn_x",
+            "Cartn_y",
+            "Cartn_z",
+        )
+    }
     for label, auth in (("label_atom_id", "auth_atom_id"), ("label_comp_id", "auth_comp_id")):
         if f"_atom_site.{label}" not in d and f"_atom_site.{auth}" in d:
             col[label] = optional(auth, ".")
@@ -200,12 +209,15 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
         raise InputError("no protein chain with coordinates", file=path)
 
     meta = dict(
-        resolution=_first_float(d, ("_refine.ls_d_res_high", "_em_3d_reconstruction.resolution",
-                                    "_reflns.d_resolution_high")),
-        release_date=min(_valid(d.get("_pdbx_audit_revision_history.revision_date"))
-                         or _valid(d.get("_database_PDB_rev.date"))
-                         or _valid(d.get("_pdbx_database_status.recvd_initial_deposition_date"))
-                         or [None]),
+        resolution=_first_float(
+            d, ("_refine.ls_d_res_high", "_em_3d_reconstruction.resolution", "_reflns.d_resolution_high")
+        ),
+        release_date=min(
+            _valid(d.get("_pdbx_audit_revision_history.revision_date"))
+            or _valid(d.get("_database_PDB_rev.date"))
+            or _valid(d.get("_pdbx_database_status.recvd_initial_deposition_date"))
+            or [None]
+        ),
         method=", ".join(_valid(d.get("_exptl.method"))),
         model=int(chosen) if chosen.isdigit() else 1,
     )
@@ -230,17 +242,28 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
         ent = entity[sel[0]]
         if from_atom_site[sel[0]]:
             if np.isin(auth_seq[sel], ["?", "."]).any():
-                raise InputError("no label_seq_id and no auth_seq_id: residues cannot be numbered",
-                                 file=path, record=chain_id)
+                raise InputError(
+                    "no label_seq_id and no auth_seq_id: residues cannot be numbered", file=path, record=chain_id
+                )
             pos, keys = _residue_keys(auth_seq[sel], ins_code[sel])
             first = np.unique(pos, return_index=True)[1]  # first atom of each residue
             seqres = [str(c) for c in comps[sel][first]]
             gaps = _numbering_gaps(keys)
-            jumps = (f"; author numbering jumps {len(gaps)} time(s) (first {gaps[0][0]} -> {gaps[0][1]}), "
-                     "so residues are probably missing there") if gaps else ""
-            warn_input("no label_seq_id (and no _entity_poly_seq) for this chain: residues taken from "
-                       "_atom_site by author number and insertion code; residues missing from the model "
-                       f"cannot be detected{jumps}", file=path, record=chain_id)
+            jumps = (
+                (
+                    f"; author numbering jumps {len(gaps)} time(s) (first {gaps[0][0]} -> {gaps[0][1]}), "
+                    "so residues are probably missing there"
+                )
+                if gaps
+                else ""
+            )
+            warn_input(
+                "no label_seq_id (and no _entity_poly_seq) for this chain: residues taken from "
+                "_atom_site by author number and insertion code; residues missing from the model "
+                f"cannot be detected{jumps}",
+                file=path,
+                record=chain_id,
+            )
             letters = None
         else:
             sel = sel[(entity[sel] == ent) & ~from_atom_site[sel]]  # one polymer entity per author chain
@@ -253,20 +276,35 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
                 by_pos = dict(zip(seq_id[sel].tolist(), comps[sel].tolist()))
                 last = max(by_pos)
                 if len(by_pos) != last:
-                    warn_input(f"no _entity_poly_seq; {last - len(by_pos)} unobserved residues filled "
-                               "with UNK", file=path, record=chain_id)
+                    warn_input(
+                        f"no _entity_poly_seq; {last - len(by_pos)} unobserved residues filled with UNK",
+                        file=path,
+                        record=chain_id,
+                    )
                 seqres = [by_pos.get(i, "UNK") for i in range(1, last + 1)]
             pos = seq_id[sel] - 1
             if pos.min() < 0 or pos.max() >= len(seqres):
-                raise InputError(f"label_seq_id outside 1..{len(seqres)} of entity {ent}", file=path,
-                                 record=chain_id)
+                raise InputError(f"label_seq_id outside 1..{len(seqres)} of entity {ent}", file=path, record=chain_id)
             letters = entity_letters.get(ent)
         chains[chain_id] = build_chain(
-            pdb_id=pdb_id, chain_id=chain_id, seqres_names=seqres, pos=pos, atom_names=names[sel],
-            comp_ids=comps[sel], xyz=xyz[sel], occupancy=occupancy[sel], bfactor=bfactor[sel],
-            meta=meta, path=path, letters=letters, altloc=altloc[sel],
-            label_asym_id=None if label_asym[sel[0]] in ("?", ".") else str(label_asym[sel[0]]))
-    dropped = tuple((c, "no modelled atoms" + (f" in model {chosen}" if len(model_ids) > 1 else ""))
-                    for c in dict.fromkeys(_strands(d, proteins)) if c not in chains)
-    return Structure(pdb_id=pdb_id, chains=chains, num_models=len(model_ids), path=path, dropped=dropped,
-                     **meta)
+            pdb_id=pdb_id,
+            chain_id=chain_id,
+            seqres_names=seqres,
+            pos=pos,
+            atom_names=names[sel],
+            comp_ids=comps[sel],
+            xyz=xyz[sel],
+            occupancy=occupancy[sel],
+            bfactor=bfactor[sel],
+            meta=meta,
+            path=path,
+            letters=letters,
+            altloc=altloc[sel],
+            label_asym_id=None if label_asym[sel[0]] in ("?", ".") else str(label_asym[sel[0]]),
+        )
+    dropped = tuple(
+        (c, "no modelled atoms" + (f" in model {chosen}" if len(model_ids) > 1 else ""))
+        for c in dict.fromkeys(_strands(d, proteins))
+        if c not in chains
+    )
+    return Structure(pdb_id=pdb_id, chains=chains, num_models=len(model_ids), path=path, dropped=dropped, **meta)

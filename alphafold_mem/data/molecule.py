@@ -19,8 +19,7 @@ __all__ = ["PROTEIN", "NUCLEIC", "OTHER", "classify_record", "nucleic_hint"]
 PROTEIN, NUCLEIC, OTHER = "protein", "nucleic", "other"
 
 _MOL_TAGS = {"protein": PROTEIN, "na": NUCLEIC, "dna": NUCLEIC, "rna": NUCLEIC}
-_FIELD_TAGS = {"protein": PROTEIN, "dna": NUCLEIC, "rna": NUCLEIC, "smiles": OTHER, "ccd": OTHER,
-               "ligand": OTHER}
+_FIELD_TAGS = {"protein": PROTEIN, "dna": NUCLEIC, "rna": NUCLEIC, "smiles": OTHER, "ccd": OTHER, "ligand": OTHER}
 _NUCLEIC = frozenset("ACGTUN")
 
 

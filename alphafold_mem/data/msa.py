@@ -141,8 +141,7 @@ def _finish_msa(seqs, dels, descs, path, query, max_sequences) -> Msa:
             keep.append(i)
     if max_sequences is not None:
         keep = keep[: max(1, int(max_sequences))]
-    msa = Msa(tuple(seqs[i] for i in keep), np.stack([dels[i] for i in keep]),
-              tuple(descs[i] for i in keep), path)
+    msa = Msa(tuple(seqs[i] for i in keep), np.stack([dels[i] for i in keep]), tuple(descs[i] for i in keep), path)
     if query is not None:
         _check_query(msa, query, descs[0].split(maxsplit=1)[0] if descs[0].strip() else "query")
     return msa
@@ -155,12 +154,16 @@ MAX_PROBLEMS = 10
 def _length_hint(row: str, width: int, n_match: int) -> str:
     """The likely cause of an A3M row whose match-column count differs from the query's."""
     if n_match > width:
-        return (f"{n_match - width} more than the query: likely insertions written in upper case "
-                "(a3m insertions are lower case)")
+        return (
+            f"{n_match - width} more than the query: likely insertions written in upper case "
+            "(a3m insertions are lower case)"
+        )
     if any(c.islower() for c in row) or "-" in row:
         return f"{width - n_match} fewer than the query: likely missing '-' for deleted query columns"
-    return (f"{width - n_match} fewer than the query: likely an unaligned (FASTA) sequence; a3m rows need "
-            "one upper-case letter or '-' per query column")
+    return (
+        f"{width - n_match} fewer than the query: likely an unaligned (FASTA) sequence; a3m rows need "
+        "one upper-case letter or '-' per query column"
+    )
 
 
 def _raise_problems(problems: list[tuple], path: str) -> None:
@@ -185,8 +188,9 @@ def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequ
     tracked, raw = split_records(lines)
     if tracked.preamble is not None:
         number, text = tracked.preamble
-        raise InputError(f"text before the first A3M header ('>'): {text.strip()[:30]!r}",
-                         file=path, line=number, column=1)
+        raise InputError(
+            f"text before the first A3M header ('>'): {text.strip()[:30]!r}", file=path, line=number, column=1
+        )
     seqs: list[str] = []
     dels: list[np.ndarray] = []
     descs: list[str] = []
@@ -196,8 +200,13 @@ def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequ
         name = sanitize_name(title, f"row_{i + 1}")
         if i == 0 and row.endswith("*"):
             row = row[:-1]
-            note_input("one trailing '*' (stop) removed from the query row", file=path, record=name,
-                       line=tracked.headers[i], stacklevel=5)
+            note_input(
+                "one trailing '*' (stop) removed from the query row",
+                file=path,
+                record=name,
+                line=tracked.headers[i],
+                stacklevel=5,
+            )
         aligned, d, bad = _a3m_row(row)
         if bad >= 0:
             line, column = tracked.position(i, bad)
@@ -208,12 +217,18 @@ def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequ
         if width is None:
             width = len(aligned)
             if width == 0:
-                raise InputError("first row (query) has no match columns", file=path, record=name,
-                                 line=tracked.headers[i])
+                raise InputError(
+                    "first row (query) has no match columns", file=path, record=name, line=tracked.headers[i]
+                )
         elif len(aligned) != width:
-            problems.append((tracked.headers[i], None, name,
-                             f"row {i + 1} has {len(aligned)} match columns, "
-                             f"{_length_hint(row, width, len(aligned))}"))
+            problems.append(
+                (
+                    tracked.headers[i],
+                    None,
+                    name,
+                    f"row {i + 1} has {len(aligned)} match columns, {_length_hint(row, width, len(aligned))}",
+                )
+            )
             continue
         seqs.append(aligned.decode("ascii"))
         dels.append(d)
@@ -247,8 +262,9 @@ def parse_a3m(path, *, query: str | None = None, max_sequences: int | None = Non
         return _msa_from_lines(handle, path, query, max_sequences)
 
 
-def parse_a3m_string(text: str, *, label: str = "<string>", query: str | None = None,
-                     max_sequences: int | None = None) -> Msa:
+def parse_a3m_string(
+    text: str, *, label: str = "<string>", query: str | None = None, max_sequences: int | None = None
+) -> Msa:
     """:func:`parse_a3m` for in-memory text."""
     return _msa_from_lines(io.StringIO(text), label, query, max_sequences)
 
@@ -298,9 +314,12 @@ def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None
     if bad.any():
         i, j = map(int, np.argwhere(bad)[0])
         name = records[i].id
-        raise InputError(f"invalid character {describe_char(chr(mat[i, j]))} in Stockholm row {i + 1} "
-                         f"(alignment column {j + 1})", file=path, record=name,
-                         line=_stockholm_line_of(path, name))
+        raise InputError(
+            f"invalid character {describe_char(chr(mat[i, j]))} in Stockholm row {i + 1} (alignment column {j + 1})",
+            file=path,
+            record=name,
+            line=_stockholm_line_of(path, name),
+        )
     keep = ~is_gap[0]
     if not keep.any():
         raise InputError("query row is all gaps", file=path, record=records[0].id)

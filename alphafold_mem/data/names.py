@@ -17,7 +17,7 @@ def unique_name(name: str, seen: dict[str, int], max_len: int | None = None) -> 
     stem cut to ``max_len - 4`` characters when ``max_len`` is given). Records the result in ``seen``
     (name -> last number used)."""
     if name in seen:
-        stem = name if max_len is None else name[:max_len - 4]
+        stem = name if max_len is None else name[: max_len - 4]
         seen[name] += 1
         new = f"{stem}_{seen[name]}"
         while new in seen:

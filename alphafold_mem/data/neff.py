@@ -48,8 +48,14 @@ def _identical_counts(queries: np.ndarray, rows: np.ndarray) -> torch.Tensor:
     return counts
 
 
-def neff(sequences: Sequence[str], identity: float = 0.8, *, max_exact_rows: int = 1024,
-         sample_rows: int = 512, seed: int = 0) -> NeffResult:
+def neff(
+    sequences: Sequence[str],
+    identity: float = 0.8,
+    *,
+    max_exact_rows: int = 1024,
+    sample_rows: int = 512,
+    seed: int = 0,
+) -> NeffResult:
     """Neff of aligned rows of equal length (row 0 the query; ``-`` gaps).
 
     Args:

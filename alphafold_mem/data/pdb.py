@@ -108,43 +108,64 @@ def read_pdb(path, *, model: int | None = None) -> Structure:
         raise InputError(f"model index {model} out of range (file has {len(models)} models)", file=path)
     header = structure.header
     pdb_id = (header.get("idcode") or Path(path).name.split(".")[0]).lower()
-    meta = dict(resolution=float(header["resolution"]) if header.get("resolution") else None,
-                release_date=header.get("release_date") or header.get("deposition_date") or None,
-                method=str(header.get("structure_method") or "").upper(), model=index + 1)
+    meta = dict(
+        resolution=float(header["resolution"]) if header.get("resolution") else None,
+        release_date=header.get("release_date") or header.get("deposition_date") or None,
+        method=str(header.get("structure_method") or "").upper(),
+        model=index + 1,
+    )
 
     chains: dict[str, ProteinChain] = {}
     for chain in models[index]:
-        residues = [r for r in chain if r.id[0] != "W" and (
-            r.resname in rc.restype_3to1 or r.resname in protein_letters_3to1_extended or r.resname == "UNK")]
+        residues = [
+            r
+            for r in chain
+            if r.id[0] != "W"
+            and (r.resname in rc.restype_3to1 or r.resname in protein_letters_3to1_extended or r.resname == "UNK")
+        ]
         if not residues:
             continue
         observed = "".join(one_letter(r.resname) for r in residues)
         seq = seqres.get(chain.id)
         if seq is None or set(seq) == {"X"}:
-            warn_input("no SEQRES for chain; using the observed residues as its sequence",
-                       file=path, record=chain.id)
+            warn_input("no SEQRES for chain; using the observed residues as its sequence", file=path, record=chain.id)
             seq_names = [r.resname for r in residues]
             mapping = np.arange(len(residues))
         else:
             mapping = _map_to_seqres(observed, [r.id[1] for r in residues], seq)
             if mapping is None:
-                raise InputError("observed residues do not align to the SEQRES records", file=path,
-                                 record=chain.id)
+                raise InputError("observed residues do not align to the SEQRES records", file=path, record=chain.id)
             seq_names = [rc.restype_1to3.get(c, "UNK") for c in seq]
             for k, r in zip(mapping, residues):  # keep the observed (possibly modified) names
                 seq_names[k] = r.resname
-        rows = [(k, a.get_id(), r.resname, a.coord, a.occupancy if a.occupancy is not None else 1.0,
-                 a.bfactor, a.get_altloc()) for k, r in zip(mapping, residues)
-                for a in r.get_unpacked_list()]
+        rows = [
+            (
+                k,
+                a.get_id(),
+                r.resname,
+                a.coord,
+                a.occupancy if a.occupancy is not None else 1.0,
+                a.bfactor,
+                a.get_altloc(),
+            )
+            for k, r in zip(mapping, residues)
+            for a in r.get_unpacked_list()
+        ]
         pos = np.array([x[0] for x in rows], dtype=np.int64)
         chains[chain.id] = build_chain(
-            pdb_id=pdb_id, chain_id=chain.id, seqres_names=seq_names, pos=pos,
+            pdb_id=pdb_id,
+            chain_id=chain.id,
+            seqres_names=seq_names,
+            pos=pos,
             atom_names=np.array([x[1] for x in rows], dtype=object),
             comp_ids=np.array([x[2] for x in rows], dtype=object),
             xyz=np.array([x[3] for x in rows], dtype=np.float32).reshape(-1, 3),
             occupancy=np.array([x[4] for x in rows], dtype=np.float32),
-            bfactor=np.array([x[5] for x in rows], dtype=np.float32), meta=meta, path=path,
-            altloc=np.array([x[6] for x in rows], dtype=object))
+            bfactor=np.array([x[5] for x in rows], dtype=np.float32),
+            meta=meta,
+            path=path,
+            altloc=np.array([x[6] for x in rows], dtype=object),
+        )
     if not chains:
         raise InputError("no protein chain with coordinates", file=path)
     return Structure(pdb_id=pdb_id, chains=chains, num_models=len(models), path=path, **meta)

@@ -146,18 +146,36 @@ class Structure:
                     return chain
         auth = ", ".join(self.chains) or "none"
         label = ", ".join(c.label_asym_id for c in self.chains.values() if c.label_asym_id) or "none"
-        raise InputError(f"no protein chain with {'author or label' if id_type == 'auto' else id_type} "
-                         f"id '{chain_id}' (protein chains by auth_asym_id: {auth}; by label_asym_id: "
-                         f"{label})", file=self.path, record=chain_id)
+        raise InputError(
+            f"no protein chain with {'author or label' if id_type == 'auto' else id_type} "
+            f"id '{chain_id}' (protein chains by auth_asym_id: {auth}; by label_asym_id: "
+            f"{label})",
+            file=self.path,
+            record=chain_id,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # Shared chain builder
 
 
-def build_chain(*, pdb_id, chain_id, seqres_names, pos, atom_names, comp_ids, xyz, occupancy,
-                 bfactor, meta, path, letters: str | None = None, altloc=None,
-                 label_asym_id: str | None = None) -> ProteinChain:
+def build_chain(
+    *,
+    pdb_id,
+    chain_id,
+    seqres_names,
+    pos,
+    atom_names,
+    comp_ids,
+    xyz,
+    occupancy,
+    bfactor,
+    meta,
+    path,
+    letters: str | None = None,
+    altloc=None,
+    label_asym_id: str | None = None,
+) -> ProteinChain:
     """Place atoms (one row each) at SEQRES positions ``pos`` and reduce to atom37.
 
     ``letters``: the entry's own canonical one-letter SEQRES when it is 1:1 with ``seqres_names``
@@ -190,10 +208,14 @@ def build_chain(*, pdb_id, chain_id, seqres_names, pos, atom_names, comp_ids, xy
                 uniq, counts = np.unique(full, return_counts=True)
                 dup = uniq[counts > 1]
                 first_dup = int(dup[0] // (int(alt_code.max(initial=0)) + 1))
-                warn_input(f"{int((counts[counts > 1] - 1).sum())} duplicate atom record(s) dropped "
-                           f"(first: residue {first_dup // rc.atom_type_num + 1} atom "
-                           f"{rc.atom_types[first_dup % rc.atom_type_num]})", file=path, record=chain_id,
-                           stacklevel=5)
+                warn_input(
+                    f"{int((counts[counts > 1] - 1).sum())} duplicate atom record(s) dropped "
+                    f"(first: residue {first_dup // rc.atom_type_num + 1} atom "
+                    f"{rc.atom_types[first_dup % rc.atom_type_num]})",
+                    file=path,
+                    record=chain_id,
+                    stacklevel=5,
+                )
         # Alternate locations: highest occupancy first, then file order; keep the first per atom.
         order = np.lexsort((np.arange(len(key)), -occupancy, key))
         key_sorted = key[order]
@@ -216,12 +238,26 @@ def build_chain(*, pdb_id, chain_id, seqres_names, pos, atom_names, comp_ids, xy
         bfac[swap, nh1], bfac[swap, nh2] = bfac[swap, nh2].copy(), bfac[swap, nh1].copy()
     modified = modified_residues(seqres_names, sequence)
     if modified:
-        note_input("modified residues mapped to their parents: " + ", ".join(
-            f"{name}->{parent} ({count})" for name, parent, count in modified), file=path, record=chain_id,
-            stacklevel=5)
-    return ProteinChain(pdb_id=pdb_id, chain_id=chain_id, sequence=sequence, aatype=aatype,
-                        atom37_positions=positions, atom37_mask=mask, b_factors=bfac,
-                        label_asym_id=label_asym_id, modified=modified, path=path, **meta)
+        note_input(
+            "modified residues mapped to their parents: "
+            + ", ".join(f"{name}->{parent} ({count})" for name, parent, count in modified),
+            file=path,
+            record=chain_id,
+            stacklevel=5,
+        )
+    return ProteinChain(
+        pdb_id=pdb_id,
+        chain_id=chain_id,
+        sequence=sequence,
+        aatype=aatype,
+        atom37_positions=positions,
+        atom37_mask=mask,
+        b_factors=bfac,
+        label_asym_id=label_asym_id,
+        modified=modified,
+        path=path,
+        **meta,
+    )
 
 
 def modified_residues(seqres_names, sequence: str) -> tuple:

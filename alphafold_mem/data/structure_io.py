@@ -27,5 +27,6 @@ def read_structure(path, *, model: int | None = None) -> Structure:
         return read_mmcif(path, model=model)
     if base.endswith((".pdb", ".ent")):
         return read_pdb(path, model=model)
-    raise InputError("unknown structure format (expected .cif, .mmcif, .pdb or .ent, optionally .gz)",
-                     file=os.fspath(path))
+    raise InputError(
+        "unknown structure format (expected .cif, .mmcif, .pdb or .ent, optionally .gz)", file=os.fspath(path)
+    )

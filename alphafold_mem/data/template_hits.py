@@ -84,8 +84,9 @@ def _split_name(name: str, path: str, line: int | None) -> tuple[str, str] | Non
     return m.group(1).lower(), m.group(2)
 
 
-def _mapping_from_rows(query_row: str, hit_row: str, query_start: int, hit_start: int, n_res: int
-                       ) -> tuple[np.ndarray, str]:
+def _mapping_from_rows(
+    query_row: str, hit_row: str, query_start: int, hit_start: int, n_res: int
+) -> tuple[np.ndarray, str]:
     """Walk two aligned rows (``-`` = gap; in ``hit_row`` lower case = insertion, ``.`` = padding)."""
     mapping = np.full(n_res, -1, dtype=np.int64)
     qi, ti = query_start, hit_start
@@ -144,12 +145,24 @@ def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
         if ids is None:
             continue
         frag = hsp[0]
-        mapping, residues = _mapping_from_rows(str(frag.query.seq), str(frag.hit.seq), frag.query_start,
-                                               frag.hit_start, n_res)
-        hits.append(TemplateHit(
-            name=hsp.hit_id, pdb_id=ids[0], chain_id=ids[1], mapping=mapping, hit_sequence=residues,
-            hit_start=frag.hit_start, aligned_cols=int((mapping >= 0).sum()), evalue=hsp.evalue,
-            score=hsp.score, rank=hsp.output_index + 1, source=f"{path}:{line}" if line else path))
+        mapping, residues = _mapping_from_rows(
+            str(frag.query.seq), str(frag.hit.seq), frag.query_start, frag.hit_start, n_res
+        )
+        hits.append(
+            TemplateHit(
+                name=hsp.hit_id,
+                pdb_id=ids[0],
+                chain_id=ids[1],
+                mapping=mapping,
+                hit_sequence=residues,
+                hit_start=frag.hit_start,
+                aligned_cols=int((mapping >= 0).sum()),
+                evalue=hsp.evalue,
+                score=hsp.score,
+                rank=hsp.output_index + 1,
+                source=f"{path}:{line}" if line else path,
+            )
+        )
     return hits
 
 
@@ -188,8 +201,12 @@ def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
         line = lines.get(row_id)
         m = re.match(r"^(.+)/(\d+)-(\d+)$", row_id)
         if not m:
-            raise InputError(f"row name {row_id!r} lacks the '/<start>-<end>' range hmmsearch writes",
-                             file=path, record=row_id, line=line)
+            raise InputError(
+                f"row name {row_id!r} lacks the '/<start>-<end>' range hmmsearch writes",
+                file=path,
+                record=row_id,
+                line=line,
+            )
         if "mol:protein" not in description:
             continue
         ids = _split_name(m.group(1), path, line)
@@ -197,15 +214,30 @@ def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
             continue
         match_states = sum(1 for c in aligned if c.isupper() or c == "-")
         if match_states > query_length:
-            warn_input(f"{match_states} match states but the query has {query_length} residues; the rest "
-                       "is ignored", file=path, record=row_id, line=line)
+            warn_input(
+                f"{match_states} match states but the query has {query_length} residues; the rest is ignored",
+                file=path,
+                record=row_id,
+                line=line,
+            )
         query_row = "".join("." if c.islower() or c == "." else "X" for c in aligned)
         hit_start = int(m.group(2)) - 1
         mapping, residues = _mapping_from_rows(query_row, aligned, 0, hit_start, query_length)
-        hits.append(TemplateHit(
-            name=m.group(1), pdb_id=ids[0], chain_id=ids[1], mapping=mapping, hit_sequence=residues,
-            hit_start=hit_start, aligned_cols=int((mapping >= 0).sum()), evalue=None, score=None, rank=rank,
-            source=f"{path}:{line}" if line else path))
+        hits.append(
+            TemplateHit(
+                name=m.group(1),
+                pdb_id=ids[0],
+                chain_id=ids[1],
+                mapping=mapping,
+                hit_sequence=residues,
+                hit_start=hit_start,
+                aligned_cols=int((mapping >= 0).sum()),
+                evalue=None,
+                score=None,
+                rank=rank,
+                source=f"{path}:{line}" if line else path,
+            )
+        )
     return hits
 
 

@@ -41,13 +41,22 @@ from .structure import ProteinChain, Structure
 from .template_hits import TemplateHit
 from .text import check_file, open_text
 
-__all__ = ["TemplateChoice", "TemplateSelection", "select_templates", "parse_obsolete", "find_mmcif",
-           "MAX_SUBSEQUENCE_RATIO", "MIN_ALIGN_RATIO", "MIN_TEMPLATE_LENGTH", "MIN_REALIGN_IDENTITY"]
+__all__ = [
+    "TemplateChoice",
+    "TemplateSelection",
+    "select_templates",
+    "parse_obsolete",
+    "find_mmcif",
+    "MAX_SUBSEQUENCE_RATIO",
+    "MIN_ALIGN_RATIO",
+    "MIN_TEMPLATE_LENGTH",
+    "MIN_REALIGN_IDENTITY",
+]
 
-MAX_SUBSEQUENCE_RATIO = 0.95   # AF2 templates.py _assess_hhsearch_hit
-MIN_ALIGN_RATIO = 0.1          # AF2 templates.py _assess_hhsearch_hit
-MIN_TEMPLATE_LENGTH = 10       # AF2 templates.py: "Template too short"
-MIN_REALIGN_IDENTITY = 0.6     # AF2 templates.py _realign_pdb_template_to_query
+MAX_SUBSEQUENCE_RATIO = 0.95  # AF2 templates.py _assess_hhsearch_hit
+MIN_ALIGN_RATIO = 0.1  # AF2 templates.py _assess_hhsearch_hit
+MIN_TEMPLATE_LENGTH = 10  # AF2 templates.py: "Template too short"
+MIN_REALIGN_IDENTITY = 0.6  # AF2 templates.py _realign_pdb_template_to_query
 
 
 @dataclass(frozen=True)
@@ -142,8 +151,7 @@ def _mapping_on_chain(hit: TemplateHit, chain: ProteinChain) -> tuple[Optional[n
     aligned = np.flatnonzero(mapping >= 0)
     idx = mapping[aligned]
     seq = chain.sequence
-    if len(idx) and idx.max() < len(seq) and all(seq[j] == hit.hit_residue(int(j)) or seq[j] == "X"
-                                                 for j in idx):
+    if len(idx) and idx.max() < len(seq) and all(seq[j] == hit.hit_residue(int(j)) or seq[j] == "X" for j in idx):
         return mapping, ""
     offset = seq.find(hit.hit_sequence) if hit.hit_sequence else -1
     if offset >= 0:  # the same residues at another numbering
@@ -156,8 +164,10 @@ def _mapping_on_chain(hit: TemplateHit, chain: ProteinChain) -> tuple[Optional[n
     same = sum(hit.hit_sequence[k] == seq[j] for k, j in pairs)
     identity = same / max(1, min(len(hit.hit_sequence), len(seq)))
     if identity < MIN_REALIGN_IDENTITY:
-        return None, (f"hit residues differ from the mmCIF SEQRES of chain {chain.chain_id} (realigned "
-                      f"identity {identity:.2f} < {MIN_REALIGN_IDENTITY})")
+        return None, (
+            f"hit residues differ from the mmCIF SEQRES of chain {chain.chain_id} (realigned "
+            f"identity {identity:.2f} < {MIN_REALIGN_IDENTITY})"
+        )
     out = np.full_like(mapping, -1)
     rel = idx - hit.hit_start
     ok = (rel >= 0) & (rel < len(region_to_chain))
@@ -165,10 +175,17 @@ def _mapping_on_chain(hit: TemplateHit, chain: ProteinChain) -> tuple[Optional[n
     return out, f"re-aligned onto the mmCIF SEQRES (identity {identity:.2f})"
 
 
-def select_templates(query: str, hits: Sequence[TemplateHit], mmcif_dirs, *, max_templates: int = 4,
-                     max_template_date: Optional[str] = None, obsolete: Optional[dict] = None,
-                     log: Optional[Callable[[str], None]] = None,
-                     structure_cache: Optional[dict] = None) -> TemplateSelection:
+def select_templates(
+    query: str,
+    hits: Sequence[TemplateHit],
+    mmcif_dirs,
+    *,
+    max_templates: int = 4,
+    max_template_date: Optional[str] = None,
+    obsolete: Optional[dict] = None,
+    log: Optional[Callable[[str], None]] = None,
+    structure_cache: Optional[dict] = None,
+) -> TemplateSelection:
     """Check hits in order and featurise-ready the first ``max_templates`` that pass (AF2 rules above).
 
     Args:
@@ -234,8 +251,12 @@ def select_templates(query: str, hits: Sequence[TemplateHit], mmcif_dirs, *, max
             drop(hit, f"aligns {hit.aligned_cols} of {n_res} query residues (<= {MIN_ALIGN_RATIO:.0%})", date)
             continue
         if hit.hit_sequence in query and len(hit.hit_sequence) / n_res > MAX_SUBSEQUENCE_RATIO:
-            drop(hit, f"identical to the query over {len(hit.hit_sequence)} of {n_res} residues "
-                      f"(> {MAX_SUBSEQUENCE_RATIO:.0%}; AF2 drops such templates)", date)
+            drop(
+                hit,
+                f"identical to the query over {len(hit.hit_sequence)} of {n_res} residues "
+                f"(> {MAX_SUBSEQUENCE_RATIO:.0%}; AF2 drops such templates)",
+                date,
+            )
             continue
         if len(hit.hit_sequence) < MIN_TEMPLATE_LENGTH:
             drop(hit, f"only {len(hit.hit_sequence)} hit residues (< {MIN_TEMPLATE_LENGTH})", date)

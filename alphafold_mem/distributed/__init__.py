@@ -15,5 +15,18 @@ from .launch import RankFailed, in_torchrun, init_from_env, run_local
 from .mesh import dap_group, dp_coordinates, init_mesh, mesh_shape
 from .shard import Sharding
 
-__all__ = ["COUNTER", "Group", "RankFailed", "Sharding", "apply_parallel_policy", "dap_group", "dp_coordinates",
-           "gather_outputs", "in_torchrun", "init_from_env", "init_mesh", "mesh_shape", "run_local"]
+__all__ = [
+    "COUNTER",
+    "Group",
+    "RankFailed",
+    "Sharding",
+    "apply_parallel_policy",
+    "dap_group",
+    "dp_coordinates",
+    "gather_outputs",
+    "in_torchrun",
+    "init_from_env",
+    "init_mesh",
+    "mesh_shape",
+    "run_local",
+]

@@ -103,8 +103,9 @@ def _phase(adjoint: bool = False) -> str:
 EXCHANGE_SLICES = 8
 
 
-def _all_to_all(x: Tensor, split_dim: int, cat_dim: int, cat_size: Optional[int], group: Group,
-                adjoint: bool = False) -> Tensor:
+def _all_to_all(
+    x: Tensor, split_dim: int, cat_dim: int, cat_size: Optional[int], group: Group, adjoint: bool = False
+) -> Tensor:
     """Pad ``split_dim`` to a multiple of P, exchange, and keep the first ``cat_size`` entries of
     ``cat_dim`` (default all); in :data:`EXCHANGE_SLICES` slices along the last dim when it is free."""
     p = group.size
@@ -190,7 +191,13 @@ class _AllToAll(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        return _all_to_all(grad, ctx.cat_dim, ctx.split_dim, ctx.split_size, ctx.group, adjoint=True), None, None, None, None
+        return (
+            _all_to_all(grad, ctx.cat_dim, ctx.split_dim, ctx.split_size, ctx.group, adjoint=True),
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def _adjoint_pair(op: Callable, adjoint: Callable) -> type:
@@ -234,8 +241,7 @@ class _Broadcast(torch.autograd.Function):
         group, src = ctx.group, ctx.src
         total = grad.contiguous().clone()
         if not group.simulated:
-            group.wait(dist.reduce(total, group.global_ranks[src], op=dist.ReduceOp.SUM, group=group.pg,
-                                   async_op=True))
+            group.wait(dist.reduce(total, group.global_ranks[src], op=dist.ReduceOp.SUM, group=group.pg, async_op=True))
         if group.rank == src:
             COUNTER.add("reduce", _phase(True), (group.size - 1) * total.nbytes)
             return total, None, None
@@ -272,5 +278,16 @@ def broadcast(x: Tensor, src: int, group: Group) -> Tensor:
     return x if group.size == 1 else _Broadcast.apply(x, src, group)
 
 
-__all__ = ["COUNTER", "CommCounter", "EXCHANGE_SLICES", "Group", "all_gather", "all_to_all", "broadcast", "exchange", "pad_to",
-           "reduce_scatter", "simulated_group"]
+__all__ = [
+    "COUNTER",
+    "CommCounter",
+    "EXCHANGE_SLICES",
+    "Group",
+    "all_gather",
+    "all_to_all",
+    "broadcast",
+    "exchange",
+    "pad_to",
+    "reduce_scatter",
+    "simulated_group",
+]

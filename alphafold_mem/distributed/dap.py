@@ -66,12 +66,15 @@ class _Hooks:
     def after(self, model: nn.Module, args: tuple, kwargs: dict, out: Any) -> Any:
         if not self.gather:
             return out
-        return {k: self.sharding.gather_representation(v, self.outputs[k]) if k in self.outputs else v
-                for k, v in out.items()}
+        return {
+            k: self.sharding.gather_representation(v, self.outputs[k]) if k in self.outputs else v
+            for k, v in out.items()
+        }
 
 
-def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None], *,
-                          gather_outputs: bool = False) -> nn.Module:
+def apply_parallel_policy(
+    model: nn.Module, mesh: Union[DeviceMesh, Group, None], *, gather_outputs: bool = False
+) -> nn.Module:
     """Shard ``model``'s computation over the ``"dap"`` dim of ``mesh`` (in place; returns the model).
 
     Args:
@@ -112,8 +115,10 @@ def apply_parallel_policy(model: nn.Module, mesh: Union[DeviceMesh, Group, None]
     outputs = dict(spec_of(model).outputs)
     if runner is not None and outputs:
         hooks = _Hooks(runner.sharding, outputs, gather_outputs)
-        model._dap_handles = [model.register_forward_pre_hook(hooks.before, with_kwargs=True),
-                              model.register_forward_hook(hooks.after, with_kwargs=True)]
+        model._dap_handles = [
+            model.register_forward_pre_hook(hooks.before, with_kwargs=True),
+            model.register_forward_hook(hooks.after, with_kwargs=True),
+        ]
     return model
 
 

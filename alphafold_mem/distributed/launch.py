@@ -55,14 +55,20 @@ def backend_for(device_type: str) -> str:
     return "nccl" if device_type == "cuda" else "gloo"
 
 
-def init_process_group(rank: int, world_size: int, port: int, device_type: str = "cpu",
-                       timeout: Optional[datetime.timedelta] = None) -> None:
+def init_process_group(
+    rank: int, world_size: int, port: int, device_type: str = "cpu", timeout: Optional[datetime.timedelta] = None
+) -> None:
     """Join a local group (127.0.0.1:``port``) as ``rank`` of ``world_size``; on CUDA select GPU
     ``rank``."""
     if device_type == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group(backend_for(device_type), init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world_size, timeout=timeout or default_timeout())
+    dist.init_process_group(
+        backend_for(device_type),
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout or default_timeout(),
+    )
 
 
 def in_torchrun() -> bool:
@@ -79,12 +85,14 @@ def init_from_env(device_type: str = "cpu") -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def _child(rank: int, world_size: int, port: int, device_type: str, results: Any,
-           fn: Callable[..., Any], args: tuple) -> None:
+def _child(
+    rank: int, world_size: int, port: int, device_type: str, results: Any, fn: Callable[..., Any], args: tuple
+) -> None:
     try:
         init_process_group(rank, world_size, port, device_type)
-        value = tree_map(lambda t: t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t,
-                         fn(rank, world_size, *args))
+        value = tree_map(
+            lambda t: t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, fn(rank, world_size, *args)
+        )
         results.put(("ok", rank, value))
     except BaseException:  # noqa: BLE001 - every failure is reported to the parent
         results.put(("error", rank, traceback.format_exc()))
@@ -97,8 +105,15 @@ def _child(rank: int, world_size: int, port: int, device_type: str, results: Any
                 pass
 
 
-def run_local(fn: Callable[..., Any], nprocs: int, *args: Any, device_type: str = "cpu",
-              timeout: Optional[float] = None, start_method: str = "spawn", grace: float = 5.0) -> list[Any]:
+def run_local(
+    fn: Callable[..., Any],
+    nprocs: int,
+    *args: Any,
+    device_type: str = "cpu",
+    timeout: Optional[float] = None,
+    start_method: str = "spawn",
+    grace: float = 5.0,
+) -> list[Any]:
     """Run ``fn(rank, nprocs, *args)`` in ``nprocs`` local processes joined in one process group and
     return each rank's result (picklable; tensors in it arrive as numpy arrays), in rank order.
 
@@ -116,8 +131,10 @@ def run_local(fn: Callable[..., Any], nprocs: int, *args: Any, device_type: str 
     ctx = mp.get_context(start_method)
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_child, args=(r, nprocs, port, device_type, results, fn, args), daemon=False)
-             for r in range(nprocs)]
+    procs = [
+        ctx.Process(target=_child, args=(r, nprocs, port, device_type, results, fn, args), daemon=False)
+        for r in range(nprocs)
+    ]
     for p in procs:
         p.start()
     values: dict[int, Any] = {}

@@ -37,8 +37,10 @@ def mesh_shape(world_size: int, dap: int) -> tuple[int, int]:
     if dap < 1:
         raise ValueError(f"--dap must be >= 1, got {dap}")
     if world_size % dap:
-        raise ValueError(f"DAP size {dap} does not divide the {world_size} processes: dp x dap must equal the "
-                         f"world size (e.g. --devices {dap * max(1, world_size // dap)} for --dap {dap})")
+        raise ValueError(
+            f"DAP size {dap} does not divide the {world_size} processes: dp x dap must equal the "
+            f"world size (e.g. --devices {dap * max(1, world_size // dap)} for --dap {dap})"
+        )
     return world_size // dap, dap
 
 
@@ -51,8 +53,9 @@ def init_mesh(dap: int, device_type: Optional[str] = None) -> DeviceMesh:
         ValueError: see :func:`mesh_shape`.
     """
     if not dist.is_initialized():
-        raise RuntimeError("init_mesh: torch.distributed is not initialised (launch with alphafold-mem ... --dap P "
-                           "or torchrun)")
+        raise RuntimeError(
+            "init_mesh: torch.distributed is not initialised (launch with alphafold-mem ... --dap P or torchrun)"
+        )
     shape = mesh_shape(dist.get_world_size(), dap)
     device_type = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
     return init_device_mesh(device_type, shape, mesh_dim_names=MESH_DIMS)
@@ -61,8 +64,13 @@ def init_mesh(dap: int, device_type: Optional[str] = None) -> DeviceMesh:
 def dap_group(mesh: DeviceMesh, timeout: Optional[datetime.timedelta] = None) -> Group:
     """The DAP group of this process in ``mesh`` (its ``"dap"`` dim), with the collective timeout."""
     pg = mesh.get_group("dap")
-    return Group(pg=pg, rank=mesh.get_local_rank("dap"), size=mesh.size(MESH_DIMS.index("dap")),
-                 global_ranks=tuple(dist.get_process_group_ranks(pg)), timeout=timeout or default_timeout())
+    return Group(
+        pg=pg,
+        rank=mesh.get_local_rank("dap"),
+        size=mesh.size(MESH_DIMS.index("dap")),
+        global_ranks=tuple(dist.get_process_group_ranks(pg)),
+        timeout=timeout or default_timeout(),
+    )
 
 
 def dp_coordinates(mesh: Optional[DeviceMesh]) -> tuple[int, int]:
@@ -73,5 +81,12 @@ def dp_coordinates(mesh: Optional[DeviceMesh]) -> tuple[int, int]:
     return mesh.get_local_rank("dp"), mesh.size(MESH_DIMS.index("dp"))
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MESH_DIMS", "dap_group", "default_timeout", "dp_coordinates", "init_mesh",
-           "mesh_shape"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MESH_DIMS",
+    "dap_group",
+    "default_timeout",
+    "dp_coordinates",
+    "init_mesh",
+    "mesh_shape",
+]

@@ -63,9 +63,17 @@ def _as_tuple(res: Result) -> tuple[Tensor, ...]:
 
 
 # -- whole operands, block by block ------------------------------------------------------------------
-def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list, layouts: list,
-              whole: list[int], chunk: Optional[int], into: Optional[Result] = None,
-              accumulate: bool = False) -> Result:
+def by_pieces(
+    sh: Sharding,
+    split: Split,
+    fn: Callable[..., Result],
+    local: list,
+    layouts: list,
+    whole: list[int],
+    chunk: Optional[int],
+    into: Optional[Result] = None,
+    accumulate: bool = False,
+) -> Result:
     """Run ``split`` with its distributed whole operands ``whole`` block by block (module docstring).
     ``local``: the operands prepared for ``split``; ``layouts``: their layouts on entry. ``into``:
     existing tensor(s) of the result's shape (an in-place residual update, no operand aliasing
@@ -104,13 +112,28 @@ def by_pieces(sh: Sharding, split: Split, fn: Callable[..., Result], local: list
     return _finish_into(into, targets, out, direct, accumulate)
 
 
-def _piece(sh: Sharding, split: Split, fn: Callable[..., Result], local: list, layouts: list, whole: list[int],
-           chunk: Optional[int], r: int, s0: int, size: int, valid: int, start: int, *held: Tensor) -> Result:
+def _piece(
+    sh: Sharding,
+    split: Split,
+    fn: Callable[..., Result],
+    local: list,
+    layouts: list,
+    whole: list[int],
+    chunk: Optional[int],
+    r: int,
+    s0: int,
+    size: int,
+    valid: int,
+    start: int,
+    *held: Tensor,
+) -> Result:
     """One block: fetch block ``[s0, s0 + size)`` of device r's share of every whole operand (``held``,
     the local shares), cut the other operands to the same range, run the step."""
     also = split.also
-    fetched = {i: _fetch(sh, t, also.inputs[i], layouts[i], r, s0, size).narrow(also.inputs[i].dim, 0, valid)
-               for i, t in zip(whole, held)}
+    fetched = {
+        i: _fetch(sh, t, also.inputs[i], layouts[i], r, s0, size).narrow(also.inputs[i].dim, 0, valid)
+        for i, t in zip(whole, held)
+    }
     args = []
     for i, (a, p) in enumerate(zip(local, also.inputs)):
         if i in fetched:
@@ -133,8 +156,16 @@ def _fetch(sh: Sharding, w: Tensor, p: Shard, layout: str, r: int, s0: int, size
 
 
 # -- moved operands, chunk by chunk (inference) ------------------------------------------------------
-def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple, layouts: list,
-              chunk: int, into: Optional[Result] = None, accumulate: bool = False) -> Result:
+def pipelined(
+    sh: Sharding,
+    split: Split,
+    fn: Callable[..., Result],
+    args: tuple,
+    layouts: list,
+    chunk: int,
+    into: Optional[Result] = None,
+    accumulate: bool = False,
+) -> Result:
     """Run ``split`` (its Shard operands that are in the other layout moved chunk by chunk) with no
     autograd; whole operands must be small (they are gathered whole). The result comes back in
     the layout its carrier operand had (see :func:`carrier`). ``chunk``: rows of the moved layout per
@@ -148,8 +179,11 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
     When the result does not come back into the carrier's layout, or the shapes differ, the result
     is built as without ``into`` and then delivered into it. Returns ``into`` when given."""
 
-    moved = [i for i, (a, p, lay) in enumerate(zip(args, split.inputs, layouts))
-             if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+    moved = [
+        i
+        for i, (a, p, lay) in enumerate(zip(args, split.inputs, layouts))
+        if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)
+    ]
     first = moved[0]
     p0 = split.inputs[first]
     r0, _ = rows_cols(p0)
@@ -166,10 +200,12 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
     back = back if back in moved else None
     targets = _as_targets(into)
     direct = False  # results written straight into ``targets``
-    true_back = args[back].shape[rows_cols(split.inputs[back])[0]] if back is not None and layouts[back] == COLS else sh.n_res
+    true_back = (
+        args[back].shape[rows_cols(split.inputs[back])[0]] if back is not None and layouts[back] == COLS else sh.n_res
+    )
     out: Optional[list[Tensor]] = None
     starts = range(0, length, chunk)
-    for c0 in (starts[:2] if estimating() else starts):
+    for c0 in starts[:2] if estimating() else starts:
         cs = min(chunk, length - c0)
         cache: dict[int, Tensor] = {}
         chunk_args = []
@@ -196,8 +232,9 @@ def pipelined(sh: Sharding, split: Split, fn: Callable[..., Result], args: tuple
         else:
             ro, co = rows_cols(split.output)
             if out is None:
-                out, direct = _outputs(targets, results,
-                                       [_result_shape(sh, t, ro, co, layouts[back], true_back) for t in results])
+                out, direct = _outputs(
+                    targets, results, [_result_shape(sh, t, ro, co, layouts[back], true_back) for t in results]
+                )
             for o, t in zip(out, results):
                 _send_back(sh, t, o, ro, co, layouts[back], c0, cs, length, true_back, accumulate and direct)
         del results
@@ -232,8 +269,19 @@ def _result_shape(sh: Sharding, t: Tensor, ro: int, co: int, layout: str, true_r
     return torch.Size(shape)
 
 
-def _send_back(sh: Sharding, t: Tensor, out: Tensor, ro: int, co: int, layout: str, c0: int, cs: int,
-               length: int, true_rows: int, accumulate: bool = False) -> None:
+def _send_back(
+    sh: Sharding,
+    t: Tensor,
+    out: Tensor,
+    ro: int,
+    co: int,
+    layout: str,
+    c0: int,
+    cs: int,
+    length: int,
+    true_rows: int,
+    accumulate: bool = False,
+) -> None:
     """Send a result chunk computed in the moved layout to the devices that hold it in ``layout``
     (written into ``out``, or added with ``accumulate``)."""
     local = sh.local_res
@@ -259,17 +307,20 @@ def _as_targets(into: Optional[Result]) -> Optional[list[Tensor]]:
     return None if into is None else ([into] if isinstance(into, Tensor) else list(into))
 
 
-def _outputs(targets: Optional[list[Tensor]], results: tuple[Tensor, ...],
-             shapes: list[torch.Size]) -> tuple[list[Tensor], bool]:
+def _outputs(
+    targets: Optional[list[Tensor]], results: tuple[Tensor, ...], shapes: list[torch.Size]
+) -> tuple[list[Tensor], bool]:
     """The tensors the results are written into: ``targets`` when they have the whole result's
     shapes and dtypes (``direct``), else new buffers; returns ``(outputs, direct)``."""
-    direct = targets is not None and all(d.shape == sz and d.dtype == t.dtype
-                                         for d, sz, t in zip(targets, shapes, results))
+    direct = targets is not None and all(
+        d.shape == sz and d.dtype == t.dtype for d, sz, t in zip(targets, shapes, results)
+    )
     return (list(targets) if direct else [t.new_empty(sz) for t, sz in zip(results, shapes)]), direct
 
 
-def _finish_into(into: Optional[Result], targets: Optional[list[Tensor]], out: list[Tensor], direct: bool,
-                 accumulate: bool) -> Result:
+def _finish_into(
+    into: Optional[Result], targets: Optional[list[Tensor]], out: list[Tensor], direct: bool, accumulate: bool
+) -> Result:
     """The result: ``out`` without ``into``; else ``into``, after delivering ``out`` into it when the
     results were built apart (``direct`` False)."""
     if targets is None:

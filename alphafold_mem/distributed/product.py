@@ -113,7 +113,9 @@ def _outgoing(sh: Sharding, module: nn.Module, z: Tensor, mask: Tensor) -> Tenso
             isz = min(ichunk, length - i0)
             zn = norm(z.narrow(-3, i0, isz))  # [*, I, N, c_z]
             mi = mask.narrow(-2, i0, isz) if mask.shape[-2] != 1 else mask
-            a = module._left(zn, mi).movedim(-1, -3).contiguous()  # [*, C, I, N (k)]: contiguous, see TriangleMultiplication._left_and_gate
+            a = (
+                module._left(zn, mi).movedim(-1, -3).contiguous()
+            )  # [*, C, I, N (k)]: contiguous, see TriangleMultiplication._left_and_gate
             x = torch.matmul(a, b.transpose(-1, -2))  # [*, C, I, J]
             del a
             upd = module._finish(x.movedim(-3, -1), zn.narrow(-2, j0, valid))  # [*, I, J, c_z]
@@ -139,15 +141,18 @@ def _incoming(sh: Sharding, module: nn.Module, z: Tensor, mask: Tensor) -> Tenso
         cs = min(cs_max, length - c0)
         # b[k, i] for my k (rows) and the chunk's columns i of every device: [*, L, P cs, c_z] -> [*, C, P cs, L]
         zc = torch.cat([block(z, -2, q * length + c0, cs) for q in range(p)], dim=-2)
-        mc = torch.cat([block(mask, -1, q * length + c0, cs) for q in range(p)], dim=-1) \
-            if mask.shape[-1] != 1 else mask
+        mc = (
+            torch.cat([block(mask, -1, q * length + c0, cs) for q in range(p)], dim=-1) if mask.shape[-1] != 1 else mask
+        )
         b = module._right(norm(zc), mc).movedim(-1, -3).transpose(-1, -2)
         del zc, mc
         partial = None
         for j0 in _cut(range(0, n, rows)):
             jsz = min(rows, n - j0)
             mj = mask.narrow(-1, j0, jsz) if mask.shape[-1] != 1 else mask
-            a = module._left(norm(z.narrow(-2, j0, jsz)), mj).movedim(-1, -3).contiguous()  # [*, C, L (k), J] (as above)
+            a = (
+                module._left(norm(z.narrow(-2, j0, jsz)), mj).movedim(-1, -3).contiguous()
+            )  # [*, C, L (k), J] (as above)
             part = torch.matmul(b, a)  # [*, C, P cs, J]: the sums over my k
             del a
             if partial is None:  # [P, cs, *, N, C]: device q's rows first, as the reduce-scatter splits them

@@ -53,14 +53,18 @@ class StepError(RuntimeError):
 
 def _moving(split: Split, layouts: list) -> list[int]:
     """Indices of the Shard operands held in the other layout than the split reads them by."""
-    return [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-            if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)]
+    return [
+        i
+        for i, (p, lay) in enumerate(zip(split.inputs, layouts))
+        if isinstance(p, Shard) and lay not in (None, need(p), ONE, WHOLE)
+    ]
 
 
 def _whole(split: Split, layouts: list) -> list[int]:
     """Indices of the operands the split needs whole that are distributed."""
-    return [i for i, (p, lay) in enumerate(zip(split.inputs, layouts))
-            if isinstance(p, Replicate) and lay in (ROWS, COLS)]
+    return [
+        i for i, (p, lay) in enumerate(zip(split.inputs, layouts)) if isinstance(p, Replicate) and lay in (ROWS, COLS)
+    ]
 
 
 def _storages(out: Result) -> set[int]:
@@ -89,8 +93,10 @@ class DapRunner:
             return pipelined(sh, split, fn, args, layouts, self._per_device(chunk))
         whole = _whole(split, layouts)
         if whole and (split.also is None or not all(isinstance(split.also.inputs[i], Shard) for i in whole)):
-            raise StepError(f"{type(module).__qualname__}.{step}: operand(s) {whole} are needed whole and are "
-                            "distributed; the declaration needs an 'also' split that slices them")
+            raise StepError(
+                f"{type(module).__qualname__}.{step}: operand(s) {whole} are needed whole and are "
+                "distributed; the declaration needs an 'also' split that slices them"
+            )
         moved: dict[int, tuple[str, int]] = {}
         local = self._prepare(split, args, layouts, moved)
         if whole:
@@ -100,8 +106,16 @@ class DapRunner:
         del local
         return self._finish(split, result, moved)
 
-    def run_into(self, module: nn.Module, step: str, split: Split, fn: Callable[..., Result], args: tuple,
-                 out: Result, accumulate: bool) -> bool:
+    def run_into(
+        self,
+        module: nn.Module,
+        step: str,
+        split: Split,
+        fn: Callable[..., Result],
+        args: tuple,
+        out: Result,
+        accumulate: bool,
+    ) -> bool:
         """Run ``split`` writing (``accumulate``: adding) its result into ``out`` slice by slice, as one
         device does, when it runs on the shares as they are and its result is a representation in
         their layout (``out`` is then this device's share); returns whether it did. Otherwise
@@ -123,13 +137,16 @@ class DapRunner:
             if not self._only_carrier_aliases(split, args, layouts, out):
                 return False
             # operands moved chunk by chunk: each chunk's result comes back into out
-            pipelined(self.sharding, split, fn, args, layouts, self._per_device(chunk), into=out,
-                      accumulate=accumulate)
+            pipelined(self.sharding, split, fn, args, layouts, self._per_device(chunk), into=out, accumulate=accumulate)
             return True
         whole, written = _whole(split, layouts), _storages(out)
-        if (whole and not _moving(split, layouts) and split.also is not None
-                and all(isinstance(split.also.inputs[i], Shard) for i in whole)
-                and not any(isinstance(a, Tensor) and id(a.untyped_storage()) in written for a in args)):
+        if (
+            whole
+            and not _moving(split, layouts)
+            and split.also is not None
+            and all(isinstance(split.also.inputs[i], Shard) for i in whole)
+            and not any(isinstance(a, Tensor) and id(a.untyped_storage()) in written for a in args)
+        ):
             # whole operands block by block (e.g. the outer product mean's b): blocks written into out
             local = self._prepare(split, args, layouts, {})
             by_pieces(self.sharding, split, fn, local, layouts, whole, chunk, into=out, accumulate=accumulate)
@@ -156,7 +173,9 @@ class DapRunner:
         """Whether :meth:`run` would run ``split`` chunk by chunk with moved operands
         (:func:`~alphafold_mem.distributed.pieces.pipelined`)."""
         moving = _moving(split, layouts)
-        return bool(chunk and moving and not torch.is_grad_enabled() and self._small(args, _whole(split, layouts), moving))
+        return bool(
+            chunk and moving and not torch.is_grad_enabled() and self._small(args, _whole(split, layouts), moving)
+        )
 
     def _as_is(self, split: Split, args: tuple, layouts: list) -> Optional[tuple[Split, list, Split]]:
         """``(candidate, operands, split to chunk by)`` when ``split`` (or its ``also``) runs on the
@@ -208,8 +227,9 @@ class DapRunner:
         moved = max(args[i].numel() for i in moving)
         return all(args[i].numel() * self.sharding.size <= SMALL_WHOLE * moved for i in whole)
 
-    def _prepare(self, split: Split, args: tuple, layouts: list[Optional[str]],
-                 moved: dict[int, tuple[str, int]]) -> list:
+    def _prepare(
+        self, split: Split, args: tuple, layouts: list[Optional[str]], moved: dict[int, tuple[str, int]]
+    ) -> list:
         """The operands of ``split`` on this device; ``moved[i] = (layout before, true rows)`` for
         representation operands moved to their other layout."""
         sh = self.sharding
@@ -247,8 +267,9 @@ class DapRunner:
             if back is not None and back in moved:
                 before, n_rows = moved[back]
                 rows, cols = rows_cols(place)
-                results = tuple(sh.to_cols(t, rows, cols, n_rows) if before == COLS else sh.to_rows(t, rows, cols)
-                                for t in results)
+                results = tuple(
+                    sh.to_cols(t, rows, cols, n_rows) if before == COLS else sh.to_rows(t, rows, cols) for t in results
+                )
         return results[0] if single else results
 
 

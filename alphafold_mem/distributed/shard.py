@@ -55,8 +55,7 @@ class Sharding:
 
     def set_residues(self, n_res: int) -> None:
         if n_res <= self.size:
-            raise ValueError(f"device sharding over {self.size} devices needs more residues than devices, "
-                             f"got {n_res}")
+            raise ValueError(f"device sharding over {self.size} devices needs more residues than devices, got {n_res}")
         self.n_res = n_res
 
     def local(self, n: int) -> int:
@@ -66,8 +65,10 @@ class Sharding:
     @property
     def local_res(self) -> int:
         if self.n_res is None:
-            raise RuntimeError("the residue count is not set: run the sharded model through its forward, or "
-                               "call Sharding.set_residues(n) for a single module")
+            raise RuntimeError(
+                "the residue count is not set: run the sharded model through its forward, or "
+                "call Sharding.set_residues(n) for a single module"
+            )
         return self.local(self.n_res)
 
     def span(self, n: int, rank: Optional[int] = None) -> tuple[int, int]:
@@ -151,7 +152,8 @@ class Sharding:
         nccl = dist.get_backend(group.pg) == "nccl"
         cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
         for get, set_ in ((torch.get_rng_state, torch.set_rng_state),) + (
-                ((torch.cuda.get_rng_state, torch.cuda.set_rng_state),) if cuda else ()):
+            ((torch.cuda.get_rng_state, torch.cuda.set_rng_state),) if cuda else ()
+        ):
             state = get().clone()
             buf = state.cuda() if nccl else state
             group.wait(dist.broadcast(buf, group.global_ranks[0], group=group.pg, async_op=True))

@@ -8,14 +8,12 @@ chi4); the 8 rigid groups are (backbone, pre-omega, phi, psi, chi1, chi2, chi3, 
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 from torch import Tensor
 
 from alphafold_mem.geometry import residue_constants as rc
 from alphafold_mem.geometry.rigid import Rigid
-
 
 _TABLE_CACHE: dict[tuple, Tensor] = {}
 
@@ -53,7 +51,7 @@ def _gather_atoms(x: Tensor, idx: Tensor, n_trailing: int) -> Tensor:
     """Select atoms along the atom axis: ``x [*, N, A, <n_trailing dims>]``, ``idx [*, N, B]``
     -> ``[*, N, B, <trailing>]``; the leading dims of ``x`` and ``idx`` broadcast."""
     atom_dim = x.dim() - n_trailing - 1
-    trailing = x.shape[atom_dim + 1:]
+    trailing = x.shape[atom_dim + 1 :]
     batch = torch.broadcast_shapes(x.shape[:atom_dim], idx.shape[:-1])
     x = x.expand(*batch, *x.shape[atom_dim:])
     idx = idx.expand(*batch, idx.shape[-1])
@@ -101,9 +99,9 @@ def torsion_angles_to_frames(backb: Rigid, angles_sin_cos: Tensor, aatype: Tenso
     sin_cos = torch.cat([bb, angles_sin_cos], dim=-2)  # [*, N, 8, 2]
     sin, cos = sin_cos.unbind(-1)
     zero, one = torch.zeros_like(sin), torch.ones_like(sin)
-    rot_x = torch.stack(
-        [one, zero, zero, zero, cos, -sin, zero, sin, cos], dim=-1
-    ).reshape(sin.shape + (3, 3))  # [*, N, 8, 3, 3] rotation about the local x-axis
+    rot_x = torch.stack([one, zero, zero, zero, cos, -sin, zero, sin, cos], dim=-1).reshape(
+        sin.shape + (3, 3)
+    )  # [*, N, 8, 3, 3] rotation about the local x-axis
     local = default.compose(Rigid(rot_x, torch.zeros_like(default.trans)))  # group -> parent, [*, N, 8]
 
     chi1 = local[..., 4]
@@ -231,15 +229,15 @@ def atom37_to_torsion_angles(
     phi_mask = prev_mask[..., 2] * mask[..., 0:3].prod(-1)
     psi_mask = mask[..., 0:3].prod(-1) * mask[..., 4]
 
-    chi_idx = torch.cat(
-        [_table("chi_angles_atom_indices", aatype), aatype.new_zeros(1, 4, 4)], dim=0
-    )[aatype]  # [*, N, 4 chis, 4 atoms]
+    chi_idx = torch.cat([_table("chi_angles_atom_indices", aatype), aatype.new_zeros(1, 4, 4)], dim=0)[
+        aatype
+    ]  # [*, N, 4 chis, 4 atoms]
     chi_idx_flat = chi_idx.flatten(-2)  # [*, N, 16]
     chi_pos = _gather_atoms(pos, chi_idx_flat, 1).unflatten(-2, (4, 4))  # [*, N, 4, 4, 3]
     chi_atom_mask = _gather_atoms(mask, chi_idx_flat, 0).unflatten(-1, (4, 4))  # [*, N, 4, 4]
-    chi_exists = torch.cat(
-        [_table("chi_angles_mask", aatype, pos.dtype), pos.new_zeros(1, 4)], dim=0
-    )[aatype]  # [*, N, 4]
+    chi_exists = torch.cat([_table("chi_angles_mask", aatype, pos.dtype), pos.new_zeros(1, 4)], dim=0)[
+        aatype
+    ]  # [*, N, 4]
     chi_mask = chi_exists * chi_atom_mask.prod(-1)
 
     torsion_pos = torch.cat(

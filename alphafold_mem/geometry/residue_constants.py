@@ -26,8 +26,26 @@ import numpy as np
 # Residue types
 # ------------------------------------------------------------------------------------------------
 restypes = [
-    "A", "R", "N", "D", "C", "Q", "E", "G", "H", "I",
-    "L", "K", "M", "F", "P", "S", "T", "W", "Y", "V",
+    "A",
+    "R",
+    "N",
+    "D",
+    "C",
+    "Q",
+    "E",
+    "G",
+    "H",
+    "I",
+    "L",
+    "K",
+    "M",
+    "F",
+    "P",
+    "S",
+    "T",
+    "W",
+    "Y",
+    "V",
 ]
 restype_order = {r: i for i, r in enumerate(restypes)}
 restype_num = len(restypes)  # 20
@@ -37,10 +55,26 @@ restype_order_with_x = {r: i for i, r in enumerate(restypes_with_x)}
 restypes_with_x_and_gap = restypes + ["X", "-"]
 
 restype_1to3 = {
-    "A": "ALA", "R": "ARG", "N": "ASN", "D": "ASP", "C": "CYS",
-    "Q": "GLN", "E": "GLU", "G": "GLY", "H": "HIS", "I": "ILE",
-    "L": "LEU", "K": "LYS", "M": "MET", "F": "PHE", "P": "PRO",
-    "S": "SER", "T": "THR", "W": "TRP", "Y": "TYR", "V": "VAL",
+    "A": "ALA",
+    "R": "ARG",
+    "N": "ASN",
+    "D": "ASP",
+    "C": "CYS",
+    "Q": "GLN",
+    "E": "GLU",
+    "G": "GLY",
+    "H": "HIS",
+    "I": "ILE",
+    "L": "LEU",
+    "K": "LYS",
+    "M": "MET",
+    "F": "PHE",
+    "P": "PRO",
+    "S": "SER",
+    "T": "THR",
+    "W": "TRP",
+    "Y": "TYR",
+    "V": "VAL",
 }
 restype_3to1 = {v: k for k, v in restype_1to3.items()}
 unk_restype = "UNK"
@@ -49,28 +83,102 @@ resname_to_idx = {name: i for i, name in enumerate(resnames)}
 
 # hhblits / a3m alphabet (AF2): B->D, Z->E, U->C, J and O -> X; X = 20, gap = 21.
 HHBLITS_AA_TO_ID = {
-    "A": 0, "B": 2, "C": 1, "D": 2, "E": 3, "F": 4, "G": 5, "H": 6, "I": 7, "J": 20,
-    "K": 8, "L": 9, "M": 10, "N": 11, "O": 20, "P": 12, "Q": 13, "R": 14, "S": 15, "T": 16,
-    "U": 1, "V": 17, "W": 18, "X": 20, "Y": 19, "Z": 3, "-": 21,
+    "A": 0,
+    "B": 2,
+    "C": 1,
+    "D": 2,
+    "E": 3,
+    "F": 4,
+    "G": 5,
+    "H": 6,
+    "I": 7,
+    "J": 20,
+    "K": 8,
+    "L": 9,
+    "M": 10,
+    "N": 11,
+    "O": 20,
+    "P": 12,
+    "Q": 13,
+    "R": 14,
+    "S": 15,
+    "T": 16,
+    "U": 1,
+    "V": 17,
+    "W": 18,
+    "X": 20,
+    "Y": 19,
+    "Z": 3,
+    "-": 21,
 }
 ID_TO_HHBLITS_AA = {
-    0: "A", 1: "C", 2: "D", 3: "E", 4: "F", 5: "G", 6: "H", 7: "I", 8: "K", 9: "L", 10: "M",
-    11: "N", 12: "P", 13: "Q", 14: "R", 15: "S", 16: "T", 17: "V", 18: "W", 19: "Y", 20: "X",
+    0: "A",
+    1: "C",
+    2: "D",
+    3: "E",
+    4: "F",
+    5: "G",
+    6: "H",
+    7: "I",
+    8: "K",
+    9: "L",
+    10: "M",
+    11: "N",
+    12: "P",
+    13: "Q",
+    14: "R",
+    15: "S",
+    16: "T",
+    17: "V",
+    18: "W",
+    19: "Y",
+    20: "X",
     21: "-",
 }
 # hhblits id -> our id (restypes_with_x_and_gap order); 22 entries.
-MAP_HHBLITS_AATYPE_TO_OUR_AATYPE = tuple(
-    restypes_with_x_and_gap.index(ID_TO_HHBLITS_AA[i]) for i in range(22)
-)
+MAP_HHBLITS_AATYPE_TO_OUR_AATYPE = tuple(restypes_with_x_and_gap.index(ID_TO_HHBLITS_AA[i]) for i in range(22))
 
 # ------------------------------------------------------------------------------------------------
 # Atoms
 # ------------------------------------------------------------------------------------------------
 atom_types = [
-    "N", "CA", "C", "CB", "O", "CG", "CG1", "CG2", "OG", "OG1", "SG", "CD",
-    "CD1", "CD2", "ND1", "ND2", "OD1", "OD2", "SD", "CE", "CE1", "CE2", "CE3",
-    "NE", "NE1", "NE2", "OE1", "OE2", "CH2", "NH1", "NH2", "OH", "CZ", "CZ2",
-    "CZ3", "NZ", "OXT",
+    "N",
+    "CA",
+    "C",
+    "CB",
+    "O",
+    "CG",
+    "CG1",
+    "CG2",
+    "OG",
+    "OG1",
+    "SG",
+    "CD",
+    "CD1",
+    "CD2",
+    "ND1",
+    "ND2",
+    "OD1",
+    "OD2",
+    "SD",
+    "CE",
+    "CE1",
+    "CE2",
+    "CE3",
+    "NE",
+    "NE1",
+    "NE2",
+    "OE1",
+    "OE2",
+    "CH2",
+    "NH1",
+    "NH2",
+    "OH",
+    "CZ",
+    "CZ2",
+    "CZ3",
+    "NZ",
+    "OXT",
 ]
 atom_order = {a: i for i, a in enumerate(atom_types)}
 atom_type_num = len(atom_types)  # 37
@@ -146,8 +254,7 @@ ca_ca = 3.80209737096
 # Four atoms defining chi1..chi4 (subset from chi1). ARG chi5 is ~0 and ignored.
 chi_angles_atoms = {
     "ALA": [],
-    "ARG": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD"],
-            ["CB", "CG", "CD", "NE"], ["CG", "CD", "NE", "CZ"]],
+    "ARG": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD"], ["CB", "CG", "CD", "NE"], ["CG", "CD", "NE", "CZ"]],
     "ASN": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "OD1"]],
     "ASP": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "OD1"]],
     "CYS": [["N", "CA", "CB", "SG"]],
@@ -157,8 +264,7 @@ chi_angles_atoms = {
     "HIS": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "ND1"]],
     "ILE": [["N", "CA", "CB", "CG1"], ["CA", "CB", "CG1", "CD1"]],
     "LEU": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD1"]],
-    "LYS": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD"],
-            ["CB", "CG", "CD", "CE"], ["CG", "CD", "CE", "NZ"]],
+    "LYS": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD"], ["CB", "CG", "CD", "CE"], ["CG", "CD", "CE", "NZ"]],
     "MET": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "SD"], ["CB", "CG", "SD", "CE"]],
     "PHE": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD1"]],
     "PRO": [["N", "CA", "CB", "CG"], ["CA", "CB", "CG", "CD"]],
@@ -328,9 +434,7 @@ between_res_cos_angles_c_n_ca = [-0.5203, 0.0353]
 between_res_cos_angles_ca_c_n = [-0.4473, 0.0311]
 
 Bond = collections.namedtuple("Bond", ["atom1_name", "atom2_name", "length", "stddev"])
-BondAngle = collections.namedtuple(
-    "BondAngle", ["atom1_name", "atom2_name", "atom3name", "angle_rad", "stddev"]
-)
+BondAngle = collections.namedtuple("BondAngle", ["atom1_name", "atom2_name", "atom3name", "angle_rad", "stddev"])
 
 # Engh & Huber (2001) intra-residue bond lengths: "ATOM1-ATOM2 mean(Å) stddev(Å)" per residue.
 # fmt: off
@@ -439,8 +543,7 @@ def _split_entries(text: str) -> list[tuple[list[str], float, float]]:
 
 # resname -> [Bond] (Å) and resname -> [BondAngle] (radians); 'UNK' has none.
 residue_bonds = {
-    res: [Bond(a[0], a[1], m, s) for a, m, s in _split_entries(txt)]
-    for res, txt in _ENGH_HUBER_BONDS.items()
+    res: [Bond(a[0], a[1], m, s) for a, m, s in _split_entries(txt)] for res, txt in _ENGH_HUBER_BONDS.items()
 }
 residue_bonds["UNK"] = []
 residue_bond_angles = {

@@ -21,9 +21,15 @@ def quat_to_rot(quat: Tensor) -> Tensor:
     q = quat / torch.linalg.vector_norm(quat, dim=-1, keepdim=True)
     w, x, y, z = q.unbind(-1)
     rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        1 - 2 * (y * y + z * z),
+        2 * (x * y - w * z),
+        2 * (x * z + w * y),
+        2 * (x * y + w * z),
+        1 - 2 * (x * x + z * z),
+        2 * (y * z - w * x),
+        2 * (x * z - w * y),
+        2 * (y * z + w * x),
+        1 - 2 * (x * x + y * y),
     ]
     return torch.stack(rows, dim=-1).reshape(q.shape[:-1] + (3, 3))  # [*, 3, 3]
 
@@ -37,15 +43,18 @@ def rot_to_quat(rot: Tensor) -> Tensor:
     xx, xy, xz = r[..., 0, 0], r[..., 0, 1], r[..., 0, 2]
     yx, yy, yz = r[..., 1, 0], r[..., 1, 1], r[..., 1, 2]
     zx, zy, zz = r[..., 2, 0], r[..., 2, 1], r[..., 2, 2]
-    k = torch.stack(
-        [
-            torch.stack([xx + yy + zz, zy - yz, xz - zx, yx - xy], -1),
-            torch.stack([zy - yz, xx - yy - zz, xy + yx, xz + zx], -1),
-            torch.stack([xz - zx, xy + yx, yy - xx - zz, yz + zy], -1),
-            torch.stack([yx - xy, xz + zx, yz + zy, zz - xx - yy], -1),
-        ],
-        -2,
-    ) / 3.0  # [*, 4, 4]
+    k = (
+        torch.stack(
+            [
+                torch.stack([xx + yy + zz, zy - yz, xz - zx, yx - xy], -1),
+                torch.stack([zy - yz, xx - yy - zz, xy + yx, xz + zx], -1),
+                torch.stack([xz - zx, xy + yx, yy - xx - zz, yz + zy], -1),
+                torch.stack([yx - xy, xz + zx, yz + zy, zz - xx - yy], -1),
+            ],
+            -2,
+        )
+        / 3.0
+    )  # [*, 4, 4]
     _, vecs = torch.linalg.eigh(k)
     q = vecs[..., -1]  # [*, 4] eigenvector of the largest eigenvalue
     return q * torch.where(q[..., :1] < 0, -1.0, 1.0)

@@ -21,16 +21,34 @@ from torch import Tensor
 
 from ..config import HeadsConfig, LossConfig
 from ..geometry import all_atom
-from .auxiliary import (distogram_loss, experimentally_resolved_loss, masked_msa_loss, plddt_loss,
-                        supervised_chi_loss, tm_loss)
+from .auxiliary import (
+    distogram_loss,
+    experimentally_resolved_loss,
+    masked_msa_loss,
+    plddt_loss,
+    supervised_chi_loss,
+    tm_loss,
+)
 from .fape import backbone_fape, compute_fape, rename_symmetric_ground_truth, sidechain_fape
 from .violations import find_structural_violations, violation_fraction, violation_loss
 
 __all__ = [
-    "AlphaFoldLoss", "LossConstants", "add_ground_truth_features", "compute_fape", "backbone_fape",
-    "sidechain_fape", "rename_symmetric_ground_truth", "supervised_chi_loss", "distogram_loss",
-    "masked_msa_loss", "plddt_loss", "experimentally_resolved_loss", "tm_loss",
-    "find_structural_violations", "violation_loss", "violation_fraction",
+    "AlphaFoldLoss",
+    "LossConstants",
+    "add_ground_truth_features",
+    "compute_fape",
+    "backbone_fape",
+    "sidechain_fape",
+    "rename_symmetric_ground_truth",
+    "supervised_chi_loss",
+    "distogram_loss",
+    "masked_msa_loss",
+    "plddt_loss",
+    "experimentally_resolved_loss",
+    "tm_loss",
+    "find_structural_violations",
+    "violation_loss",
+    "violation_fraction",
 ]
 
 
@@ -53,10 +71,22 @@ class LossConstants:
     scale_by_sqrt_num_res: bool = True
 
 
-_GT_KEYS = ("atom14_gt_positions", "atom14_alt_gt_positions", "atom14_gt_exists", "atom14_alt_gt_exists",
-            "atom14_atom_is_ambiguous", "rigidgroups_gt_frames", "rigidgroups_alt_gt_frames",
-            "rigidgroups_gt_exists", "backbone_rigid_tensor", "backbone_rigid_mask", "chi_angles_sin_cos",
-            "chi_mask", "pseudo_beta", "pseudo_beta_mask")
+_GT_KEYS = (
+    "atom14_gt_positions",
+    "atom14_alt_gt_positions",
+    "atom14_gt_exists",
+    "atom14_alt_gt_exists",
+    "atom14_atom_is_ambiguous",
+    "rigidgroups_gt_frames",
+    "rigidgroups_alt_gt_frames",
+    "rigidgroups_gt_exists",
+    "backbone_rigid_tensor",
+    "backbone_rigid_mask",
+    "chi_angles_sin_cos",
+    "chi_mask",
+    "pseudo_beta",
+    "pseudo_beta_mask",
+)
 
 
 def add_ground_truth_features(batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -124,8 +154,10 @@ class AlphaFoldLoss(nn.Module):
     def forward(self, outputs: dict[str, Tensor], batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         device_type = outputs["final_atom_positions"].device.type
         with torch.autocast(device_type=device_type, enabled=False):
-            return self._forward({k: _f32(v) for k, v in outputs.items()},
-                                 {k: _f32(v) for k, v in add_ground_truth_features(batch).items()})
+            return self._forward(
+                {k: _f32(v) for k, v in outputs.items()},
+                {k: _f32(v) for k, v in add_ground_truth_features(batch).items()},
+            )
 
     def _forward(self, out: dict[str, Tensor], b: dict[str, Tensor]):
         cfg, c = self.cfg, self.const
@@ -133,26 +165,57 @@ class AlphaFoldLoss(nn.Module):
         weighted: dict[str, Tensor] = {}
 
         if cfg.fape_weight:
-            bb = backbone_fape(out["sm_frames"], b["backbone_rigid_tensor"], b["backbone_rigid_mask"],
-                               cfg.fape_clamp_distance, cfg.fape_length_scale, b.get("use_clamped_fape"),
-                               c.fape_eps)
+            bb = backbone_fape(
+                out["sm_frames"],
+                b["backbone_rigid_tensor"],
+                b["backbone_rigid_mask"],
+                cfg.fape_clamp_distance,
+                cfg.fape_length_scale,
+                b.get("use_clamped_fape"),
+                c.fape_eps,
+            )
             renamed = rename_symmetric_ground_truth(
-                out["sm_positions"][-1], b["atom14_gt_positions"], b["atom14_alt_gt_positions"],
-                b["atom14_gt_exists"], b["atom14_alt_gt_exists"], b["atom14_atom_is_ambiguous"])
-            sc = sidechain_fape(out["sm_sidechain_frames"][-1], out["sm_positions"][-1], b["rigidgroups_gt_frames"],
-                                b["rigidgroups_alt_gt_frames"], b["rigidgroups_gt_exists"], renamed,
-                                c.sidechain_clamp_distance, c.sidechain_length_scale, c.fape_eps)
+                out["sm_positions"][-1],
+                b["atom14_gt_positions"],
+                b["atom14_alt_gt_positions"],
+                b["atom14_gt_exists"],
+                b["atom14_alt_gt_exists"],
+                b["atom14_atom_is_ambiguous"],
+            )
+            sc = sidechain_fape(
+                out["sm_sidechain_frames"][-1],
+                out["sm_positions"][-1],
+                b["rigidgroups_gt_frames"],
+                b["rigidgroups_alt_gt_frames"],
+                b["rigidgroups_gt_exists"],
+                renamed,
+                c.sidechain_clamp_distance,
+                c.sidechain_length_scale,
+                c.fape_eps,
+            )
             terms["fape_backbone"], terms["fape_sidechain"] = bb, sc
             weighted["fape"] = cfg.fape_weight * (cfg.backbone_fape_weight * bb + cfg.sidechain_fape_weight * sc)
         if cfg.supervised_chi_weight or cfg.angle_norm_weight:
-            chi, norm = supervised_chi_loss(out["sm_angles"], out["sm_unnormalized_angles"], b["aatype"],
-                                            b["seq_mask"], b["chi_mask"], b["chi_angles_sin_cos"],
-                                            cfg.supervised_chi_weight, cfg.angle_norm_weight)
+            chi, norm = supervised_chi_loss(
+                out["sm_angles"],
+                out["sm_unnormalized_angles"],
+                b["aatype"],
+                b["seq_mask"],
+                b["chi_mask"],
+                b["chi_angles_sin_cos"],
+                cfg.supervised_chi_weight,
+                cfg.angle_norm_weight,
+            )
             terms["chi"], terms["angle_norm"] = chi, norm  # already weighted (Alg. 27 folds them in)
             weighted["chi"], weighted["angle_norm"] = chi, norm
         if cfg.distogram_weight:
-            t = distogram_loss(out["distogram_logits"], b["pseudo_beta"], b["pseudo_beta_mask"],
-                               self.heads.distogram_min_bin, self.heads.distogram_max_bin)
+            t = distogram_loss(
+                out["distogram_logits"],
+                b["pseudo_beta"],
+                b["pseudo_beta_mask"],
+                self.heads.distogram_min_bin,
+                self.heads.distogram_max_bin,
+            )
             terms["distogram"], weighted["distogram"] = t, cfg.distogram_weight * t
         if cfg.masked_msa_weight:
             t = masked_msa_loss(out["masked_msa_logits"], b["true_msa"], b["bert_mask"])
@@ -161,30 +224,61 @@ class AlphaFoldLoss(nn.Module):
         if resolution is None:
             resolution = out["final_atom_positions"].new_zeros(out["final_atom_positions"].shape[:-3])
         if cfg.plddt_weight:
-            t = plddt_loss(out["lddt_logits"], out["final_atom_positions"], b["all_atom_positions"],
-                           b["all_atom_mask"], resolution, c.lddt_cutoff, c.min_resolution, c.max_resolution)
+            t = plddt_loss(
+                out["lddt_logits"],
+                out["final_atom_positions"],
+                b["all_atom_positions"],
+                b["all_atom_mask"],
+                resolution,
+                c.lddt_cutoff,
+                c.min_resolution,
+                c.max_resolution,
+            )
             terms["plddt"], weighted["plddt"] = t, cfg.plddt_weight * t
         if cfg.experimentally_resolved_weight:
             exists = b.get("atom37_atom_exists")
             if exists is None:
                 exists = all_atom.make_atom14_masks(b["aatype"])["atom37_atom_exists"]
-            t = experimentally_resolved_loss(out["experimentally_resolved_logits"], b["all_atom_mask"], exists,
-                                             resolution, c.min_resolution, c.max_resolution)
-            terms["experimentally_resolved"], weighted["experimentally_resolved"] = t, cfg.experimentally_resolved_weight * t
+            t = experimentally_resolved_loss(
+                out["experimentally_resolved_logits"],
+                b["all_atom_mask"],
+                exists,
+                resolution,
+                c.min_resolution,
+                c.max_resolution,
+            )
+            terms["experimentally_resolved"], weighted["experimentally_resolved"] = (
+                t,
+                cfg.experimentally_resolved_weight * t,
+            )
         if cfg.violation_weight:
             mask14 = b.get("atom14_atom_exists")
             if mask14 is None:
                 mask14 = all_atom.make_atom14_masks(b["aatype"])["atom14_atom_exists"]
             mask14 = mask14 * b["seq_mask"][..., None]
-            v = find_structural_violations(out["sm_positions"][-1], mask14, b["residue_index"], b["aatype"],
-                                           c.violation_tolerance_factor, c.clash_overlap_tolerance)
+            v = find_structural_violations(
+                out["sm_positions"][-1],
+                mask14,
+                b["residue_index"],
+                b["aatype"],
+                c.violation_tolerance_factor,
+                c.clash_overlap_tolerance,
+            )
             t = violation_loss(v, mask14)
             terms["violation"], weighted["violation"] = t, cfg.violation_weight * t
         if cfg.pae_weight:
             if "pae_logits" not in out:
                 raise KeyError("loss.pae_weight > 0 but the model has no PAE head (heads.pae_enabled is False)")
-            t = tm_loss(out["pae_logits"], out["sm_frames"][-1], b["backbone_rigid_tensor"], b["backbone_rigid_mask"],
-                        resolution, self.heads.pae_max_bin, c.min_resolution, c.max_resolution)
+            t = tm_loss(
+                out["pae_logits"],
+                out["sm_frames"][-1],
+                b["backbone_rigid_tensor"],
+                b["backbone_rigid_mask"],
+                resolution,
+                self.heads.pae_max_bin,
+                c.min_resolution,
+                c.max_resolution,
+            )
             terms["tm"], weighted["tm"] = t, cfg.pae_weight * t
 
         total = sum(weighted.values())

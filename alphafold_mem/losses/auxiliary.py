@@ -18,9 +18,17 @@ def _masked_mean(x: Tensor, mask: Tensor, dims, eps: float = 1e-10) -> Tensor:
     return (x * mask).sum(dims) / (eps + mask.sum(dims))
 
 
-def supervised_chi_loss(sm_angles: Tensor, sm_unnormalized_angles: Tensor, aatype: Tensor, seq_mask: Tensor,
-                        chi_mask: Tensor, chi_angles_sin_cos: Tensor, chi_weight: float,
-                        angle_norm_weight: float, eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+def supervised_chi_loss(
+    sm_angles: Tensor,
+    sm_unnormalized_angles: Tensor,
+    aatype: Tensor,
+    seq_mask: Tensor,
+    chi_mask: Tensor,
+    chi_angles_sin_cos: Tensor,
+    chi_weight: float,
+    angle_norm_weight: float,
+    eps: float = 1e-6,
+) -> tuple[Tensor, Tensor]:
     """Side-chain torsion loss and angle-norm loss (Suppl. 1.9.1, Alg. 27), over every
     structure-module layer.
 
@@ -38,22 +46,24 @@ def supervised_chi_loss(sm_angles: Tensor, sm_unnormalized_angles: Tensor, aatyp
     """
     pred = sm_angles[..., 3:, :]  # [L, *, N, 4, 2] chi1-4
     periodic = torch.as_tensor(rc.chi_pi_periodic, dtype=pred.dtype, device=pred.device)[
-        aatype.long().clamp(0, rc.restype_num)]  # [*, N, 4]
+        aatype.long().clamp(0, rc.restype_num)
+    ]  # [*, N, 4]
     true = chi_angles_sin_cos[None]  # [1, *, N, 4, 2]
     true_alt = true * (1.0 - 2.0 * periodic)[None, ..., None]
     err = torch.minimum(((pred - true) ** 2).sum(-1), ((pred - true_alt) ** 2).sum(-1))  # [L, *, N, 4]
     num_layers = pred.shape[0]
     err = err.movedim(0, -3)  # [*, L, N, 4]
     chi = _masked_mean(err, chi_mask[..., None, :, :], (-1, -2, -3))  # [*]
-    norm = torch.sqrt((sm_unnormalized_angles ** 2).sum(-1) + eps)  # [L, *, N, 7]
+    norm = torch.sqrt((sm_unnormalized_angles**2).sum(-1) + eps)  # [L, *, N, 7]
     norm_err = (norm - 1.0).abs().movedim(0, -3)  # [*, L, N, 7]
     mask = seq_mask[..., None, :, None].expand(*seq_mask.shape[:-1], num_layers, seq_mask.shape[-1], 7)
     angle_norm = _masked_mean(norm_err, mask, (-1, -2, -3))
     return chi_weight * chi, angle_norm_weight * angle_norm
 
 
-def distogram_loss(logits: Tensor, pseudo_beta: Tensor, pseudo_beta_mask: Tensor, min_bin: float,
-                   max_bin: float, eps: float = 1e-6) -> Tensor:
+def distogram_loss(
+    logits: Tensor, pseudo_beta: Tensor, pseudo_beta_mask: Tensor, min_bin: float, max_bin: float, eps: float = 1e-6
+) -> Tensor:
     """Distogram cross-entropy (Suppl. 1.9.8): pseudo-beta distances binned into ``num_bins`` bins
     with ``num_bins - 1`` equally spaced edges from ``min_bin`` to ``max_bin`` Å (2.3125-21.6875, 64
     bins in AF2); the last bin catches everything beyond.
@@ -67,7 +77,7 @@ def distogram_loss(logits: Tensor, pseudo_beta: Tensor, pseudo_beta_mask: Tensor
     num_bins = logits.shape[-1]
     edges = torch.linspace(min_bin, max_bin, num_bins - 1, device=logits.device, dtype=logits.dtype)
     d2 = ((pseudo_beta[..., :, None, :] - pseudo_beta[..., None, :, :]) ** 2).sum(-1, keepdim=True)
-    true_bins = (d2 > edges ** 2).sum(-1)  # [*, N, N]
+    true_bins = (d2 > edges**2).sum(-1)  # [*, N, N]
     ce = _cross_entropy(logits, true_bins)  # [*, N, N]
     mask = pseudo_beta_mask[..., :, None] * pseudo_beta_mask[..., None, :]
     return (ce * mask).sum((-1, -2)) / (eps + mask.sum((-1, -2)))
@@ -96,9 +106,17 @@ def _resolution_ok(resolution: Tensor, min_resolution: float, max_resolution: fl
     return ((resolution >= min_resolution) & (resolution <= max_resolution)).to(torch.float32)
 
 
-def plddt_loss(lddt_logits: Tensor, final_atom_positions: Tensor, all_atom_positions: Tensor,
-               all_atom_mask: Tensor, resolution: Tensor, cutoff: float = 15.0,
-               min_resolution: float = 0.1, max_resolution: float = 3.0, eps: float = 1e-8) -> Tensor:
+def plddt_loss(
+    lddt_logits: Tensor,
+    final_atom_positions: Tensor,
+    all_atom_positions: Tensor,
+    all_atom_mask: Tensor,
+    resolution: Tensor,
+    cutoff: float = 15.0,
+    min_resolution: float = 0.1,
+    max_resolution: float = 3.0,
+    eps: float = 1e-8,
+) -> Tensor:
     """pLDDT head loss (Suppl. 1.9.6, Alg. 29): cross-entropy between the head's ``B`` bins and the
     per-residue lDDT-Cα of the (detached) final prediction binned into ``B`` equal bins on [0, 1].
 
@@ -116,17 +134,29 @@ def plddt_loss(lddt_logits: Tensor, final_atom_positions: Tensor, all_atom_posit
     num_bins = lddt_logits.shape[-1]
     mask = all_atom_mask[..., ca]
     with torch.no_grad():
-        score = lddt(final_atom_positions[..., ca, :].detach(), all_atom_positions[..., ca, :], mask,
-                     cutoff=cutoff, per_residue=True, no_pairs=1.0)  # [*, N] (1.0 without pairs: AF2)
+        score = lddt(
+            final_atom_positions[..., ca, :].detach(),
+            all_atom_positions[..., ca, :],
+            mask,
+            cutoff=cutoff,
+            per_residue=True,
+            no_pairs=1.0,
+        )  # [*, N] (1.0 without pairs: AF2)
         bins = torch.clamp(torch.floor(score * num_bins), max=num_bins - 1).long()
     ce = _cross_entropy(lddt_logits, bins)
     loss = (ce * mask).sum(-1) / (eps + mask.sum(-1))
     return loss * _resolution_ok(resolution, min_resolution, max_resolution)
 
 
-def experimentally_resolved_loss(logits: Tensor, all_atom_mask: Tensor, atom37_atom_exists: Tensor,
-                                 resolution: Tensor, min_resolution: float = 0.1,
-                                 max_resolution: float = 3.0, eps: float = 1e-8) -> Tensor:
+def experimentally_resolved_loss(
+    logits: Tensor,
+    all_atom_mask: Tensor,
+    atom37_atom_exists: Tensor,
+    resolution: Tensor,
+    min_resolution: float = 0.1,
+    max_resolution: float = 3.0,
+    eps: float = 1e-8,
+) -> Tensor:
     """Experimentally-resolved head loss (Suppl. 1.9.10): per-atom sigmoid cross-entropy of
     whether each atom that exists in the residue type was resolved, for 0.1-3.0 Å structures.
 
@@ -141,9 +171,17 @@ def experimentally_resolved_loss(logits: Tensor, all_atom_mask: Tensor, atom37_a
     return loss * _resolution_ok(resolution, min_resolution, max_resolution)
 
 
-def tm_loss(pae_logits: Tensor, sm_final_frames: Tensor, backbone_rigid_tensor: Tensor,
-            backbone_rigid_mask: Tensor, resolution: Tensor, max_bin: float = 31.0,
-            min_resolution: float = 0.1, max_resolution: float = 3.0, eps: float = 1e-8) -> Tensor:
+def tm_loss(
+    pae_logits: Tensor,
+    sm_final_frames: Tensor,
+    backbone_rigid_tensor: Tensor,
+    backbone_rigid_mask: Tensor,
+    resolution: Tensor,
+    max_bin: float = 31.0,
+    min_resolution: float = 0.1,
+    max_resolution: float = 3.0,
+    eps: float = 1e-8,
+) -> Tensor:
     """Predicted-aligned-error (TM) head loss (Suppl. 1.9.7): the error of Cα j in the frame of
     residue i, prediction vs truth, binned with ``num_bins - 1`` edges on [0, ``max_bin``] Å (31 Å,
     64 bins in AF2); cross-entropy averaged over valid pairs, for 0.1-3.0 Å structures.
@@ -168,7 +206,7 @@ def tm_loss(pae_logits: Tensor, sm_final_frames: Tensor, backbone_rigid_tensor: 
         err2 = ((local_pred - local_true) ** 2).sum(-1, keepdim=True)  # [*, I, J, 1]
         num_bins = pae_logits.shape[-1]
         edges = torch.linspace(0.0, max_bin, num_bins - 1, device=pae_logits.device, dtype=err2.dtype)
-        bins = (err2 > edges ** 2).sum(-1)  # [*, I, J]
+        bins = (err2 > edges**2).sum(-1)  # [*, I, J]
     ce = _cross_entropy(pae_logits, bins)
     mask = backbone_rigid_mask[..., :, None] * backbone_rigid_mask[..., None, :]
     loss = (ce * mask).sum((-1, -2)) / (eps + mask.sum((-1, -2)))

@@ -15,10 +15,17 @@ from torch import Tensor
 from ..geometry.rigid import Rigid
 
 
-def compute_fape(pred_frames: Rigid, target_frames: Rigid, frames_mask: Tensor,
-                 pred_positions: Tensor, target_positions: Tensor, positions_mask: Tensor,
-                 length_scale: float, clamp_distance: Optional[float] = None,
-                 eps: float = 1e-4) -> Tensor:
+def compute_fape(
+    pred_frames: Rigid,
+    target_frames: Rigid,
+    frames_mask: Tensor,
+    pred_positions: Tensor,
+    target_positions: Tensor,
+    positions_mask: Tensor,
+    length_scale: float,
+    clamp_distance: Optional[float] = None,
+    eps: float = 1e-4,
+) -> Tensor:
     """Frame aligned point error (Suppl. Alg. 28).
 
     Every point is expressed in the local coordinates of every frame, in the prediction and in the
@@ -49,9 +56,15 @@ def compute_fape(pred_frames: Rigid, target_frames: Rigid, frames_mask: Tensor,
     return err.sum(-1) / (eps + positions_mask.sum(-1))  # [*]
 
 
-def backbone_fape(sm_frames: Tensor, backbone_rigid_tensor: Tensor, backbone_rigid_mask: Tensor,
-                  clamp_distance: float, length_scale: float,
-                  use_clamped_fape: Optional[Tensor] = None, eps: float = 1e-4) -> Tensor:
+def backbone_fape(
+    sm_frames: Tensor,
+    backbone_rigid_tensor: Tensor,
+    backbone_rigid_mask: Tensor,
+    clamp_distance: float,
+    length_scale: float,
+    use_clamped_fape: Optional[Tensor] = None,
+    eps: float = 1e-4,
+) -> Tensor:
     """Backbone FAPE over the Cα of every structure-module layer, averaged over layers
     (Suppl. 1.9.2, Alg. 20 line 17 and Eq. 7's L_aux / final FAPE).
 
@@ -69,8 +82,7 @@ def backbone_fape(sm_frames: Tensor, backbone_rigid_tensor: Tensor, backbone_rig
     pred = Rigid.from_tensor_4x4(sm_frames)  # [L, *, N]
     true = Rigid.from_tensor_4x4(backbone_rigid_tensor[None])  # [1, *, N]
     mask = backbone_rigid_mask[None]
-    fape = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale,
-                        clamp_distance, eps)  # [L, *]
+    fape = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale, clamp_distance, eps)  # [L, *]
     if use_clamped_fape is not None:
         unclamped = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale, None, eps)
         w = use_clamped_fape.to(fape.dtype)
@@ -78,10 +90,15 @@ def backbone_fape(sm_frames: Tensor, backbone_rigid_tensor: Tensor, backbone_rig
     return fape.mean(0)
 
 
-def rename_symmetric_ground_truth(atom14_pred_positions: Tensor, atom14_gt_positions: Tensor,
-                                  atom14_alt_gt_positions: Tensor, atom14_gt_exists: Tensor,
-                                  atom14_alt_gt_exists: Tensor, atom14_atom_is_ambiguous: Tensor,
-                                  eps: float = 1e-10) -> dict[str, Tensor]:
+def rename_symmetric_ground_truth(
+    atom14_pred_positions: Tensor,
+    atom14_gt_positions: Tensor,
+    atom14_alt_gt_positions: Tensor,
+    atom14_gt_exists: Tensor,
+    atom14_alt_gt_exists: Tensor,
+    atom14_atom_is_ambiguous: Tensor,
+    eps: float = 1e-10,
+) -> dict[str, Tensor]:
     """Pick, per residue, the naming of symmetric atoms (ASP, GLU, PHE, TYR) that best matches the
     prediction (Suppl. 1.8.5, Alg. 26).
 
@@ -97,9 +114,10 @@ def rename_symmetric_ground_truth(atom14_pred_positions: Tensor, atom14_gt_posit
         ``alt_naming_is_better [*, N_res]`` (0/1), ``renamed_atom14_gt_positions [*, N_res, 14, 3]``
         and ``renamed_atom14_gt_exists [*, N_res, 14]``.
     """
+
     def pair_dists(x: Tensor) -> Tensor:  # [*, N, 14, 3] -> [*, N, N, 14, 14]
         d = x[..., :, None, :, None, :] - x[..., None, :, None, :, :]
-        return torch.sqrt((d ** 2).sum(-1) + eps)
+        return torch.sqrt((d**2).sum(-1) + eps)
 
     pred_d = pair_dists(atom14_pred_positions)
     gt_d = pair_dists(atom14_gt_positions)
@@ -107,23 +125,35 @@ def rename_symmetric_ground_truth(atom14_pred_positions: Tensor, atom14_gt_posit
     err = torch.sqrt((pred_d - gt_d) ** 2 + eps)
     alt_err = torch.sqrt((pred_d - alt_d) ** 2 + eps)
     amb = atom14_atom_is_ambiguous
-    mask = (atom14_gt_exists[..., :, None, :, None] * amb[..., :, None, :, None]
-            * atom14_gt_exists[..., None, :, None, :] * (1.0 - amb[..., None, :, None, :]))  # [*, N, N, 14, 14]
+    mask = (
+        atom14_gt_exists[..., :, None, :, None]
+        * amb[..., :, None, :, None]
+        * atom14_gt_exists[..., None, :, None, :]
+        * (1.0 - amb[..., None, :, None, :])
+    )  # [*, N, N, 14, 14]
     per_res = (mask * err).sum((-1, -2, -3))  # [*, N]
     alt_per_res = (mask * alt_err).sum((-1, -2, -3))
     alt_better = (alt_per_res < per_res).to(atom14_gt_positions.dtype)  # [*, N]
     a = alt_better[..., None]
     return {
         "alt_naming_is_better": alt_better,
-        "renamed_atom14_gt_positions": (1.0 - a[..., None]) * atom14_gt_positions + a[..., None] * atom14_alt_gt_positions,
+        "renamed_atom14_gt_positions": (1.0 - a[..., None]) * atom14_gt_positions
+        + a[..., None] * atom14_alt_gt_positions,
         "renamed_atom14_gt_exists": (1.0 - a) * atom14_gt_exists + a * atom14_alt_gt_exists,
     }
 
 
-def sidechain_fape(sidechain_frames: Tensor, atom14_pred_positions: Tensor, rigidgroups_gt_frames: Tensor,
-                   rigidgroups_alt_gt_frames: Tensor, rigidgroups_gt_exists: Tensor,
-                   renamed: dict[str, Tensor], clamp_distance: float, length_scale: float,
-                   eps: float = 1e-4) -> Tensor:
+def sidechain_fape(
+    sidechain_frames: Tensor,
+    atom14_pred_positions: Tensor,
+    rigidgroups_gt_frames: Tensor,
+    rigidgroups_alt_gt_frames: Tensor,
+    rigidgroups_gt_exists: Tensor,
+    renamed: dict[str, Tensor],
+    clamp_distance: float,
+    length_scale: float,
+    eps: float = 1e-4,
+) -> Tensor:
     """All-atom (side-chain) FAPE of the final structure-module layer (Suppl. 1.9.3, Alg. 20
     line 28): all 8 rigid-group frames against all 14 atom slots, with the renamed ground truth.
 
@@ -145,5 +175,4 @@ def sidechain_fape(sidechain_frames: Tensor, atom14_pred_positions: Tensor, rigi
     pred_pos = atom14_pred_positions.flatten(-3, -2)  # [*, N*14, 3]
     true_pos = renamed["renamed_atom14_gt_positions"].flatten(-3, -2)
     pos_mask = renamed["renamed_atom14_gt_exists"].flatten(-2)  # [*, N*14]
-    return compute_fape(pred, true, frames_mask, pred_pos, true_pos, pos_mask, length_scale,
-                        clamp_distance, eps)
+    return compute_fape(pred, true, frames_mask, pred_pos, true_pos, pos_mask, length_scale, clamp_distance, eps)

@@ -30,8 +30,14 @@ from ..config import ModelConfig, apply_overrides, model_config
 from ..geometry.rigid import Rigid
 from . import AlphaFoldLoss, LossConstants
 
-__all__ = ["LossVectors", "load_loss_vectors", "openfold_outputs_to_ours", "loss_setup", "loss_parity",
-           "our_terms_by_openfold_name"]
+__all__ = [
+    "LossVectors",
+    "load_loss_vectors",
+    "openfold_outputs_to_ours",
+    "loss_setup",
+    "loss_parity",
+    "our_terms_by_openfold_name",
+]
 
 
 @dataclasses.dataclass
@@ -51,9 +57,21 @@ def openfold_outputs_to_ours(o: dict[str, Tensor]) -> dict[str, Tensor]:
     ``sm_frames [L, *, N_res, 7]`` (quaternion w, x, y, z + translation in Å) become 4x4 matrices
     ``[L, *, N_res, 4, 4]``; ``tm_logits`` becomes ``pae_logits``; the others keep name and layout.
     """
-    out = {k: o[k] for k in ("sm_sidechain_frames", "sm_positions", "sm_angles", "sm_unnormalized_angles",
-                             "final_atom_positions", "distogram_logits", "masked_msa_logits", "lddt_logits",
-                             "experimentally_resolved_logits") if k in o}
+    out = {
+        k: o[k]
+        for k in (
+            "sm_sidechain_frames",
+            "sm_positions",
+            "sm_angles",
+            "sm_unnormalized_angles",
+            "final_atom_positions",
+            "distogram_logits",
+            "masked_msa_logits",
+            "lddt_logits",
+            "experimentally_resolved_logits",
+        )
+        if k in o
+    }
     out["sm_frames"] = Rigid.from_tensor_7(o["sm_frames"]).to_tensor_4x4()
     if "tm_logits" in o:
         out["pae_logits"] = o["tm_logits"]
@@ -69,8 +87,10 @@ def load_loss_vectors(directory: str | os.PathLike, dtype: torch.dtype = torch.f
     d = Path(directory)
     for name in ("batch.npz", "outputs.npz", "losses.json", "config.json"):
         if not (d / name).is_file():
-            raise FileNotFoundError(f"{d / name}: missing (a loss-vectors directory holds batch.npz, "
-                                    "outputs.npz, losses.json and config.json)")
+            raise FileNotFoundError(
+                f"{d / name}: missing (a loss-vectors directory holds batch.npz, "
+                "outputs.npz, losses.json and config.json)"
+            )
 
     def cast(t: Tensor) -> Tensor:
         return t.to(dtype) if t.is_floating_point() else t
@@ -79,9 +99,13 @@ def load_loss_vectors(directory: str | os.PathLike, dtype: torch.dtype = torch.f
         batch_all = {k: cast(torch.from_numpy(z[k])) for k in z.files}
     with np.load(d / "outputs.npz") as z:
         outputs = openfold_outputs_to_ours({k: cast(torch.from_numpy(z[k])) for k in z.files})
-    return LossVectors(batch={k: v[..., -1] for k, v in batch_all.items()}, batch_all=batch_all, outputs=outputs,
-                       reference=json.loads((d / "losses.json").read_text()),
-                       config=json.loads((d / "config.json").read_text()))
+    return LossVectors(
+        batch={k: v[..., -1] for k, v in batch_all.items()},
+        batch_all=batch_all,
+        outputs=outputs,
+        reference=json.loads((d / "losses.json").read_text()),
+        config=json.loads((d / "config.json").read_text()),
+    )
 
 
 def loss_setup(reference: dict, preset: str) -> tuple[ModelConfig, LossConstants]:
@@ -92,28 +116,43 @@ def loss_setup(reference: dict, preset: str) -> tuple[ModelConfig, LossConstants
     fape, chi, viol = lc["fape"], lc["supervised_chi"], lc["violation"]
     w = reference["weights"]
     overrides = {
-        "loss.fape_weight": w["fape"], "loss.backbone_fape_weight": fape["backbone"]["weight"],
+        "loss.fape_weight": w["fape"],
+        "loss.backbone_fape_weight": fape["backbone"]["weight"],
         "loss.sidechain_fape_weight": fape["sidechain"]["weight"],
         "loss.fape_clamp_distance": fape["backbone"]["clamp_distance"],
         "loss.fape_length_scale": fape["backbone"]["loss_unit_distance"],
         "loss.supervised_chi_weight": w["supervised_chi"] * chi["chi_weight"],
         "loss.angle_norm_weight": w["supervised_chi"] * chi["angle_norm_weight"],
-        "loss.distogram_weight": w["distogram"], "loss.masked_msa_weight": w["masked_msa"],
-        "loss.plddt_weight": w["plddt_loss"], "loss.experimentally_resolved_weight": w["experimentally_resolved"],
-        "loss.violation_weight": w["violation"], "loss.pae_weight": w.get("tm", 0.0),
-        "heads.distogram_num_bins": lc["distogram"]["no_bins"], "heads.distogram_min_bin": lc["distogram"]["min_bin"],
-        "heads.distogram_max_bin": lc["distogram"]["max_bin"], "heads.plddt_num_bins": lc["plddt_loss"]["no_bins"],
+        "loss.distogram_weight": w["distogram"],
+        "loss.masked_msa_weight": w["masked_msa"],
+        "loss.plddt_weight": w["plddt_loss"],
+        "loss.experimentally_resolved_weight": w["experimentally_resolved"],
+        "loss.violation_weight": w["violation"],
+        "loss.pae_weight": w.get("tm", 0.0),
+        "heads.distogram_num_bins": lc["distogram"]["no_bins"],
+        "heads.distogram_min_bin": lc["distogram"]["min_bin"],
+        "heads.distogram_max_bin": lc["distogram"]["max_bin"],
+        "heads.plddt_num_bins": lc["plddt_loss"]["no_bins"],
     }
     if w.get("tm", 0.0):
-        overrides.update({"heads.pae_enabled": True, "heads.pae_num_bins": lc["tm"]["no_bins"],
-                          "heads.pae_max_bin": float(lc["tm"]["max_bin"])})
+        overrides.update(
+            {
+                "heads.pae_enabled": True,
+                "heads.pae_num_bins": lc["tm"]["no_bins"],
+                "heads.pae_max_bin": float(lc["tm"]["max_bin"]),
+            }
+        )
     cfg = apply_overrides(model_config(preset), overrides)
     const = LossConstants(
-        fape_eps=lc["fape"].get("eps", 1e-4), sidechain_clamp_distance=fape["sidechain"]["clamp_distance"],
-        sidechain_length_scale=fape["sidechain"]["length_scale"], lddt_cutoff=lc["plddt_loss"]["cutoff"],
-        min_resolution=lc["plddt_loss"]["min_resolution"], max_resolution=lc["plddt_loss"]["max_resolution"],
+        fape_eps=lc["fape"].get("eps", 1e-4),
+        sidechain_clamp_distance=fape["sidechain"]["clamp_distance"],
+        sidechain_length_scale=fape["sidechain"]["length_scale"],
+        lddt_cutoff=lc["plddt_loss"]["cutoff"],
+        min_resolution=lc["plddt_loss"]["min_resolution"],
+        max_resolution=lc["plddt_loss"]["max_resolution"],
         violation_tolerance_factor=viol["violation_tolerance_factor"],
-        clash_overlap_tolerance=viol["clash_overlap_tolerance"])
+        clash_overlap_tolerance=viol["clash_overlap_tolerance"],
+    )
     return cfg, const
 
 
@@ -128,17 +167,27 @@ def our_terms_by_openfold_name(terms: dict[str, Tensor], sub: dict[str, Tensor],
     norm_w = w["supervised_chi"] * lc["supervised_chi"]["angle_norm_weight"]
     f = {k: float(v.reshape(-1)[0]) for k, v in {**terms, **sub}.items()}
     out = {
-        "fape": lc["fape"]["backbone"]["weight"] * f["fape_backbone"] + lc["fape"]["sidechain"]["weight"] * f["fape_sidechain"],
-        "fape_backbone_used": f["fape_backbone"], "fape_sidechain": f["fape_sidechain"],
-        "fape_backbone_clamped": f["fape_backbone_clamped"], "fape_backbone_unclamped": f["fape_backbone_unclamped"],
+        "fape": lc["fape"]["backbone"]["weight"] * f["fape_backbone"]
+        + lc["fape"]["sidechain"]["weight"] * f["fape_sidechain"],
+        "fape_backbone_used": f["fape_backbone"],
+        "fape_sidechain": f["fape_sidechain"],
+        "fape_backbone_clamped": f["fape_backbone_clamped"],
+        "fape_backbone_unclamped": f["fape_backbone_unclamped"],
         "supervised_chi": (f["chi"] + f["angle_norm"]) / w["supervised_chi"],
-        "supervised_chi_sq_chi_part": f["chi"] / chi_w, "supervised_chi_angle_norm_part": f["angle_norm"] / norm_w,
-        "distogram": f.get("distogram"), "masked_msa": f.get("masked_msa"), "plddt_loss": f.get("plddt"),
-        "experimentally_resolved": f.get("experimentally_resolved"), "violation": f.get("violation"), "tm": f.get("tm"),
+        "supervised_chi_sq_chi_part": f["chi"] / chi_w,
+        "supervised_chi_angle_norm_part": f["angle_norm"] / norm_w,
+        "distogram": f.get("distogram"),
+        "masked_msa": f.get("masked_msa"),
+        "plddt_loss": f.get("plddt"),
+        "experimentally_resolved": f.get("experimentally_resolved"),
+        "violation": f.get("violation"),
+        "tm": f.get("tm"),
         "violation_bonds_c_n_loss_mean": f.get("c_n_loss_mean"),
         "violation_angles_ca_c_n_loss_mean": f.get("ca_c_n_loss_mean"),
-        "violation_angles_c_n_ca_loss_mean": f.get("c_n_ca_loss_mean"), "violation_clash_term": f.get("clash_term"),
-        "unscaled_loss": f["total"] / f["sqrt_num_res"], "loss": f["total"],
+        "violation_angles_c_n_ca_loss_mean": f.get("c_n_ca_loss_mean"),
+        "violation_clash_term": f.get("clash_term"),
+        "unscaled_loss": f["total"] / f["sqrt_num_res"],
+        "loss": f["total"],
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -160,18 +209,35 @@ def loss_parity(directory: str | os.PathLike, dtype: torch.dtype = torch.float32
     with torch.no_grad():
         _, terms = loss_fn(v.outputs, batch)
         mask14 = batch["atom14_atom_exists"] * batch["seq_mask"][..., None]
-        viol = find_structural_violations(v.outputs["sm_positions"][-1], mask14, batch["residue_index"],
-                                          batch["aatype"], const.violation_tolerance_factor,
-                                          const.clash_overlap_tolerance)
+        viol = find_structural_violations(
+            v.outputs["sm_positions"][-1],
+            mask14,
+            batch["residue_index"],
+            batch["aatype"],
+            const.violation_tolerance_factor,
+            const.clash_overlap_tolerance,
+        )
     clash = viol["clashes"]["per_atom_loss_sum"].sum((-1, -2)) + viol["within"]["per_atom_loss_sum"].sum((-1, -2))
     sub = {k: viol["bonds"][k] for k in ("c_n_loss_mean", "ca_c_n_loss_mean", "c_n_ca_loss_mean")}
     sub["clash_term"] = clash / (1e-6 + mask14.sum((-1, -2)))
     sub["sqrt_num_res"] = torch.sqrt(batch["seq_mask"].sum(-1))
     for name, clamp in (("fape_backbone_clamped", cfg.loss.fape_clamp_distance), ("fape_backbone_unclamped", None)):
-        sub[name] = backbone_fape(v.outputs["sm_frames"], batch["backbone_rigid_tensor"], batch["backbone_rigid_mask"],
-                                  clamp, cfg.loss.fape_length_scale, None, const.fape_eps)
+        sub[name] = backbone_fape(
+            v.outputs["sm_frames"],
+            batch["backbone_rigid_tensor"],
+            batch["backbone_rigid_mask"],
+            clamp,
+            cfg.loss.fape_length_scale,
+            None,
+            const.fape_eps,
+        )
     ours = our_terms_by_openfold_name(terms, sub, v.reference)
-    theirs = {**v.reference["losses_fp32"], **{k: x for k, x in v.reference.get("components", {}).items()
-                                              if isinstance(x, float)}}
-    return {k: {"openfold": float(theirs[k]), "ours": ours[k], "abs_diff": abs(float(theirs[k]) - ours[k])}
-            for k in theirs if k in ours}
+    theirs = {
+        **v.reference["losses_fp32"],
+        **{k: x for k, x in v.reference.get("components", {}).items() if isinstance(x, float)},
+    }
+    return {
+        k: {"openfold": float(theirs[k]), "ours": ours[k], "abs_diff": abs(float(theirs[k]) - ours[k])}
+        for k in theirs
+        if k in ours
+    }

@@ -38,9 +38,15 @@ def _restype(aatype: Tensor) -> Tensor:
     return aatype.long().clamp(0, rc.restype_num)
 
 
-def between_residue_bond_loss(pos: Tensor, mask: Tensor, residue_index: Tensor, aatype: Tensor,
-                              tolerance_factor_soft: float = 12.0, tolerance_factor_hard: float = 12.0,
-                              eps: float = 1e-6) -> dict[str, Tensor]:
+def between_residue_bond_loss(
+    pos: Tensor,
+    mask: Tensor,
+    residue_index: Tensor,
+    aatype: Tensor,
+    tolerance_factor_soft: float = 12.0,
+    tolerance_factor_hard: float = 12.0,
+    eps: float = 1e-6,
+) -> dict[str, Tensor]:
     """Flat-bottom losses on the peptide bond C(i)-N(i+1) length and the CA-C-N / C-N-CA angles
     (Suppl. 1.9.11, Eq. 44-45) for consecutive residues (residue_index differs by 1).
 
@@ -60,8 +66,9 @@ def between_residue_bond_loss(pos: Tensor, mask: Tensor, residue_index: Tensor, 
     c_n_len = torch.sqrt(eps + ((this_c - next_n) ** 2).sum(-1))
     next_is_pro = (_restype(aatype[..., 1:]) == rc.resname_to_idx["PRO"]).to(pos.dtype)
     gt_len = (1 - next_is_pro) * rc.between_res_bond_length_c_n[0] + next_is_pro * rc.between_res_bond_length_c_n[1]
-    gt_std = ((1 - next_is_pro) * rc.between_res_bond_length_stddev_c_n[0]
-              + next_is_pro * rc.between_res_bond_length_stddev_c_n[1])
+    gt_std = (1 - next_is_pro) * rc.between_res_bond_length_stddev_c_n[
+        0
+    ] + next_is_pro * rc.between_res_bond_length_stddev_c_n[1]
     c_n_err = torch.sqrt(eps + (c_n_len - gt_len) ** 2)
     c_n_mask = mask[..., :-1, c] * mask[..., 1:, n] * no_gap
     c_n_loss = F.relu(c_n_err - tolerance_factor_soft * gt_std)
@@ -100,9 +107,15 @@ def between_residue_bond_loss(pos: Tensor, mask: Tensor, residue_index: Tensor, 
     }
 
 
-def between_residue_clash_loss(pos: Tensor, mask: Tensor, residue_index: Tensor, aatype: Tensor,
-                               overlap_tolerance_soft: float = 1.5, overlap_tolerance_hard: float = 1.5,
-                               eps: float = 1e-10) -> dict[str, Tensor]:
+def between_residue_clash_loss(
+    pos: Tensor,
+    mask: Tensor,
+    residue_index: Tensor,
+    aatype: Tensor,
+    overlap_tolerance_soft: float = 1.5,
+    overlap_tolerance_hard: float = 1.5,
+    eps: float = 1e-10,
+) -> dict[str, Tensor]:
     """Steric clashes between atoms of different residues (Suppl. 1.9.11, Eq. 46): a penalty
     relu(r_a + r_b - tolerance - d) for every non-bonded inter-residue atom pair. The peptide
     bond C(i)-N(i+1) and the disulfide pair are excluded. As in AF2 (and OpenFold), the disulfide
@@ -119,7 +132,9 @@ def between_residue_clash_loss(pos: Tensor, mask: Tensor, residue_index: Tensor,
     """
     restype = _restype(aatype)
     radius = torch.as_tensor(_atom14_radius_table(), dtype=pos.dtype, device=pos.device)[restype] * mask  # [*, N, 14]
-    d = torch.sqrt(eps + ((pos[..., :, None, :, None, :] - pos[..., None, :, None, :, :]) ** 2).sum(-1))  # [*, N, N, 14, 14]
+    d = torch.sqrt(
+        eps + ((pos[..., :, None, :, None, :] - pos[..., None, :, None, :, :]) ** 2).sum(-1)
+    )  # [*, N, N, 14, 14]
     ri = residue_index
     pair_mask = mask[..., :, None, :, None] * mask[..., None, :, None, :]
     pair_mask = pair_mask * (ri[..., :, None] < ri[..., None, :]).to(pos.dtype)[..., None, None]  # each pair once
@@ -140,8 +155,14 @@ def between_residue_clash_loss(pos: Tensor, mask: Tensor, residue_index: Tensor,
     return {"per_atom_loss_sum": per_atom, "per_atom_clash_mask": per_atom_clash}
 
 
-def within_residue_violations(pos: Tensor, mask: Tensor, aatype: Tensor, overlap_tolerance: float = 1.5,
-                              tolerance_factor: float = 12.0, eps: float = 1e-10) -> dict[str, Tensor]:
+def within_residue_violations(
+    pos: Tensor,
+    mask: Tensor,
+    aatype: Tensor,
+    overlap_tolerance: float = 1.5,
+    tolerance_factor: float = 12.0,
+    eps: float = 1e-10,
+) -> dict[str, Tensor]:
     """Intra-residue bond lengths, bond angles (as 1-3 distances) and clashes against the bounds
     of ``residue_constants.make_atom14_dists_bounds`` (Suppl. 1.9.11, Eq. 47).
 
@@ -161,14 +182,22 @@ def within_residue_violations(pos: Tensor, mask: Tensor, aatype: Tensor, overlap
     return {"per_atom_loss_sum": per_atom, "per_atom_violations": torch.maximum(viol.amax(-2), viol.amax(-1))}
 
 
-def find_structural_violations(pos: Tensor, mask: Tensor, residue_index: Tensor, aatype: Tensor,
-                               tolerance_factor: float = 12.0, overlap_tolerance: float = 1.5) -> dict[str, Tensor]:
+def find_structural_violations(
+    pos: Tensor,
+    mask: Tensor,
+    residue_index: Tensor,
+    aatype: Tensor,
+    tolerance_factor: float = 12.0,
+    overlap_tolerance: float = 1.5,
+) -> dict[str, Tensor]:
     """Run all three checks on atom14 coordinates ``[*, N_res, 14, 3]`` (Å) with mask ``[*, N_res, 14]``."""
     bonds = between_residue_bond_loss(pos, mask, residue_index, aatype, tolerance_factor, tolerance_factor)
     clashes = between_residue_clash_loss(pos, mask, residue_index, aatype, overlap_tolerance, overlap_tolerance)
     within = within_residue_violations(pos, mask, aatype, overlap_tolerance, tolerance_factor)
-    per_res = torch.maximum(bonds["per_residue_violation_mask"],
-                            torch.maximum(clashes["per_atom_clash_mask"], within["per_atom_violations"]).amax(-1))
+    per_res = torch.maximum(
+        bonds["per_residue_violation_mask"],
+        torch.maximum(clashes["per_atom_clash_mask"], within["per_atom_violations"]).amax(-1),
+    )
     return {"bonds": bonds, "clashes": clashes, "within": within, "per_residue_violation_mask": per_res}
 
 

@@ -11,15 +11,49 @@ models to predict their peak, sits above in :mod:`alphafold_mem.planner`).
 """
 
 from .attention import low_memory_attention
-from .axes import (MemorySpec, Replicate, Shard, Slice, Split, UndeclaredModuleError, WHOLE, declare, declared_splits,
-                   exempt, run_split, spec_of, undeclared_modules)
+from .axes import (
+    WHOLE,
+    MemorySpec,
+    Replicate,
+    Shard,
+    Slice,
+    Split,
+    UndeclaredModuleError,
+    declare,
+    declared_splits,
+    exempt,
+    run_split,
+    spec_of,
+    undeclared_modules,
+)
 from .bind import bind_memory_policy, set_chunk_size
 from .checkpoint import checkpoint_module, run_blocks
 from .chunking import chunked
 from .policy import MemoryPolicy, preset
 from .tracking import PeakMemory, track_peak
 
-__all__ = ["MemoryPolicy", "MemorySpec", "PeakMemory", "Replicate", "Shard", "Slice", "Split", "UndeclaredModuleError",
-           "WHOLE", "bind_memory_policy", "checkpoint_module", "chunked", "declare", "declared_splits", "exempt",
-           "low_memory_attention", "preset", "run_blocks", "run_split", "set_chunk_size", "spec_of", "track_peak",
-           "undeclared_modules"]
+__all__ = [
+    "MemoryPolicy",
+    "MemorySpec",
+    "PeakMemory",
+    "Replicate",
+    "Shard",
+    "Slice",
+    "Split",
+    "UndeclaredModuleError",
+    "WHOLE",
+    "bind_memory_policy",
+    "checkpoint_module",
+    "chunked",
+    "declare",
+    "declared_splits",
+    "exempt",
+    "low_memory_attention",
+    "preset",
+    "run_blocks",
+    "run_split",
+    "set_chunk_size",
+    "spec_of",
+    "track_peak",
+    "undeclared_modules",
+]

@@ -42,8 +42,9 @@ def _bias_slice(b: Tensor, qs: int, qn: int, ks: int, kn: int) -> Tensor:
     return b
 
 
-def _logits(q: Tensor, k: Tensor, biases: Sequence[Tensor], qs: int, qn: int, ks: int, kn: int,
-            sd: torch.dtype) -> Tensor:
+def _logits(
+    q: Tensor, k: Tensor, biases: Sequence[Tensor], qs: int, qn: int, ks: int, kn: int, sd: torch.dtype
+) -> Tensor:
     s = torch.matmul(q.narrow(-2, qs, qn), k.narrow(-2, ks, kn).transpose(-1, -2)).to(sd)  # [*, H, qn, kn]
     for b in biases:  # s is a fresh buffer: added in place (no second logits-sized allocation)
         s = add_bias(s, _bias_slice(b, qs, qn, ks, kn))
@@ -52,7 +53,7 @@ def _logits(q: Tensor, k: Tensor, biases: Sequence[Tensor], qs: int, qn: int, ks
 
 #: Largest logits block (elements) one step of :func:`low_memory_attention` materialises, whatever
 #: the leading (batch, row, head) dims: the query chunk shrinks below ``q_chunk`` to respect it.
-MAX_LOGITS_ELEMENTS = 2 ** 24
+MAX_LOGITS_ELEMENTS = 2**24
 
 
 def _query_chunk(q: Tensor, k: Tensor, q_chunk: int, kv_chunk: int) -> int:
@@ -62,8 +63,9 @@ def _query_chunk(q: Tensor, k: Tensor, q_chunk: int, kv_chunk: int) -> int:
 
 class _LowMemoryAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, q_chunk: int, kv_chunk: int, cut: bool,
-                *biases: Tensor) -> Tensor:
+    def forward(
+        ctx, q: Tensor, k: Tensor, v: Tensor, q_chunk: int, kv_chunk: int, cut: bool, *biases: Tensor
+    ) -> Tensor:
         sd = _stat_dtype(q)
         n_q, n_k = q.shape[-2], k.shape[-2]
         q_chunk = _query_chunk(q, k, q_chunk, kv_chunk)
@@ -133,12 +135,20 @@ class _LowMemoryAttention(torch.autograd.Function):
                         g_slice = _bias_slice(g, qs, qn, ks, kn)
                         g_slice.add_(ds.sum_to_size(g_slice.shape))
         d_biases = [None if g is None else g.to(b.dtype) for b, g in zip(biases, db)]
-        return (dq.to(q.dtype), dk.sum_to_size(k.shape).to(k.dtype), dv.sum_to_size(v.shape).to(v.dtype),
-                None, None, None, *d_biases)
+        return (
+            dq.to(q.dtype),
+            dk.sum_to_size(k.shape).to(k.dtype),
+            dv.sum_to_size(v.shape).to(v.dtype),
+            None,
+            None,
+            None,
+            *d_biases,
+        )
 
 
-def low_memory_attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), q_chunk: int = 1024,
-                         kv_chunk: int = 4096) -> Tensor:
+def low_memory_attention(
+    q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), q_chunk: int = 1024, kv_chunk: int = 4096
+) -> Tensor:
     """``softmax(q k^T + sum(biases)) v`` without materialising the ``[*, H, Q, K]`` probabilities
     (Rabe & Staats 2021); same contract as :func:`kernels.reference.attention`.
 

@@ -38,36 +38,42 @@ from torch import Tensor
 from .chunking import Result, chunked
 
 #: The named axes an op may be split along, with what they are.
-AXES = MappingProxyType({
-    "msa_row": "N_seq: the sequences of an MSA representation [*, N_seq, N_res, c_m]",
-    "msa_column": "N_res of an MSA representation: its residue columns",
-    "pair_row": "i of a pair representation [*, N_res (i), N_res (j), c_z]",
-    "pair_column": "j of a pair representation",
-    "row": "the leading axis of whichever representation the op updates (msa_row for m, pair_row for z)",
-    "column": "the second axis of whichever representation the op updates (msa_column for m, pair_column for z)",
-})
+AXES = MappingProxyType(
+    {
+        "msa_row": "N_seq: the sequences of an MSA representation [*, N_seq, N_res, c_m]",
+        "msa_column": "N_res of an MSA representation: its residue columns",
+        "pair_row": "i of a pair representation [*, N_res (i), N_res (j), c_z]",
+        "pair_column": "j of a pair representation",
+        "row": "the leading axis of whichever representation the op updates (msa_row for m, pair_row for z)",
+        "column": "the second axis of whichever representation the op updates (msa_column for m, pair_column for z)",
+    }
+)
 
 #: The policy seams a module may expose (non-parameter attributes the binder sets).
-SEAMS = MappingProxyType({
-    "attention": "attention_impl / attention_chunks: the attention core (reference, low-memory, Triton)",
-    "kernel": "kernel_impl: a module with a fused kernel in kernels/ (LayerNorm, triangle multiplication) runs "
-              "it ('triton') or its PyTorch code ('reference')",
-    "inplace": "inplace: residual updates in place when no gradient is recorded",
-    "precision": "precision: the one autocast of the forward",
-    "offload": "offload: what waits in host memory (alphafold_mem.memory.offload.OFFLOAD_LEVELS)",
-    "templates": "templates: the template stack batched or streamed one template at a time",
-    "head_logits": "head_logits: the pair-sized head logits kept as outputs or reduced in row chunks",
-    "outer_product": "outer_product: the outer product mean's [*, N_res, N_res, C*C] product formed whole "
-                     "('reference') or in row blocks and recomputed in backward ('recompute')",
-    "dropout": "dap: under device sharding the dropout mask is drawn at the global shape, then sliced",
-})
+SEAMS = MappingProxyType(
+    {
+        "attention": "attention_impl / attention_chunks: the attention core (reference, low-memory, Triton)",
+        "kernel": "kernel_impl: a module with a fused kernel in kernels/ (LayerNorm, triangle multiplication) runs "
+        "it ('triton') or its PyTorch code ('reference')",
+        "inplace": "inplace: residual updates in place when no gradient is recorded",
+        "precision": "precision: the one autocast of the forward",
+        "offload": "offload: what waits in host memory (alphafold_mem.memory.offload.OFFLOAD_LEVELS)",
+        "templates": "templates: the template stack batched or streamed one template at a time",
+        "head_logits": "head_logits: the pair-sized head logits kept as outputs or reduced in row chunks",
+        "outer_product": "outer_product: the outer product mean's [*, N_res, N_res, C*C] product formed whole "
+        "('reference') or in row blocks and recomputed in backward ('recompute')",
+        "dropout": "dap: under device sharding the dropout mask is drawn at the global shape, then sliced",
+    }
+)
 
 #: Checkpointable block stacks: MemorySpec.stack -> the MemoryPolicy field giving blocks per checkpoint.
-STACKS = MappingProxyType({
-    "evoformer": "checkpoint_evoformer",
-    "extra_msa": "checkpoint_extra_msa",
-    "template": "checkpoint_template",
-})
+STACKS = MappingProxyType(
+    {
+        "evoformer": "checkpoint_evoformer",
+        "extra_msa": "checkpoint_extra_msa",
+        "template": "checkpoint_template",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +160,9 @@ class Split:
         if isinstance(self.output, int):
             object.__setattr__(self, "output", Shard(self.output))
         if self.also is not None and len(self.also.inputs) != len(self.inputs):
-            raise ValueError(f"a split's 'also' needs one placement per input ({len(self.inputs)}), "
-                             f"got {len(self.also.inputs)}")
+            raise ValueError(
+                f"a split's 'also' needs one placement per input ({len(self.inputs)}), got {len(self.also.inputs)}"
+            )
 
     @property
     def dims(self) -> tuple[Optional[int], ...]:
@@ -212,8 +219,13 @@ class MemorySpec:
         return bool(self.splits)
 
 
-def declare(*, splits: Optional[Mapping[str, Split]] = None, seams: Sequence[str] = (),
-            stack: Optional[str] = None, outputs: Optional[Mapping[str, int]] = None) -> MemorySpec:
+def declare(
+    *,
+    splits: Optional[Mapping[str, Split]] = None,
+    seams: Sequence[str] = (),
+    stack: Optional[str] = None,
+    outputs: Optional[Mapping[str, int]] = None,
+) -> MemorySpec:
     """A declaring :class:`MemorySpec`."""
     return MemorySpec(splits=splits or {}, seams=frozenset(seams), stack=stack, outputs=outputs or {})
 
@@ -226,12 +238,14 @@ def exempt(reason: str) -> MemorySpec:
 
 
 #: PyTorch's own classes the model uses, exempt with the reason (they cannot carry a declaration).
-TORCH_EXEMPT = MappingProxyType({
-    nn.ModuleList: "a container: computes nothing",
-    nn.ModuleDict: "a container: computes nothing",
-    nn.Sequential: "a container: its members declare",
-    nn.Dropout: "elementwise; its mask is the size of its input",
-})
+TORCH_EXEMPT = MappingProxyType(
+    {
+        nn.ModuleList: "a container: computes nothing",
+        nn.ModuleDict: "a container: computes nothing",
+        nn.Sequential: "a container: its members declare",
+        nn.Dropout: "elementwise; its mask is the size of its input",
+    }
+)
 
 
 class UndeclaredModuleError(TypeError):
@@ -251,7 +265,8 @@ def spec_of(module: nn.Module) -> MemorySpec:
         raise UndeclaredModuleError(
             f"{type(module).__module__}.{type(module).__qualname__} declares no memory_spec: add "
             "`memory_spec = declare(...)` (its splittable axes and policy seams) or `memory_spec = exempt(reason)` "
-            "to its class body (alphafold_mem.memory.axes)")
+            "to its class body (alphafold_mem.memory.axes)"
+        )
     return spec
 
 
@@ -273,9 +288,16 @@ def declared_splits(root: nn.Module) -> Iterator[tuple[str, nn.Module, str, Spli
             yield name, module, step, split
 
 
-def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, out: Optional[Result] = None,
-              accumulate: bool = False, collect: bool = False, chunk_size: Union[int, None, str] = "module"
-              ) -> Union[Result, list]:
+def run_split(
+    module: nn.Module,
+    step: str,
+    fn: Callable[..., Result],
+    *args,
+    out: Optional[Result] = None,
+    accumulate: bool = False,
+    collect: bool = False,
+    chunk_size: Union[int, None, str] = "module",
+) -> Union[Result, list]:
     """Run the declared step ``step`` of ``module``: ``fn(*args)``, in slices of ``module.chunk_size``
     (or of ``chunk_size`` when given: a step whose slices must be larger than the policy's, e.g. to
     keep a batched product efficient) along the declared axis (``None``: one call on the whole
@@ -285,7 +307,8 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
 
     ``out`` / ``accumulate`` / ``collect`` are passed to :func:`~alphafold_mem.memory.chunking.chunked`:
     results written (or, with ``accumulate``, added) into existing tensors slice by slice, e.g. a
-    residual update in place; or the slices' results returned as a list. An operand the declaration marks :data:`WHOLE` must not alias ``out`` (every
+    residual update in place; or the slices' results returned as a list. An operand the declaration marks
+    :data:`WHOLE` must not alias ``out`` (every
     slice reads all of it, so it would see rows already updated).
 
     Raises:
@@ -294,18 +317,23 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
     """
     splits = type(module).memory_spec.splits
     if step not in splits:
-        raise KeyError(f"{type(module).__qualname__} declares no splittable step '{step}' "
-                       f"(declared: {', '.join(splits) or 'none'})")
+        raise KeyError(
+            f"{type(module).__qualname__} declares no splittable step '{step}' "
+            f"(declared: {', '.join(splits) or 'none'})"
+        )
     split = splits[step]
     if len(args) != len(split.inputs):
-        raise ValueError(f"{type(module).__qualname__}.{step}: {len(args)} arguments for "
-                         f"{len(split.inputs)} declared placements")
+        raise ValueError(
+            f"{type(module).__qualname__}.{step}: {len(args)} arguments for {len(split.inputs)} declared placements"
+        )
     if out is not None:
         written = {id(o.untyped_storage()) for o in ((out,) if isinstance(out, Tensor) else out)}
         for i in split.whole:
             if isinstance(args[i], Tensor) and id(args[i].untyped_storage()) in written:
-                raise ValueError(f"{type(module).__qualname__}.{step}: whole operand {i} aliases the output "
-                                 "it would be read while being written")
+                raise ValueError(
+                    f"{type(module).__qualname__}.{step}: whole operand {i} aliases the output "
+                    "it would be read while being written"
+                )
     runner = getattr(module, "dap", None)
     if runner is not None:  # device sharding (alphafold_mem.distributed), bound from outside
         if out is not None and not collect and runner.run_into(module, step, split, fn, args, out, accumulate):
@@ -313,8 +341,9 @@ def run_split(module: nn.Module, step: str, fn: Callable[..., Result], *args, ou
         return _deliver(runner.run(module, step, split, fn, args), out, accumulate, collect)
     if chunk_size == "module":
         chunk_size = getattr(module, "chunk_size", None)
-    return chunked(fn, args, split.dims, chunk_size, out_dim=split.out_dim, out=out,
-                   accumulate=accumulate, collect=collect)
+    return chunked(
+        fn, args, split.dims, chunk_size, out_dim=split.out_dim, out=out, accumulate=accumulate, collect=collect
+    )
 
 
 def _deliver(res: Result, out: Optional[Result], accumulate: bool, collect: bool) -> Union[Result, list]:
@@ -328,6 +357,23 @@ def _deliver(res: Result, out: Optional[Result], accumulate: bool, collect: bool
     return out
 
 
-__all__ = ["AXES", "MemorySpec", "Placement", "Replicate", "SEAMS", "STACKS", "Shard", "Slice", "Split", "TORCH_EXEMPT",
-           "UndeclaredModuleError", "WHOLE", "declare", "declared_splits", "exempt", "run_split",
-           "spec_of", "undeclared_modules"]
+__all__ = [
+    "AXES",
+    "MemorySpec",
+    "Placement",
+    "Replicate",
+    "SEAMS",
+    "STACKS",
+    "Shard",
+    "Slice",
+    "Split",
+    "TORCH_EXEMPT",
+    "UndeclaredModuleError",
+    "WHOLE",
+    "declare",
+    "declared_splits",
+    "exempt",
+    "run_split",
+    "spec_of",
+    "undeclared_modules",
+]

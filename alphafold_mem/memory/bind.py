@@ -42,8 +42,10 @@ def set_chunk_size(model: nn.Module, chunk_size: Optional[int]) -> None:
 def _seam_settings(policy: MemoryPolicy) -> dict[str, dict[str, Any]]:
     """Seam name -> the attributes it sets and their values under ``policy``."""
     return {
-        "attention": {"attention_impl": "triton" if policy.kernels == "triton" else policy.attention,
-                      "attention_chunks": tuple(policy.attention_chunks)},
+        "attention": {
+            "attention_impl": "triton" if policy.kernels == "triton" else policy.attention,
+            "attention_chunks": tuple(policy.attention_chunks),
+        },
         "kernel": {"kernel_impl": policy.kernels},
         "inplace": {"inplace": policy.inplace},
         "precision": {"precision": policy.precision},
@@ -54,8 +56,9 @@ def _seam_settings(policy: MemoryPolicy) -> dict[str, dict[str, Any]]:
     }
 
 
-def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
-                       auto_chunk_hook: Optional[AutoChunkHook] = None) -> nn.Module:
+def bind_memory_policy(
+    model: nn.Module, policy: MemoryPolicy, auto_chunk_hook: Optional[AutoChunkHook] = None
+) -> nn.Module:
     """Bind ``policy`` to ``model`` in place (returns the model). Re-binding replaces the previous
     policy completely.
 
@@ -75,7 +78,8 @@ def bind_memory_policy(model: nn.Module, policy: MemoryPolicy,
         raise UndeclaredModuleError(
             f"{len(bad)} module(s) declare no memory_spec in their class body: {'; '.join(bad)}. Add "
             "`memory_spec = declare(...)` (splittable axes, policy seams) or `memory_spec = exempt(reason)` "
-            "(alphafold_mem.memory.axes)")
+            "(alphafold_mem.memory.axes)"
+        )
     if policy.chunk_size == "auto" and auto_chunk_hook is None:
         raise ValueError("chunk_size='auto' needs the planner's chooser: use alphafold_mem.apply_memory_policy")
     for handle in getattr(model, "_memory_policy_handles", []):

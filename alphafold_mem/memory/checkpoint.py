@@ -58,7 +58,7 @@ def _chain(blocks: list[nn.Module], args: tuple, kwargs: dict) -> Any:
     out = blocks[0](*args, **kwargs)
     for block in blocks[1:]:
         outs = out if isinstance(out, tuple) else (out,)
-        out = block(*outs, *args[len(outs):], **kwargs)
+        out = block(*outs, *args[len(outs) :], **kwargs)
     return out
 
 
@@ -78,10 +78,10 @@ def run_blocks(stack: nn.Module, *args: Any, **kwargs: Any) -> Any:
         return _chain(blocks, args, kwargs)
     out = None
     for start in range(0, len(blocks), every):
-        segment = blocks[start:start + every]
+        segment = blocks[start : start + every]
         if out is not None:
             outs = out if isinstance(out, tuple) else (out,)
-            args = (*outs, *args[len(outs):])
+            args = (*outs, *args[len(outs) :])
         out = _checkpointed(lambda *a, _segment=segment: _chain(_segment, a, kwargs), args, {})
     return out
 

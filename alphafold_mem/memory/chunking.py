@@ -70,9 +70,16 @@ def loop_range(start: int, stop: int, step: int = 1) -> range:
     return r[:2] if estimating() else r
 
 
-def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[int]], chunk_size: Optional[int],
-            out_dim: int = -3, out: Optional[Result] = None, accumulate: bool = False,
-            collect: bool = False) -> Union[Result, list]:
+def chunked(
+    fn: Callable[..., Result],
+    args: Sequence,
+    dims: Sequence[Optional[int]],
+    chunk_size: Optional[int],
+    out_dim: int = -3,
+    out: Optional[Result] = None,
+    accumulate: bool = False,
+    collect: bool = False,
+) -> Union[Result, list]:
     """Apply ``fn`` to slices of ``args`` along one axis and assemble the results.
 
     Args:
@@ -128,9 +135,12 @@ def chunked(fn: Callable[..., Result], args: Sequence, dims: Sequence[Optional[i
     for start in loop_range(0, n, chunk_size):
         size = min(chunk_size, n - start)
         views: dict[tuple[int, int], Tensor] = {}  # an arg passed twice (queries and keys) is sliced once
-        sliced = [views.setdefault((id(a), d), a.narrow(d, start, size))
-                  if d is not None and isinstance(a, Tensor) and a.shape[d] != 1 else a
-                  for a, d in zip(args, dims)]
+        sliced = [
+            views.setdefault((id(a), d), a.narrow(d, start, size))
+            if d is not None and isinstance(a, Tensor) and a.shape[d] != 1
+            else a
+            for a, d in zip(args, dims)
+        ]
         res = fn(*sliced)
         if collect:
             collected.append(res)

@@ -60,10 +60,14 @@ def _hugepages():
     outside the package (:mod:`alphafold_mem.ablation.standalone.rss`, in any Python with torch)."""
     if __package__:
         from .. import hugepages
+
         return hugepages
     import importlib.util
     from pathlib import Path
-    spec = importlib.util.spec_from_file_location("_alphafold_mem_hugepages", Path(__file__).parents[1] / "hugepages.py")
+
+    spec = importlib.util.spec_from_file_location(
+        "_alphafold_mem_hugepages", Path(__file__).parents[1] / "hugepages.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -73,8 +77,17 @@ def _hugepages():
 # lives in hugepages, which must load before torch
 OPT_OUT_ENV = _hugepages().OPT_OUT_ENV
 
-__all__ = ["apply_malloc_remedy", "apply_malloc_setting", "start_malloc_trim", "malloc_in_use", "MallocPeak",
-           "rss_growth", "DEFAULT_MALLOC", "MALLOC_SETTINGS", "OPT_OUT_ENV"]
+__all__ = [
+    "apply_malloc_remedy",
+    "apply_malloc_setting",
+    "start_malloc_trim",
+    "malloc_in_use",
+    "MallocPeak",
+    "rss_growth",
+    "DEFAULT_MALLOC",
+    "MALLOC_SETTINGS",
+    "OPT_OUT_ENV",
+]
 
 #: The settings of ``--malloc`` (module docstring, point 1), and the one ``alphafold-mem`` applies by default.
 MALLOC_SETTINGS = ("trim", "release", "default")
@@ -85,9 +98,21 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def _libc():

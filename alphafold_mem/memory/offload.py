@@ -35,11 +35,11 @@ from .tracking import StorageTracker
 OFFLOAD_LEVELS = {
     "none": "nothing leaves the device",
     "idle": "representations wait in host memory while unused: the MSA representation during the template and "
-            "extra-MSA stacks and during every block's pair updates, the extra-MSA representation during its "
-            "pair updates, the pair representation and the template accumulators during the template pair "
-            "stack, the recycled state between iterations",
+    "extra-MSA stacks and during every block's pair updates, the extra-MSA representation during its "
+    "pair updates, the pair representation and the template accumulators during the template pair "
+    "stack, the recycled state between iterations",
     "buffers": "'idle', and the pair-sized buffer of the in-place triangle multiplication (its second "
-               "projection) lives in host memory and is streamed back in row blocks",
+    "projection) lives in host memory and is streamed back in row blocks",
 }
 
 _sim = threading.local()

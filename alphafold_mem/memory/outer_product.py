@@ -61,7 +61,7 @@ class _OuterProductLinear(torch.autograd.Function):
             a3, b3 = a3.reshape(batch, s, i, c), b3.reshape(batch, s, j, d)
             out = a3.new_empty(batch, i, j, weight.shape[0])
             starts = range(0, i, rows)
-            for start in (starts[:2] if cut else starts):
+            for start in starts[:2] if cut else starts:
                 n = min(rows, i - start)
                 x = _block_outer(a3.narrow(2, start, n), b3)  # [B, n, J, C*D]
                 out.narrow(1, start, n).copy_(torch.nn.functional.linear(x, w, bb))
@@ -83,7 +83,11 @@ class _OuterProductLinear(torch.autograd.Function):
         g3 = cast(grad).reshape(batch, i, j, weight.shape[0])
         need_a, need_b, need_w, need_bias = ctx.needs_input_grad[:4]
         da = torch.zeros_like(a3) if need_a else None
-        db = torch.zeros(b3.shape, dtype=torch.promote_types(b3.dtype, torch.float32), device=b3.device) if need_b else None
+        db = (
+            torch.zeros(b3.shape, dtype=torch.promote_types(b3.dtype, torch.float32), device=b3.device)
+            if need_b
+            else None
+        )
         dw = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
         for start in range(0, i, ctx.rows):
             n = min(ctx.rows, i - start)
@@ -101,13 +105,19 @@ class _OuterProductLinear(torch.autograd.Function):
                 del gx
         dbias = grad.reshape(-1, grad.shape[-1]).sum(0).to(ctx.dtypes[3]) if need_bias else None
         a_dtype, b_dtype, w_dtype, _ = ctx.dtypes
-        return (None if da is None else da.reshape(*lead, s, i, c).to(a_dtype),
-                None if db is None else db.reshape(*lead, s, j, d).to(b_dtype),
-                None if dw is None else dw.to(w_dtype), dbias, None, None)
+        return (
+            None if da is None else da.reshape(*lead, s, i, c).to(a_dtype),
+            None if db is None else db.reshape(*lead, s, j, d).to(b_dtype),
+            None if dw is None else dw.to(w_dtype),
+            dbias,
+            None,
+            None,
+        )
 
 
-def outer_product_linear(a: Tensor, b: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
-                         rows: Optional[int] = None) -> Tensor:
+def outer_product_linear(
+    a: Tensor, b: Tensor, weight: Tensor, bias: Optional[Tensor] = None, rows: Optional[int] = None
+) -> Tensor:
     """``linear(flatten(einsum("...sic,...sjd->...ijcd", a, b)), weight, bias)`` in row blocks,
     storing neither the outer product nor its gradient whole (module docstring).
 
@@ -125,7 +135,9 @@ def outer_product_linear(a: Tensor, b: Tensor, weight: Tensor, bias: Optional[Te
     if a.shape[:-2] != b.shape[:-2] or a.dim() < 3:
         raise ValueError(f"outer product: a {tuple(a.shape)} and b {tuple(b.shape)} need the same [*, N_seq] dims")
     if weight.shape[-1] != a.shape[-1] * b.shape[-1]:
-        raise ValueError(f"outer product: weight {tuple(weight.shape)} does not take {a.shape[-1]} x {b.shape[-1]} channels")
+        raise ValueError(
+            f"outer product: weight {tuple(weight.shape)} does not take {a.shape[-1]} x {b.shape[-1]} channels"
+        )
     if rows is None:
         rows = outer_rows(b.shape[-2], a.shape[-1], b.shape[-1], weight.shape[0])
     if rows < 1:

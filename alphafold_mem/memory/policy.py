@@ -8,22 +8,35 @@ checkpointing recomputes during backward, outside any ``with`` block of the forw
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from ..precision import PRECISIONS
-from .offload import OFFLOAD_LEVELS
+from ..precision import Precision
 
-ATTENTION_IMPLS = ("reference", "chunked")
-KERNELS = ("reference", "triton")
+#: ``MemoryPolicy.kernels``: the implementation of every op with a fused kernel.
+Kernels = Literal["reference", "triton"]
+#: ``MemoryPolicy.attention``: the PyTorch attention algorithm where the core is not a kernel.
+Attention = Literal["reference", "chunked"]
+#: ``MemoryPolicy.checkpoint_granularity``: what one activation checkpoint holds.
+Granularity = Literal["block", "update", "nested"]
+#: ``MemoryPolicy.offload``: what waits in host memory (the keys of ``OFFLOAD_LEVELS``).
+Offload = Literal["none", "idle", "buffers"]
 #: ``MemoryPolicy.templates``: how the template pair stack and the pointwise attention run.
-TEMPLATE_MODES = ("batched", "streamed")
+TemplateMode = Literal["batched", "streamed"]
 #: ``MemoryPolicy.head_logits``: whether the [*, N_res, N_res, bins] head logits are outputs.
-HEAD_LOGITS = ("keep", "drop")
+HeadLogits = Literal["keep", "drop"]
 #: ``MemoryPolicy.outer_product``: how the outer product mean forms its outer product.
-OUTER_PRODUCT_MODES = ("reference", "recompute")
+OuterProduct = Literal["reference", "recompute"]
+#: ``MemoryPolicy.chunk_size``: no chunking, rows per chunk, or chosen by the planner.
+ChunkSize = Union[None, int, Literal["auto"]]
 
-ChunkSize = Union[None, int, str]
+ATTENTION_IMPLS = typing.get_args(Attention)
+KERNELS = typing.get_args(Kernels)
+TEMPLATE_MODES = typing.get_args(TemplateMode)
+HEAD_LOGITS = typing.get_args(HeadLogits)
+OUTER_PRODUCT_MODES = typing.get_args(OuterProduct)
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,8 @@ class MemoryPolicy:
         chunk_size: ``None`` (no chunking), an int (rows per chunk for every chunkable op: MSA row
             and column attention, extra-MSA attention, triangle attention and multiplication, outer
             product mean, transitions, template pointwise attention) or ``"auto"`` (the largest
-            power of two whose predicted peak fits ``max_memory``; see :func:`alphafold_mem.planner.resolve_auto_chunk`).
+            power of two whose predicted peak fits ``max_memory``; see
+            :func:`alphafold_mem.planner.resolve_auto_chunk`).
         attention_chunks: ``(q_chunk, kv_chunk)`` of the ``"chunked"`` attention.
         checkpoint_evoformer, checkpoint_extra_msa, checkpoint_template: activation checkpointing,
             in blocks per checkpoint (0: off, 1: every block, n: segments of n blocks).
@@ -95,44 +109,36 @@ class MemoryPolicy:
             the largest axis).
     """
 
-    kernels: str = "reference"
-    attention: str = "reference"
+    kernels: Kernels = "reference"
+    attention: Attention = "reference"
     chunk_size: ChunkSize = None
     attention_chunks: tuple[int, int] = (1024, 4096)
     checkpoint_evoformer: int = 0
     checkpoint_extra_msa: int = 0
     checkpoint_template: int = 0
-    checkpoint_granularity: str = "block"
-    precision: str = "fp32"
+    checkpoint_granularity: Granularity = "block"
+    precision: Precision = "fp32"
     inplace: bool = False
-    offload: str = "none"
-    templates: str = "batched"
-    head_logits: str = "keep"
-    outer_product: str = "reference"
+    offload: Offload = "none"
+    templates: TemplateMode = "batched"
+    head_logits: HeadLogits = "keep"
+    outer_product: OuterProduct = "reference"
     max_memory: Optional[int] = None
     max_chunk_size: Optional[int] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.offload, bool):
             object.__setattr__(self, "offload", "idle" if self.offload else "none")
-        for name, valid in (("offload", tuple(OFFLOAD_LEVELS)), ("templates", TEMPLATE_MODES),
-                            ("head_logits", HEAD_LOGITS), ("outer_product", OUTER_PRODUCT_MODES)):
+        if self.attention == "triton":
+            raise ValueError(
+                "attention='triton' is kernels='triton' (one field selects every Triton kernel: "
+                "LayerNorm, attention and triangle multiplication)"
+            )
+        for name, valid in field_choices().items():
             if getattr(self, name) not in valid:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(map(str, valid))}")
         if self.max_chunk_size is not None and self.max_chunk_size < 1:
             raise ValueError(f"max_chunk_size must be >= 1, got {self.max_chunk_size}")
-        if self.kernels not in KERNELS:
-            raise ValueError(f"unknown kernels '{self.kernels}'; valid: {', '.join(KERNELS)}")
-        if self.attention == "triton":
-            raise ValueError("attention='triton' is now kernels='triton' (one field selects every Triton kernel: "
-                             "LayerNorm, attention and triangle multiplication)")
-        if self.attention not in ATTENTION_IMPLS:
-            raise ValueError(f"unknown attention '{self.attention}'; valid: {', '.join(ATTENTION_IMPLS)}")
-        if self.checkpoint_granularity not in ("block", "update", "nested"):
-            raise ValueError("checkpoint_granularity must be 'block', 'update' or 'nested', "
-                             f"got {self.checkpoint_granularity!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision '{self.precision}'; valid: {', '.join(PRECISIONS)}")
         cs = self.chunk_size
         if not (cs is None or cs == "auto" or (isinstance(cs, int) and not isinstance(cs, bool) and cs >= 1)):
             raise ValueError(f"chunk_size must be None, an int >= 1 or 'auto', got {cs!r}")
@@ -170,8 +176,14 @@ class MemoryPolicy:
         multiplication's buffer in host memory. The peak is then the representations plus one
         pair-sized buffer at most; smaller chunks save little more and cost time (Python overhead
         per chunk)."""
-        base = dict(attention="chunked", chunk_size=16, inplace=True, offload="buffers", templates="streamed",
-                    head_logits="drop")
+        base = dict(
+            attention="chunked",
+            chunk_size=16,
+            inplace=True,
+            offload="buffers",
+            templates="streamed",
+            head_logits="drop",
+        )
         return cls(**{**base, **overrides})
 
     def replace(self, **changes: Any) -> "MemoryPolicy":
@@ -184,9 +196,26 @@ class MemoryPolicy:
         for preset in ("reference", "training", "low_memory_inference"):
             if self == getattr(MemoryPolicy, preset)():
                 return preset
-        diffs = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
-                 if getattr(self, f.name) != f.default]
+        diffs = [
+            f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self) if getattr(self, f.name) != f.default
+        ]
         return ",".join(diffs) or "reference"
+
+
+@functools.cache
+def field_choices() -> dict[str, tuple]:
+    """Field name -> the values its ``Literal`` type allows, for every enumerated field of
+    :class:`MemoryPolicy` (``bool`` fields: ``(False, True)``). Validation, the command line's choices,
+    the ablation's technique rows and the docs read this, not a docstring."""
+    hints = typing.get_type_hints(MemoryPolicy)
+    out: dict[str, tuple] = {}
+    for f in dataclasses.fields(MemoryPolicy):
+        hint = hints[f.name]
+        if typing.get_origin(hint) is Literal:
+            out[f.name] = typing.get_args(hint)
+        elif hint is bool:
+            out[f.name] = (False, True)
+    return out
 
 
 PRESETS = ("reference", "training", "low_memory_inference")
@@ -199,5 +228,22 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
     return getattr(MemoryPolicy, name)(**overrides)
 
 
-__all__ = ["ATTENTION_IMPLS", "HEAD_LOGITS", "KERNELS", "MemoryPolicy", "OUTER_PRODUCT_MODES", "PRESETS", "TEMPLATE_MODES",
-           "preset"]
+__all__ = [
+    "ATTENTION_IMPLS",
+    "Attention",
+    "ChunkSize",
+    "Granularity",
+    "HeadLogits",
+    "Kernels",
+    "Offload",
+    "OuterProduct",
+    "TemplateMode",
+    "field_choices",
+    "HEAD_LOGITS",
+    "KERNELS",
+    "MemoryPolicy",
+    "OUTER_PRODUCT_MODES",
+    "PRESETS",
+    "TEMPLATE_MODES",
+    "preset",
+]

@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..config import ModelConfig
 from .. import precision as _precision
+from ..config import ModelConfig
 from ..geometry import all_atom
 from ..memory.axes import declare
 from ..memory.offload import Parked, offload_active
@@ -34,15 +34,38 @@ OPENFOLD_OUTPUT_NAMES = {"ptm": "ptm_score", "pae_logits": "tm_logits"}
 
 #: Outputs shaped like a representation, by the dim of their rows (their columns follow): device
 #: sharding leaves them distributed unless asked to gather them.
-REPRESENTATION_OUTPUTS = {"pair": -3, "msa": -3, "distogram_logits": -3, "masked_msa_logits": -3, "pae_logits": -3,
-                          "predicted_aligned_error": -2}
+REPRESENTATION_OUTPUTS = {
+    "pair": -3,
+    "msa": -3,
+    "distogram_logits": -3,
+    "masked_msa_logits": -3,
+    "pae_logits": -3,
+    "predicted_aligned_error": -2,
+}
 
-_REQUIRED = ("aatype", "residue_index", "seq_mask", "target_feat", "msa_feat", "msa_mask",
-             "extra_msa", "extra_msa_mask", "extra_has_deletion", "extra_deletion_value")
-_TEMPLATE_KEYS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask",
-                  "template_pseudo_beta", "template_pseudo_beta_mask", "template_mask",
-                  "template_torsion_angles_sin_cos", "template_alt_torsion_angles_sin_cos",
-                  "template_torsion_angles_mask")
+_REQUIRED = (
+    "aatype",
+    "residue_index",
+    "seq_mask",
+    "target_feat",
+    "msa_feat",
+    "msa_mask",
+    "extra_msa",
+    "extra_msa_mask",
+    "extra_has_deletion",
+    "extra_deletion_value",
+)
+_TEMPLATE_KEYS = (
+    "template_aatype",
+    "template_all_atom_positions",
+    "template_all_atom_mask",
+    "template_pseudo_beta",
+    "template_pseudo_beta_mask",
+    "template_mask",
+    "template_torsion_angles_sin_cos",
+    "template_alt_torsion_angles_sin_cos",
+    "template_torsion_angles_mask",
+)
 
 
 class AlphaFold(nn.Module):
@@ -210,8 +233,11 @@ class AlphaFold(nn.Module):
                 z_update = self.recycling_embedder.pair_update(z_prev, pb)
             del z_prev
             z = z.to(rep_dtype)
-            if (torch.is_grad_enabled() or torch.result_type(z, z_update) != z.dtype
-                    or torch.broadcast_shapes(z.shape, z_update.shape) != z.shape):
+            if (
+                torch.is_grad_enabled()
+                or torch.result_type(z, z_update) != z.dtype
+                or torch.broadcast_shapes(z.shape, z_update.shape) != z.shape
+            ):
                 z = z + z_update
             else:  # inference: the same sum in z's own (fresh) buffer; under DAP, where the in-place
                 # embedding is off, a third pair-sized tensor would otherwise set the peak
@@ -227,7 +253,8 @@ class AlphaFold(nn.Module):
         # -- the MSA representation (Alg. 2 lines 5, 6 (m part), 10-13), then the Evoformer
         with embed():
             m0_update = self.recycling_embedder.prev_msa_first_row_norm(
-                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, 1, self.config.c_m).to(rep_dtype))
+                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, 1, self.config.c_m).to(rep_dtype)
+            )
         del m0_prev
         rows = None
         msa_mask = batch["msa_mask"].to(rep_dtype)

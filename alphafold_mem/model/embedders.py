@@ -25,8 +25,9 @@ from ..memory.axes import WHOLE, Shard, Slice, Split, declare, run_split
 from .primitives import LayerNorm, Linear
 
 
-def dgram_from_positions(x: Tensor, num_bins: int, min_bin: float, max_bin: float,
-                         y: Optional[Tensor] = None) -> Tensor:
+def dgram_from_positions(
+    x: Tensor, num_bins: int, min_bin: float, max_bin: float, y: Optional[Tensor] = None
+) -> Tensor:
     """One-hot distogram of pairwise distances (Suppl. Alg. 32 line 1; template features 1.7.1).
 
     Args:
@@ -68,15 +69,17 @@ class InputEmbedder(nn.Module):
     inference: m written into a given buffer, z added into an existing pair buffer, in chunks.
     """
 
-    memory_spec = declare(splits={
-        # m[s, i] reads msa_feat[s, i] and target_feat[i]
-        "msa": Split("msa_column", (Slice(-2), Slice(-2)), output=Shard(-2, columns=True)),
-        # z[i, j] reads target_feat and residue_index at i and at j
-        "pair": Split("pair_row", (Slice(-2), WHOLE, Slice(-1), WHOLE), output=-3),
-        # in place (inference): m in MSA row chunks; rows i of z += left_i + right_j + relpos_ij
-        "msa_rows": Split("msa_row", (Slice(-3), WHOLE), output=-3),
-        "pair_add": Split("pair_row", (Slice(-2), Slice(-1), WHOLE, WHOLE), output=-3),
-    })
+    memory_spec = declare(
+        splits={
+            # m[s, i] reads msa_feat[s, i] and target_feat[i]
+            "msa": Split("msa_column", (Slice(-2), Slice(-2)), output=Shard(-2, columns=True)),
+            # z[i, j] reads target_feat and residue_index at i and at j
+            "pair": Split("pair_row", (Slice(-2), WHOLE, Slice(-1), WHOLE), output=-3),
+            # in place (inference): m in MSA row chunks; rows i of z += left_i + right_j + relpos_ij
+            "msa_rows": Split("msa_row", (Slice(-3), WHOLE), output=-3),
+            "pair_add": Split("pair_row", (Slice(-2), Slice(-1), WHOLE, WHOLE), output=-3),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, tf_dim: int, msa_dim: int, c_m: int, c_z: int, relpos_k: int):
@@ -119,8 +122,9 @@ class InputEmbedder(nn.Module):
         def rows(tf_i: Tensor, ri_i: Tensor, ri: Tensor, right_: Tensor) -> Tensor:
             return (self.left_single(tf_i)[..., :, None, :] + right_) + self.relpos(ri, rows=ri_i)
 
-        return run_split(self, "pair_add", rows, target_feat, residue_index, residue_index, right, out=z,
-                         accumulate=True)
+        return run_split(
+            self, "pair_add", rows, target_feat, residue_index, residue_index, right, out=z, accumulate=True
+        )
 
 
 class RecyclingEmbedder(nn.Module):
@@ -131,10 +135,12 @@ class RecyclingEmbedder(nn.Module):
     the pair part in row chunks (inference: written into a given buffer, which may be z_prev).
     """
 
-    memory_spec = declare(splits={
-        # z_update[i, j] reads z_prev[i, j] and the positions of i and j
-        "pair": Split("pair_row", (Shard(-3), Slice(-2), WHOLE), output=-3),
-    })
+    memory_spec = declare(
+        splits={
+            # z_update[i, j] reads z_prev[i, j] and the positions of i and j
+            "pair": Split("pair_row", (Shard(-3), Slice(-2), WHOLE), output=-3),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, num_bins: int, min_bin: float, max_bin: float):
@@ -151,6 +157,7 @@ class RecyclingEmbedder(nn.Module):
         """The update of z ``[*, N_res, N_res, c_z]`` (z_prev may be a broadcastable ``[*, 1, 1, c_z]``
         of zeros); with ``out``, written into it chunk by chunk (``out`` may be ``z_prev``: each chunk
         reads its own rows)."""
+
         def rows(z_rows: Tensor, x_rows: Tensor, x: Tensor) -> Tensor:
             dgram = dgram_from_positions(x_rows, self.num_bins, self.min_bin, self.max_bin, y=x)
             return self.prev_pos_linear(dgram) + self.prev_pair_norm(z_rows)
@@ -166,8 +173,9 @@ class ExtraMsaEmbedder(nn.Module):
     extra_deletion_value ``[*, N_extra, N_res]``. Returns ``[*, N_extra, N_res, c_e]``.
     """
 
-    memory_spec = declare(splits={
-        "columns": Split("msa_column", (Slice(-1), Slice(-1), Slice(-1)), output=Shard(-2, columns=True))})
+    memory_spec = declare(
+        splits={"columns": Split("msa_column", (Slice(-1), Slice(-1), Slice(-1)), output=Shard(-2, columns=True))}
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_e: int, num_classes: int = 23):

@@ -19,7 +19,6 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..config import StackConfig
-
 from ..memory.axes import Shard, Slice, Split, declare, run_split
 from ..memory.checkpoint import run_blocks
 from ..memory.offload import Parked, offload_active
@@ -44,15 +43,17 @@ class EvoformerBlock(nn.Module):
     def __init__(self, c_m: int, c_z: int, cfg: StackConfig, global_column: bool = False):
         super().__init__()
         self.msa_row_attention_with_pair_bias = MSARowAttentionWithPairBias(
-            c_m, c_z, cfg.c_hidden_msa_att, cfg.num_heads_msa)
+            c_m, c_z, cfg.c_hidden_msa_att, cfg.num_heads_msa
+        )
         if global_column:
             self.msa_column_attention = MSAColumnGlobalAttention(c_m, cfg.c_hidden_msa_att, cfg.num_heads_msa)
         else:
             self.msa_column_attention = MSAColumnAttention(c_m, cfg.c_hidden_msa_att, cfg.num_heads_msa)
         self.msa_transition = Transition(c_m, cfg.transition_n)
         self.outer_product_mean = OuterProductMean(c_m, c_z, cfg.c_hidden_opm)
-        self.pair_updates = PairStackUpdates(c_z, cfg.c_hidden_mul, cfg.c_hidden_pair_att, cfg.num_heads_pair,
-                                             cfg.transition_n, cfg.pair_dropout)
+        self.pair_updates = PairStackUpdates(
+            c_z, cfg.c_hidden_mul, cfg.c_hidden_pair_att, cfg.num_heads_pair, cfg.transition_n, cfg.pair_dropout
+        )
         self.msa_dropout = SharedDropout(cfg.msa_dropout, shared_dim=-3)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -77,8 +78,9 @@ class EvoformerStack(nn.Module):
     """
 
     # s is per residue: under device sharding every device holds it whole
-    memory_spec = declare(stack="evoformer", splits={
-        "single": Split("msa_column", (Shard(-2, columns=True),), output=Slice(-2))})
+    memory_spec = declare(
+        stack="evoformer", splits={"single": Split("msa_column", (Shard(-2, columns=True),), output=Slice(-2))}
+    )
     checkpoint_every: int = 0
     chunk_size: Optional[int] = None
 

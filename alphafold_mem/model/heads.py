@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..config import HeadsConfig
-from ..precision import fp32_island
 from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
+from ..precision import fp32_island
 from .primitives import LayerNorm, Linear
 
 
@@ -48,12 +48,18 @@ class DistogramHead(nn.Module):
     the only pair-sized tensor is the output itself.
     """
 
-    memory_spec = declare(splits={
-        "half": Split("pair_row", (Shard(-3),), output=-3,
-                      also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))),
-        "symmetric": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
-        "rows": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
-    })
+    memory_spec = declare(
+        splits={
+            "half": Split(
+                "pair_row",
+                (Shard(-3),),
+                output=-3,
+                also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True)),
+            ),
+            "symmetric": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
+            "rows": Split("pair_row", (Shard(-3), Shard(-2, columns=True)), output=-3),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, num_bins: int):
@@ -80,8 +86,12 @@ class PredictedAlignedErrorHead(Linear):
 
     # rows i read z rows i; the TM-score term per bin and the normalised residue weights whole. The
     # score of each alignment frame i is per residue: every device holds it whole ("frames")
-    memory_spec = declare(splits={"rows": Split("pair_row", (Shard(-3), WHOLE, WHOLE), output=-2),
-                                  "frames": Split("pair_row", (Shard(-1, columns=True),), output=Slice(-1))})
+    memory_spec = declare(
+        splits={
+            "rows": Split("pair_row", (Shard(-3), WHOLE, WHOLE), output=-2),
+            "frames": Split("pair_row", (Shard(-1, columns=True),), output=Slice(-1)),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, num_bins: int, max_bin: float):
@@ -100,8 +110,11 @@ class PredictedAlignedErrorHead(Linear):
             return (*kept, pae, per_alignment[..., None])
 
         *logits, pae, per_alignment = run_split(self, "rows", rows, z, _tm_per_bin(centers, w), normed)
-        out = {"predicted_aligned_error": pae, "max_predicted_aligned_error": centers[-1],
-               "ptm": _best_alignment(run_split(self, "frames", lambda x: x, per_alignment[..., 0]), w)}
+        out = {
+            "predicted_aligned_error": pae,
+            "max_predicted_aligned_error": centers[-1],
+            "ptm": _best_alignment(run_split(self, "frames", lambda x: x, per_alignment[..., 0]), w),
+        }
         if logits:
             out["pae_logits"] = logits[0].unflatten(-1, (z.shape[-2], self.out_features))
         return out
@@ -126,8 +139,9 @@ class AuxiliaryHeads(nn.Module):
         self.distogram = DistogramHead(c_z, cfg.distogram_num_bins)
         self.masked_msa = Linear(c_m, cfg.masked_msa_num_classes, init="final")
         self.experimentally_resolved = Linear(c_s, 37, init="final")
-        self.predicted_aligned_error = (PredictedAlignedErrorHead(c_z, cfg.pae_num_bins, cfg.pae_max_bin)
-                                        if cfg.pae_enabled else None)
+        self.predicted_aligned_error = (
+            PredictedAlignedErrorHead(c_z, cfg.pae_num_bins, cfg.pae_max_bin) if cfg.pae_enabled else None
+        )
 
     def forward(self, m: Tensor, z: Tensor, s: Tensor, sm_single: Tensor, seq_mask: Tensor) -> dict[str, Tensor]:
         keep = self.head_logits == "keep" or torch.is_grad_enabled()  # the losses read both
@@ -170,7 +184,7 @@ def _tm_per_bin(centers: Tensor, residue_weights: Tensor) -> Tensor:
     """TM-score term of each PAE bin centre ``[*, B]`` (Suppl. 1.9.7, Eq. 40; d0 from N_res >= 19)."""
     n = torch.clamp(residue_weights.sum(-1), min=19.0)  # [*]
     d0 = 1.24 * (n - 15.0) ** (1.0 / 3) - 1.8
-    return 1.0 / (1.0 + centers ** 2 / d0[..., None] ** 2)
+    return 1.0 / (1.0 + centers**2 / d0[..., None] ** 2)
 
 
 def _pae_rows(logits: Tensor, centers: Tensor, tm_per_bin: Tensor, normed: Tensor) -> tuple[Tensor, Tensor]:

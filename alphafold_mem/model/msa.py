@@ -25,16 +25,27 @@ class MSARowAttentionWithPairBias(nn.Module):
     Returns the update ``[*, N_seq, N_res, c_m]``.
     """
 
-    memory_spec = declare(splits={
-        # the bias [*, N_res (q), N_res (k), H] every MSA row reads whole; pointwise in z
-        "pair_bias": Split("pair_row", (Shard(-3),), output=-3,
-                           also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True))),
-        # MSA rows read their own rows (queries and keys), mask rows and the whole bias; query
-        # columns q read m[:, q], all of m as keys, the whole mask and the bias rows q
-        "rows": Split("msa_row", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3,
-                      also=Split("msa_column", (Shard(-2, columns=True), WHOLE, WHOLE, Shard(-3)),
-                                 output=Shard(-2, columns=True))),
-    })
+    memory_spec = declare(
+        splits={
+            # the bias [*, N_res (q), N_res (k), H] every MSA row reads whole; pointwise in z
+            "pair_bias": Split(
+                "pair_row",
+                (Shard(-3),),
+                output=-3,
+                also=Split("pair_column", (Shard(-2, columns=True),), output=Shard(-2, columns=True)),
+            ),
+            # MSA rows read their own rows (queries and keys), mask rows and the whole bias; query
+            # columns q read m[:, q], all of m as keys, the whole mask and the bias rows q
+            "rows": Split(
+                "msa_row",
+                (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)),
+                output=-3,
+                also=Split(
+                    "msa_column", (Shard(-2, columns=True), WHOLE, WHOLE, Shard(-3)), output=Shard(-2, columns=True)
+                ),
+            ),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_z: int, c_hidden: int, num_heads: int, inf: float = 1e9):
@@ -54,10 +65,10 @@ class MSARowAttentionWithPairBias(nn.Module):
         return self._run(m, z, msa_mask, target)
 
     def _run(self, m: Tensor, z: Tensor, msa_mask: Tensor, target: Optional[Tensor]) -> Tensor:
-        pair_bias = run_split(self, "pair_bias", lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)),
-                              z)  # [*, N_res, N_res, H]
-        return run_split(self, "rows", self._rows, m, m, msa_mask, pair_bias, out=target,
-                         accumulate=target is not None)
+        pair_bias = run_split(
+            self, "pair_bias", lambda zc: self.feat_2d_weights(self.feat_2d_norm(zc)), z
+        )  # [*, N_res, N_res, H]
+        return run_split(self, "rows", self._rows, m, m, msa_mask, pair_bias, out=target, accumulate=target is not None)
 
     def _rows(self, mq: Tensor, mkv: Tensor, mask: Tensor, pair_bias: Tensor) -> Tensor:
         """Queries ``[*, S, Q, c_m]``, keys ``[*, S, N_res, c_m]`` (the same tensor unless split by
@@ -77,8 +88,9 @@ class MSAColumnAttention(nn.Module):
     variant), msa_mask ``[*, N_seq, N_res]``. Returns the update.
     """
 
-    memory_spec = declare(splits={"columns": Split("msa_column", (Shard(-2, columns=True), Slice(-1)),
-                                                   output=Shard(-2, columns=True))})
+    memory_spec = declare(
+        splits={"columns": Split("msa_column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True))}
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_m: int, c_hidden: int, num_heads: int, inf: float = 1e9, global_attention: bool = False):

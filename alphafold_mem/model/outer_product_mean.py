@@ -30,23 +30,43 @@ class OuterProductMean(nn.Module):
     ``[*, I, N_res, C*C]`` product nor its gradient exists whole and backward recomputes it.
     """
 
-    memory_spec = declare(splits={
-        # pointwise in m: along MSA rows, or residue columns
-        "project": Split("msa_row", (Shard(-3), Slice(-2)), output=-3,
-                         also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True))),
-        # rows i of the outer product read a[:, i] and the whole of b (and the masks alike); its
-        # columns j read b[:, j] and the whole of a
-        "outer": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3,
-                       also=Split("pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)),
-                                  output=Shard(-2, columns=True))),
-        # in place: b alone; then rows i read the MSA columns m[:, i] (for a) and the whole of b
-        "project_right": Split("msa_row", (Shard(-3), Slice(-2)), output=-3,
-                               also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)),
-                                          output=Shard(-2, columns=True))),
-        "outer_from_msa": Split("pair_row", (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE), output=-3,
-                                also=Split("pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)),
-                                           output=Shard(-2, columns=True))),
-    }, seams=["outer_product"])
+    memory_spec = declare(
+        splits={
+            # pointwise in m: along MSA rows, or residue columns
+            "project": Split(
+                "msa_row",
+                (Shard(-3), Slice(-2)),
+                output=-3,
+                also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True)),
+            ),
+            # rows i of the outer product read a[:, i] and the whole of b (and the masks alike); its
+            # columns j read b[:, j] and the whole of a
+            "outer": Split(
+                "pair_row",
+                (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE),
+                output=-3,
+                also=Split(
+                    "pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)), output=Shard(-2, columns=True)
+                ),
+            ),
+            # in place: b alone; then rows i read the MSA columns m[:, i] (for a) and the whole of b
+            "project_right": Split(
+                "msa_row",
+                (Shard(-3), Slice(-2)),
+                output=-3,
+                also=Split("msa_column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True)),
+            ),
+            "outer_from_msa": Split(
+                "pair_row",
+                (Shard(-2, columns=True), Replicate(rows=-3), Slice(-1), WHOLE),
+                output=-3,
+                also=Split(
+                    "pair_column", (WHOLE, Shard(-2, columns=True), WHOLE, Slice(-1)), output=Shard(-2, columns=True)
+                ),
+            ),
+        },
+        seams=["outer_product"],
+    )
     chunk_size: Optional[int] = None
     outer_product: str = "reference"
 
@@ -87,5 +107,7 @@ class OuterProductMean(nn.Module):
             out = self.output(outer.flatten(-2))  # [*, I, N_res, c_z]
         # the count of sequences in fp32 (bf16 holds integers exactly only up to 256)
         with fp32_region(mask.device.type):
-            norm = torch.einsum("...si,...sj->...ij", fp32_island(mask_i), fp32_island(mask))[..., None]  # [*, I, N_res, 1]
+            norm = torch.einsum("...si,...sj->...ij", fp32_island(mask_i), fp32_island(mask))[
+                ..., None
+            ]  # [*, I, N_res, 1]
         return (out / (self.eps + norm)).to(out.dtype)

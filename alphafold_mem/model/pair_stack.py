@@ -35,12 +35,20 @@ class PairStackUpdates(nn.Module):
     memory_spec = declare(seams=["inplace"])
     inplace: bool = False
 
-    def __init__(self, c: int, c_hidden_mul: int, c_hidden_att: int, num_heads: int, transition_n: int,
-                 dropout_rate: float, attention_first: bool = False):
+    def __init__(
+        self,
+        c: int,
+        c_hidden_mul: int,
+        c_hidden_att: int,
+        num_heads: int,
+        transition_n: int,
+        dropout_rate: float,
+        attention_first: bool = False,
+    ):
         super().__init__()
         self.attention_first = attention_first
         # created in the order they run, so a seeded initialisation draws the same numbers as ever
-        for kind in (("attention", "multiplication") if attention_first else ("multiplication", "attention")):
+        for kind in ("attention", "multiplication") if attention_first else ("multiplication", "attention"):
             if kind == "multiplication":
                 self.triangle_multiplication_outgoing = TriangleMultiplication(c, c_hidden_mul, outgoing=True)
                 self.triangle_multiplication_incoming = TriangleMultiplication(c, c_hidden_mul, outgoing=False)
@@ -52,10 +60,14 @@ class PairStackUpdates(nn.Module):
         self.dropout_col = SharedDropout(dropout_rate, shared_dim=-2)
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        multiplications = [(self.triangle_multiplication_outgoing, self.dropout_row),
-                           (self.triangle_multiplication_incoming, self.dropout_row)]
-        attentions = [(self.triangle_attention_starting_node, self.dropout_row),
-                      (self.triangle_attention_ending_node, self.dropout_col)]
+        multiplications = [
+            (self.triangle_multiplication_outgoing, self.dropout_row),
+            (self.triangle_multiplication_incoming, self.dropout_row),
+        ]
+        attentions = [
+            (self.triangle_attention_starting_node, self.dropout_row),
+            (self.triangle_attention_ending_node, self.dropout_col),
+        ]
         order = attentions + multiplications if self.attention_first else multiplications + attentions
         for update, dropout in order:
             z = residual_update(z, update, dropout, z, pair_mask, inplace=self.inplace)

@@ -95,8 +95,9 @@ def residual(x: Tensor, update: Tensor, inplace: bool = False) -> Tensor:
     return x + update
 
 
-def residual_update(x: Tensor, module: nn.Module, dropout: Optional[nn.Module], *args: Tensor,
-                    inplace: bool = False) -> Tensor:
+def residual_update(
+    x: Tensor, module: nn.Module, dropout: Optional[nn.Module], *args: Tensor, inplace: bool = False
+) -> Tensor:
     """``x + dropout(module(*args))`` (a residual update of Alg. 6 / 16 / 18). With ``inplace``, no
     gradient recorded and dropout inactive (eval), the module adds its update into ``x`` chunk by
     chunk (``module.add_to_(x, *args)``): no update-sized buffer exists. Same values either way
@@ -119,8 +120,9 @@ def _holds(out: Tensor, *others: Optional[Tensor]) -> bool:
     """Whether ``out`` can receive ``out * other`` for each other in place: same result dtype, and
     the others broadcast to its shape (:func:`kernels.reference.broadcasts_into`: this runs on every
     chunk)."""
-    return all(o is None or (torch.result_type(out, o) == out.dtype and broadcasts_into(o.shape, out.shape))
-               for o in others)
+    return all(
+        o is None or (torch.result_type(out, o) == out.dtype and broadcasts_into(o.shape, out.shape)) for o in others
+    )
 
 
 def sigmoid_gate(x: Tensor, gate_logits: Tensor, mask: Optional[Tensor] = None) -> Tensor:
@@ -197,7 +199,7 @@ class Attention(nn.Module):
         q = self.linear_q(q_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, Q, C]
         k = self.linear_k(kv_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, K, C]
         v = self.linear_v(kv_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, K, C]
-        q = q * (c ** -0.5)
+        q = q * (c**-0.5)
         if self.attention_impl == "chunked":
             o = low_memory_attention(q, k, v, list(biases), *self.attention_chunks)  # [*, H, Q, C]
         else:
@@ -216,8 +218,10 @@ class GlobalAttention(nn.Module):
         mask ``[*, N_res, N_seq]``. Returns ``[*, N_res, N_seq, C_in]``.
     """
 
-    memory_spec = exempt("one query per residue: its logits [*, N_res, H, N_seq] are the size of its input; "
-                         "MSAColumnGlobalAttention chunks it")
+    memory_spec = exempt(
+        "one query per residue: its logits [*, N_res, H, N_seq] are the size of its input; "
+        "MSAColumnGlobalAttention chunks it"
+    )
 
     def __init__(self, c_in: int, c_hidden: int, num_heads: int, inf: float = 1e9, eps: float = 1e-10):
         super().__init__()
@@ -231,7 +235,7 @@ class GlobalAttention(nn.Module):
     def forward(self, m: Tensor, mask: Tensor) -> Tensor:
         h, c = self.num_heads, self.c_hidden
         q_avg = (m * mask[..., None]).sum(-2) / (mask.sum(-1)[..., None] + self.eps)  # [*, N_res, C_in]
-        q = self.linear_q(q_avg).unflatten(-1, (h, c)) * (c ** -0.5)  # [*, N_res, H, C]
+        q = self.linear_q(q_avg).unflatten(-1, (h, c)) * (c**-0.5)  # [*, N_res, H, C]
         k = self.linear_k(m)  # [*, N_res, N_seq, C]
         v = self.linear_v(m)  # [*, N_res, N_seq, C]
         bias = mask_bias(mask, self.inf)[..., None, :]  # [*, N_res, 1, N_seq]
@@ -281,8 +285,16 @@ class Transition(nn.Module):
     also independent along the columns N.
     """
 
-    memory_spec = declare(splits={"rows": Split("row", (Shard(-3), Slice(-2)), output=-3, also=Split(
-        "column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True)))})
+    memory_spec = declare(
+        splits={
+            "rows": Split(
+                "row",
+                (Shard(-3), Slice(-2)),
+                output=-3,
+                also=Split("column", (Shard(-2, columns=True), Slice(-1)), output=Shard(-2, columns=True)),
+            )
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c: int, n: int):

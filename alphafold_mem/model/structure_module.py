@@ -19,9 +19,9 @@ from torch import Tensor
 from ..config import StructureModuleConfig
 from ..geometry import all_atom
 from ..geometry.rigid import Rigid
-from ..precision import fp32_island, fp32_region
 from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
 from ..memory.chunking import estimating
+from ..precision import fp32_island, fp32_region
 from .primitives import LayerNorm, Linear
 
 
@@ -41,13 +41,28 @@ class InvariantPointAttention(nn.Module):
     # rows i read the queries q_i (scalar and points, flattened), z rows i and the mask of i; keys,
     # values, their points and the whole mask every chunk reads whole. The result is per residue:
     # under device sharding every device holds it whole.
-    memory_spec = declare(splits={"queries": Split(
-        "pair_row", (Slice(-2), Slice(-2), Shard(-3), Slice(-1), WHOLE, WHOLE, WHOLE, WHOLE, WHOLE),
-        output=Slice(-2))})
+    memory_spec = declare(
+        splits={
+            "queries": Split(
+                "pair_row",
+                (Slice(-2), Slice(-2), Shard(-3), Slice(-1), WHOLE, WHOLE, WHOLE, WHOLE, WHOLE),
+                output=Slice(-2),
+            )
+        }
+    )
     chunk_size: Optional[int] = None
 
-    def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int,
-                 num_v_points: int, inf: float = 1e5, eps: float = 1e-8):
+    def __init__(
+        self,
+        c_s: int,
+        c_z: int,
+        c_hidden: int,
+        num_heads: int,
+        num_qk_points: int,
+        num_v_points: int,
+        inf: float = 1e5,
+        eps: float = 1e-8,
+    ):
         super().__init__()
         self.c, self.h, self.pq, self.pv = c_hidden, num_heads, num_qk_points, num_v_points
         self.inf, self.eps = inf, eps
@@ -93,10 +108,11 @@ class InvariantPointAttention(nn.Module):
             o_pair = torch.einsum("...hij,...ijc->...ihc", a, z_i)  # [*, I, H, c_z]
             return o.flatten(-2), o_pt.flatten(-3), o_pair.flatten(-2)
 
-        o, o_pt, o_pair = run_split(self, "queries", rows, q.flatten(-2), q_pts.flatten(-3), z, mask,
-                                    k, v, k_pts, v_pts, mask)
+        o, o_pt, o_pair = run_split(
+            self, "queries", rows, q.flatten(-2), q_pts.flatten(-3), z, mask, k, v, k_pts, v_pts, mask
+        )
         o_pt = frames[..., None, None].invert_apply(o_pt.unflatten(-1, (h, self.pv, 3)))  # local
-        o_norm = torch.sqrt(self.eps + (o_pt ** 2).sum(-1))  # [*, N_res, H, Pv]
+        o_norm = torch.sqrt(self.eps + (o_pt**2).sum(-1))  # [*, N_res, H, Pv]
         feats = [o, *[o_pt[..., i].flatten(-2) for i in range(3)], o_norm.flatten(-2), o_pair]
         return self.output_projection(torch.cat(feats, dim=-1))
 
@@ -116,10 +132,17 @@ class AngleResnet(nn.Module):
         self.num_angles, self.eps = num_angles, eps
         self.input_projection = Linear(c_s, c_resnet)
         self.input_projection_1 = Linear(c_s, c_resnet)
-        self.resblocks = nn.ModuleList([
-            nn.ModuleDict({"linear_1": Linear(c_resnet, c_resnet, init="relu"),
-                           "linear_2": Linear(c_resnet, c_resnet, init="final")})
-            for _ in range(num_blocks)])
+        self.resblocks = nn.ModuleList(
+            [
+                nn.ModuleDict(
+                    {
+                        "linear_1": Linear(c_resnet, c_resnet, init="relu"),
+                        "linear_2": Linear(c_resnet, c_resnet, init="final"),
+                    }
+                )
+                for _ in range(num_blocks)
+            ]
+        )
         self.unnormalized_angles = Linear(c_resnet, 2 * num_angles)
 
     def forward(self, s: Tensor, s_initial: Tensor) -> tuple[Tensor, Tensor]:
@@ -127,7 +150,7 @@ class AngleResnet(nn.Module):
         for block in self.resblocks:
             a = a + block["linear_2"](F.relu(block["linear_1"](F.relu(a))))
         raw = self.unnormalized_angles(F.relu(a)).unflatten(-1, (self.num_angles, 2))  # [*, N_res, 7, 2]
-        norm = torch.sqrt(torch.clamp((raw ** 2).sum(-1, keepdim=True), min=self.eps))
+        norm = torch.sqrt(torch.clamp((raw**2).sum(-1, keepdim=True), min=self.eps))
         return raw, raw / norm
 
 
@@ -143,8 +166,10 @@ class StructureModule(nn.Module):
     (atom14, Å), ``states`` ``[L, *, N_res, c_s]``; and ``single`` ``[*, N_res, c_s]`` (the final state).
     """
 
-    memory_spec = exempt("per-residue layers around invariant point attention (whose declaration covers the "
-                         "pair-sized part: with a chunk size it also normalises z in fp32 one chunk of rows at a time)")
+    memory_spec = exempt(
+        "per-residue layers around invariant point attention (whose declaration covers the "
+        "pair-sized part: with a chunk size it also normalises z in fp32 one chunk of rows at a time)"
+    )
 
     def __init__(self, c_s: int, c_z: int, cfg: StructureModuleConfig):
         super().__init__()
@@ -153,10 +178,12 @@ class StructureModule(nn.Module):
         self.initial_projection = Linear(c_s, c_s)
         self.pair_layer_norm = LayerNorm(c_z)
         self.invariant_point_attention = InvariantPointAttention(
-            c_s, c_z, cfg.c_ipa, cfg.num_heads_ipa, cfg.num_qk_points, cfg.num_v_points)
+            c_s, c_z, cfg.c_ipa, cfg.num_heads_ipa, cfg.num_qk_points, cfg.num_v_points
+        )
         self.attention_layer_norm = LayerNorm(c_s)
         self.transition = nn.ModuleList(
-            [Linear(c_s, c_s, init="relu"), Linear(c_s, c_s, init="relu"), Linear(c_s, c_s, init="final")])
+            [Linear(c_s, c_s, init="relu"), Linear(c_s, c_s, init="relu"), Linear(c_s, c_s, init="final")]
+        )
         self.transition_layer_norm = LayerNorm(c_s)
         self.affine_update = Linear(c_s, 6, init="final")
         self.rigid_sidechain = AngleResnet(c_s, cfg.c_resnet, cfg.num_resnet_blocks, cfg.num_angles)
@@ -173,9 +200,9 @@ class StructureModule(nn.Module):
         s_initial = self.single_layer_norm(s)  # AF2: the angle resnet sees the normed input
         s = self.initial_projection(s_initial)
         frames = Rigid.identity(tuple(s.shape[:-1]), dtype=s.dtype, device=s.device)
-        outs: dict[str, list[Tensor]] = {k: [] for k in
-                                         ("frames", "sidechain_frames", "unnormalized_angles", "angles",
-                                          "positions", "states")}
+        outs: dict[str, list[Tensor]] = {
+            k: [] for k in ("frames", "sidechain_frames", "unnormalized_angles", "angles", "positions", "states")
+        }
         last = self.cfg.num_layers - 1
         for layer in range(self.cfg.num_layers):
             if estimating() and layer < last:  # the estimator's cut: the last layer peaks highest (it
@@ -207,7 +234,13 @@ class StructureModule(nn.Module):
     def _estimated_outputs(outs: dict[str, list[Tensor]], s: Tensor) -> None:
         """For the memory estimator: one skipped layer's outputs, allocated with their shapes."""
         n = tuple(s.shape[:-1])
-        shapes = {"frames": n + (4, 4), "sidechain_frames": n + (8, 4, 4), "unnormalized_angles": n + (7, 2),
-                  "angles": n + (7, 2), "positions": n + (14, 3), "states": tuple(s.shape)}
+        shapes = {
+            "frames": n + (4, 4),
+            "sidechain_frames": n + (8, 4, 4),
+            "unnormalized_angles": n + (7, 2),
+            "angles": n + (7, 2),
+            "positions": n + (14, 3),
+            "states": tuple(s.shape),
+        }
         for k, shape in shapes.items():
             outs[k].append(s.new_empty(shape))

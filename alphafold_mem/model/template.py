@@ -24,12 +24,18 @@ from .template_attention import TemplatePointwiseAttention
 
 _N, _CA, _C = 0, 1, 2  # atom37 indices of the backbone atoms
 #: one template's pair-feature inputs; the first five are the per-residue arrays of the i side
-_SINGLE_KEYS = ("template_pseudo_beta", "template_pseudo_beta_mask", "template_aatype",
-                "template_all_atom_positions", "template_all_atom_mask")
+_SINGLE_KEYS = (
+    "template_pseudo_beta",
+    "template_pseudo_beta_mask",
+    "template_aatype",
+    "template_all_atom_positions",
+    "template_all_atom_mask",
+)
 
 
-def template_pair_features(batch: dict[str, Tensor], cfg: TemplateConfig, dtype: torch.dtype,
-                           rows: Optional[dict[str, Tensor]] = None) -> Tensor:
+def template_pair_features(
+    batch: dict[str, Tensor], cfg: TemplateConfig, dtype: torch.dtype, rows: Optional[dict[str, Tensor]] = None
+) -> Tensor:
     """The 88 template pair feature channels of one template (Suppl. 1.7.1, Table 1).
 
     Channels: distogram of the template pseudo-beta (39 bins 3.25-50.75 Å), pseudo-beta pair mask,
@@ -48,8 +54,13 @@ def template_pair_features(batch: dict[str, Tensor], cfg: TemplateConfig, dtype:
     rows = batch if rows is None else rows
     pb_mask_i, pb_mask_j = rows["template_pseudo_beta_mask"].to(dtype), batch["template_pseudo_beta_mask"].to(dtype)
     pb_mask_2d = pb_mask_i[..., :, None] * pb_mask_j[..., None, :]
-    dgram = dgram_from_positions(rows["template_pseudo_beta"].to(dtype), cfg.dgram_num_bins, cfg.dgram_min_bin,
-                                 cfg.dgram_max_bin, y=batch["template_pseudo_beta"].to(dtype))
+    dgram = dgram_from_positions(
+        rows["template_pseudo_beta"].to(dtype),
+        cfg.dgram_num_bins,
+        cfg.dgram_min_bin,
+        cfg.dgram_max_bin,
+        y=batch["template_pseudo_beta"].to(dtype),
+    )
     aatype_i = F.one_hot(rows["template_aatype"].long(), 22).to(dtype)  # [*, N_i, 22]
     aatype_j = F.one_hot(batch["template_aatype"].long(), 22).to(dtype)  # [*, N_res, 22]
     n_i, n_j = aatype_i.shape[-2], aatype_j.shape[-2]
@@ -58,18 +69,21 @@ def template_pair_features(batch: dict[str, Tensor], cfg: TemplateConfig, dtype:
     bb_mask_2d = bb_i[..., :, None] * bb_j[..., None, :]  # [*, N_i, N_res]
     if cfg.use_unit_vector:
         vec = frames_i.unsqueeze(-1).invert_apply(frames_j.trans[..., None, :, :])  # [*, N_i, N_res, 3]
-        inv_dist = torch.rsqrt(1e-20 + (vec ** 2).sum(-1)) * bb_mask_2d
+        inv_dist = torch.rsqrt(1e-20 + (vec**2).sum(-1)) * bb_mask_2d
         unit = vec * inv_dist[..., None]
     else:
         unit = bb_mask_2d.new_zeros(bb_mask_2d.shape + (3,))
-    feats = torch.cat([
-        dgram,
-        pb_mask_2d[..., None],
-        aatype_j[..., None, :, :].expand(*aatype_j.shape[:-2], n_i, n_j, 22),
-        aatype_i[..., :, None, :].expand(*aatype_i.shape[:-2], n_i, n_j, 22),
-        unit,
-        bb_mask_2d[..., None],
-    ], dim=-1)  # [*, N_i, N_res, 88]
+    feats = torch.cat(
+        [
+            dgram,
+            pb_mask_2d[..., None],
+            aatype_j[..., None, :, :].expand(*aatype_j.shape[:-2], n_i, n_j, 22),
+            aatype_i[..., :, None, :].expand(*aatype_i.shape[:-2], n_i, n_j, 22),
+            unit,
+            bb_mask_2d[..., None],
+        ],
+        dim=-1,
+    )  # [*, N_i, N_res, 88]
     return feats * bb_mask_2d[..., None]
 
 
@@ -94,12 +108,15 @@ def template_angle_features(batch: dict[str, Tensor], dtype: torch.dtype) -> Ten
         ``[*, N_templ, N_res, 57]``.
     """
     aatype = F.one_hot(batch["template_aatype"].long(), 22).to(dtype)
-    return torch.cat([
-        aatype,
-        batch["template_torsion_angles_sin_cos"].to(dtype).flatten(-2),
-        batch["template_alt_torsion_angles_sin_cos"].to(dtype).flatten(-2),
-        batch["template_torsion_angles_mask"].to(dtype),
-    ], dim=-1)
+    return torch.cat(
+        [
+            aatype,
+            batch["template_torsion_angles_sin_cos"].to(dtype).flatten(-2),
+            batch["template_alt_torsion_angles_sin_cos"].to(dtype).flatten(-2),
+            batch["template_torsion_angles_mask"].to(dtype),
+        ],
+        dim=-1,
+    )
 
 
 class TemplateEmbedding(nn.Module):
@@ -121,12 +138,17 @@ class TemplateEmbedding(nn.Module):
     # rows i of one template's pair features read the i-side per-residue arrays (pseudo-beta, its
     # mask, aatype, atom positions, atom mask) and the whole template for the j side; the angle rows:
     # residue columns read their own features
-    memory_spec = declare(splits={
-        "pair_features": Split("pair_row", (Slice(-2), Slice(-1), Slice(-1), Slice(-3), Slice(-2), WHOLE),
-                               output=-3),
-        "output_norm": Split("pair_row", (Shard(-3),), output=-3),
-        "angles": Split("msa_column", (Slice(-2),), output=Shard(-2, columns=True)),
-    }, seams=["templates", "inplace", "offload"], stack="template")
+    memory_spec = declare(
+        splits={
+            "pair_features": Split(
+                "pair_row", (Slice(-2), Slice(-1), Slice(-1), Slice(-3), Slice(-2), WHOLE), output=-3
+            ),
+            "output_norm": Split("pair_row", (Shard(-3),), output=-3),
+            "angles": Split("msa_column", (Slice(-2),), output=Shard(-2, columns=True)),
+        },
+        seams=["templates", "inplace", "offload"],
+        stack="template",
+    )
     checkpoint_every: int = 0
     chunk_size: Optional[int] = None
     templates: str = "batched"
@@ -138,26 +160,40 @@ class TemplateEmbedding(nn.Module):
         self.cfg = cfg
         ps = cfg.pair_stack
         self.embedding2d = Linear(cfg.pair_in_dim, c_t)
-        self.blocks = nn.ModuleList([
-            PairStackUpdates(c_t, ps.c_hidden_tri_mul, ps.c_hidden_tri_att, ps.num_heads_tri_att, ps.transition_n,
-                             ps.dropout_rate, attention_first=True)
-            for _ in range(ps.num_blocks)])
+        self.blocks = nn.ModuleList(
+            [
+                PairStackUpdates(
+                    c_t,
+                    ps.c_hidden_tri_mul,
+                    ps.c_hidden_tri_att,
+                    ps.num_heads_tri_att,
+                    ps.transition_n,
+                    ps.dropout_rate,
+                    attention_first=True,
+                )
+                for _ in range(ps.num_blocks)
+            ]
+        )
         self.output_layer_norm = LayerNorm(c_t)
         self.pointwise_attention = TemplatePointwiseAttention(c_z, c_t, cfg.pointwise_c_hidden, cfg.pointwise_num_heads)
         if cfg.embed_angles:
             self.template_single_embedding = Linear(cfg.angle_feat_dim, c_m, init="relu")
             self.template_projection = Linear(c_m, c_m, init="relu")
 
-    def embed_one(self, single: dict[str, Tensor], pair_mask: Tensor, dtype: torch.dtype,
-                  stack: bool = True) -> Tensor:
+    def embed_one(self, single: dict[str, Tensor], pair_mask: Tensor, dtype: torch.dtype, stack: bool = True) -> Tensor:
         """One template through the pair stack: ``[*, N_res, N_res, c_t]``. The features (distogram,
         frames) are computed in at least fp32 (a geometry fp32 island, also under bf16 autocast), in
         row chunks, each embedded at once. ``stack=False`` skips the pair stack (the estimator)."""
         fdtype = torch.promote_types(dtype, torch.float32)
 
         def rows(pb, pb_mask, aatype, pos, atom_mask, whole):
-            i_side = {"template_pseudo_beta": pb, "template_pseudo_beta_mask": pb_mask, "template_aatype": aatype,
-                      "template_all_atom_positions": pos, "template_all_atom_mask": atom_mask}
+            i_side = {
+                "template_pseudo_beta": pb,
+                "template_pseudo_beta_mask": pb_mask,
+                "template_aatype": aatype,
+                "template_all_atom_positions": pos,
+                "template_all_atom_mask": atom_mask,
+            }
             return self.embedding2d(template_pair_features(whole, self.cfg, fdtype, rows=i_side))
 
         t = run_split(self, "pair_features", rows, *(single[k] for k in _SINGLE_KEYS[:5]), single)
@@ -176,8 +212,9 @@ class TemplateEmbedding(nn.Module):
         has_templates = (template_mask.sum(-1) > 0).to(z.dtype)[..., None, None, None]
         inplace = self.inplace and not torch.is_grad_enabled()
         if self.templates == "batched":
-            t = torch.stack([self.embed_one(self._single(batch, pair_mask, i), pair_mask, z.dtype)
-                             for i in range(n_templ)], dim=-4)  # [*, N_templ, N_res, N_res, c_t]
+            t = torch.stack(
+                [self.embed_one(self._single(batch, pair_mask, i), pair_mask, z.dtype) for i in range(n_templ)], dim=-4
+            )  # [*, N_templ, N_res, N_res, c_t]
             update = self.pointwise_attention(z, t, template_mask) * has_templates
             return z.add_(update) if inplace else z + update
         pwa = self.pointwise_attention
@@ -189,8 +226,12 @@ class TemplateEmbedding(nn.Module):
             idle = [Parked(x) for x in (q, *(state or ()))] if park else []  # not read by the pair stack
             # the estimator skips the first template's pair stack: the second one's peaks at least as
             # high (the attention state is alive besides it)
-            t = self.embed_one(self._single(batch, pair_mask, i), pair_mask, z.dtype,
-                               stack=not (estimating() and i == 0 and n_templ > 1))
+            t = self.embed_one(
+                self._single(batch, pair_mask, i),
+                pair_mask,
+                z.dtype,
+                stack=not (estimating() and i == 0 and n_templ > 1),
+            )
             for p in idle:
                 p.restore()
             state = pwa.fold(state, q, t, template_mask[..., i], inplace=inplace)
@@ -204,7 +245,8 @@ class TemplateEmbedding(nn.Module):
 
     def angle_embedding(self, batch: dict[str, Tensor], dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         feats = template_angle_features(batch, dtype)  # [*, N_templ, N_res, 57]
-        rows = run_split(self, "angles", lambda f: self.template_projection(F.relu(self.template_single_embedding(f))),
-                         feats)
+        rows = run_split(
+            self, "angles", lambda f: self.template_projection(F.relu(self.template_single_embedding(f))), feats
+        )
         mask = batch["template_torsion_angles_mask"][..., 2].to(dtype)  # [*, N_templ, N_res]
         return rows, mask

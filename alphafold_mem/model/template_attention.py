@@ -38,15 +38,17 @@ class TemplatePointwiseAttention(nn.Module):
     :meth:`output` (see the module docstring).
     """
 
-    memory_spec = declare(splits={
-        "rows": Split("pair_row", (Shard(-3), Shard(-3), WHOLE), output=-3),
-        # streamed: the scaled queries from z rows; a template's rows folded into the state rows
-        # (q, t, o, lse; the template's mask bias whole); the output projection of the state rows
-        "queries": Split("pair_row", (Shard(-3),), output=-3),
-        "fold": Split("pair_row", (Shard(-3), Shard(-3), Shard(-3), Shard(-3), WHOLE), output=-3),
-        "first": Split("pair_row", (Shard(-3), Shard(-3), WHOLE), output=-3),
-        "output": Split("pair_row", (Shard(-3), WHOLE), output=-3),
-    })
+    memory_spec = declare(
+        splits={
+            "rows": Split("pair_row", (Shard(-3), Shard(-3), WHOLE), output=-3),
+            # streamed: the scaled queries from z rows; a template's rows folded into the state rows
+            # (q, t, o, lse; the template's mask bias whole); the output projection of the state rows
+            "queries": Split("pair_row", (Shard(-3),), output=-3),
+            "fold": Split("pair_row", (Shard(-3), Shard(-3), Shard(-3), Shard(-3), WHOLE), output=-3),
+            "first": Split("pair_row", (Shard(-3), Shard(-3), WHOLE), output=-3),
+            "output": Split("pair_row", (Shard(-3), WHOLE), output=-3),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_t: int, c_hidden: int, num_heads: int, inf: float = 1e5):
@@ -67,7 +69,7 @@ class TemplatePointwiseAttention(nn.Module):
     def queries(self, z: Tensor) -> Tensor:
         """Scaled queries ``[*, N_res, N_res, H * C]`` of z (as :class:`Attention` computes them)."""
         att = self.attention
-        return run_split(self, "queries", lambda zc: att.linear_q(zc) * (att.c_hidden ** -0.5), z)
+        return run_split(self, "queries", lambda zc: att.linear_q(zc) * (att.c_hidden**-0.5), z)
 
     def _logits_values(self, q: Tensor, t: Tensor, bias: Tensor) -> tuple[Tensor, Tensor]:
         """Logits ``[*, I, J, H]`` (fp32, mask bias added) and values ``[*, I, J, H, C]`` of one template."""
@@ -79,8 +81,9 @@ class TemplatePointwiseAttention(nn.Module):
         s = s.to(torch.promote_types(s.dtype, torch.float32)) + bias
         return s, v
 
-    def fold(self, state: Optional[tuple[Tensor, Tensor]], q: Tensor, t: Tensor, mask: Tensor,
-             inplace: bool = False) -> tuple[Tensor, Tensor]:
+    def fold(
+        self, state: Optional[tuple[Tensor, Tensor]], q: Tensor, t: Tensor, mask: Tensor, inplace: bool = False
+    ) -> tuple[Tensor, Tensor]:
         """Fold one template into the state.
 
         Args:
@@ -94,9 +97,11 @@ class TemplatePointwiseAttention(nn.Module):
         """
         bias = mask_bias(mask, self.inf)[..., None, None, None]  # [*, 1, 1, 1]
         if state is None:
+
             def first(qc: Tensor, tc: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
                 s, v = self._logits_values(qc, tc, b)
                 return v.flatten(-2), s
+
             return run_split(self, "first", first, q, t, bias)
 
         def step(qc: Tensor, tc: Tensor, oc: Tensor, lc: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

@@ -81,26 +81,42 @@ class TriangleMultiplication(nn.Module):
     (:func:`kernels.triangle_multiplication`: no projection materialised, ``chunk_size`` unused).
     """
 
-    memory_spec = declare(splits={
-        "project": Split("pair_row", (Shard(-3), Slice(-2)), output=-3, also=_POINTWISE_COLUMNS_MASKED),
-        # outgoing: output rows i read a[i, :] and the whole of b; output columns j read b[j, :]
-        # and the whole of a (and z at the output positions, for the gate)
-        "outgoing": Split("pair_row", (Shard(-3), Replicate(rows=-3), Shard(-3)), output=-3, also=Split(
-            "pair_column", (WHOLE, Shard(-3), Shard(-2, columns=True)), output=Shard(-2, columns=True))),
-        # incoming: output rows i read the whole of a and the columns b[:, i]; output columns j
-        # read a[:, j] and the whole of b
-        "incoming": Split("pair_row", (Replicate(rows=-3), Shard(-2, columns=True), Shard(-3)), output=-3, also=Split(
-            "pair_column", (Shard(-2, columns=True), WHOLE, Shard(-2, columns=True)), output=Shard(-2, columns=True))),
-        # in place (add_to_): b alone, channel-first [*, C, N_res, N_res]; incoming: z's rows are its dim -2,
-        # outgoing (summed index first, [*, C, k, j]): z's rows are its dim -1
-        "project_right": Split("pair_row", (Shard(-3), Slice(-2)), output=-2),
-        "project_right_columns": Split("pair_row", (Shard(-3), Slice(-2)), output=-1),
-        # outgoing in place: output rows i read z rows i (for a and the gate) and the whole of b
-        "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Slice(-2)), output=-3),
-        # incoming in place: output columns j read z columns j (for a and the gate) and the whole of b
-        "incoming_inplace": Split("pair_column", (Shard(-2, columns=True), WHOLE, Slice(-1)),
-                                  output=Shard(-2, columns=True)),
-    }, seams=["kernel", "offload"])
+    memory_spec = declare(
+        splits={
+            "project": Split("pair_row", (Shard(-3), Slice(-2)), output=-3, also=_POINTWISE_COLUMNS_MASKED),
+            # outgoing: output rows i read a[i, :] and the whole of b; output columns j read b[j, :]
+            # and the whole of a (and z at the output positions, for the gate)
+            "outgoing": Split(
+                "pair_row",
+                (Shard(-3), Replicate(rows=-3), Shard(-3)),
+                output=-3,
+                also=Split("pair_column", (WHOLE, Shard(-3), Shard(-2, columns=True)), output=Shard(-2, columns=True)),
+            ),
+            # incoming: output rows i read the whole of a and the columns b[:, i]; output columns j
+            # read a[:, j] and the whole of b
+            "incoming": Split(
+                "pair_row",
+                (Replicate(rows=-3), Shard(-2, columns=True), Shard(-3)),
+                output=-3,
+                also=Split(
+                    "pair_column",
+                    (Shard(-2, columns=True), WHOLE, Shard(-2, columns=True)),
+                    output=Shard(-2, columns=True),
+                ),
+            ),
+            # in place (add_to_): b alone, channel-first [*, C, N_res, N_res]; incoming: z's rows are its dim -2,
+            # outgoing (summed index first, [*, C, k, j]): z's rows are its dim -1
+            "project_right": Split("pair_row", (Shard(-3), Slice(-2)), output=-2),
+            "project_right_columns": Split("pair_row", (Shard(-3), Slice(-2)), output=-1),
+            # outgoing in place: output rows i read z rows i (for a and the gate) and the whole of b
+            "outgoing_inplace": Split("pair_row", (Shard(-3), WHOLE, Slice(-2)), output=-3),
+            # incoming in place: output columns j read z columns j (for a and the gate) and the whole of b
+            "incoming_inplace": Split(
+                "pair_column", (Shard(-2, columns=True), WHOLE, Slice(-1)), output=Shard(-2, columns=True)
+            ),
+        },
+        seams=["kernel", "offload"],
+    )
     chunk_size: Optional[int] = None
     offload: str = "none"
     kernel_impl: str = "reference"
@@ -120,8 +136,9 @@ class TriangleMultiplication(nn.Module):
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
         if self.kernel_impl != "reference":
             weights = kernels.TriangleMultiplicationWeights.from_module(self)
-            return kernels.triangle_multiplication(z, pair_mask, weights, self.outgoing, self.layer_norm_input.eps,
-                                                   impl=self.kernel_impl)
+            return kernels.triangle_multiplication(
+                z, pair_mask, weights, self.outgoing, self.layer_norm_input.eps, impl=self.kernel_impl
+            )
         dap = getattr(self, "dap", None)
         if dap is not None:  # device sharding in inference: no whole-size projection (distributed/product.py)
             update = dap.triangle_multiplication(self, z, pair_mask)
@@ -190,13 +207,17 @@ class TriangleMultiplication(nn.Module):
             return to_host(b.contiguous()) if streamed else b
 
         blocks_dim = -1 if outgoing else -2  # b's dim along z's rows
-        b = run_split(self, "project_right_columns" if outgoing else "project_right", right, z, pair_mask,
-                      collect=streamed)  # tensor, or host blocks
+        b = run_split(
+            self, "project_right_columns" if outgoing else "project_right", right, z, pair_mask, collect=streamed
+        )  # tensor, or host blocks
         if streamed and estimating():  # the estimator's loop cut computed two blocks: the rest, as host bytes
-            rest = (z.shape[-3] - sum(block.shape[blocks_dim] for block in b)) * b[-1].numel() // b[-1].shape[blocks_dim]
+            rest = (
+                (z.shape[-3] - sum(block.shape[blocks_dim] for block in b)) * b[-1].numel() // b[-1].shape[blocks_dim]
+            )
             host_bytes(rest * b[-1].element_size())
-        step, rows = ("outgoing_inplace", self._outgoing_rows) if outgoing else \
-            ("incoming_inplace", self._incoming_columns)
+        step, rows = (
+            ("outgoing_inplace", self._outgoing_rows) if outgoing else ("incoming_inplace", self._incoming_columns)
+        )
         block = None if self.chunk_size is None else -(-MATMUL_ROWS // self.chunk_size) * self.chunk_size
         run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True, chunk_size=block)
         if streamed and estimating():
@@ -244,7 +265,8 @@ class TriangleMultiplication(nn.Module):
         return gate
 
     def _outgoing_rows(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
-        """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (k), N_res (j)]`` or its host blocks of j."""
+        """Update rows from z rows ``[*, I, N_res, c_z]``; b ``[*, C, N_res (k), N_res (j)]`` or its host "
+        "blocks of j."""
         a, gate = self._left_and_gate(z, pair_mask, columns=False)  # [*, C, I, k], [*, I, N_res, c_z]
         if isinstance(b, Tensor):
             x = torch.matmul(a, b)  # [*, C, I, j]
@@ -258,7 +280,8 @@ class TriangleMultiplication(nn.Module):
         return self._gate_output_(gate, x, columns=False)
 
     def _incoming_columns(self, z: Tensor, b, pair_mask: Tensor) -> Tensor:
-        """Update columns from z columns ``[*, N_res, J, c_z]``; b ``[*, C, N_res (k), N_res (i)]`` or its host row blocks."""
+        """Update columns from z columns ``[*, N_res, J, c_z]``; b ``[*, C, N_res (k), N_res (i)]`` or its host "
+        "row blocks."""
         a, gate = self._left_and_gate(z, pair_mask, columns=True)  # [*, C, J, k], [*, N_res, J, c_z]
         if isinstance(b, Tensor):
             x = torch.matmul(a, b)  # [*, C, J, i]
@@ -280,14 +303,18 @@ class TriangleAttention(nn.Module):
     # dims of the oriented input: z for the starting node, z^T (rows = pair columns of z) for the
     # ending node. Rows read their own rows (queries and keys), their mask rows and the whole bias
     # [*, N_res (q), N_res (k), H]; query columns q read the whole rows as keys and the bias rows q.
-    memory_spec = declare(splits={
-        "starting_bias": Split("pair_row", (Shard(-3),), output=-3, also=_POINTWISE_COLUMNS),
-        "starting_rows": Split("pair_row", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3,
-                               also=_QUERY_COLUMNS),
-        "ending_bias": Split("pair_column", (Shard(-3),), output=-3, also=_POINTWISE_COLUMNS),
-        "ending_rows": Split("pair_column", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3,
-                             also=_QUERY_COLUMNS),
-    })
+    memory_spec = declare(
+        splits={
+            "starting_bias": Split("pair_row", (Shard(-3),), output=-3, also=_POINTWISE_COLUMNS),
+            "starting_rows": Split(
+                "pair_row", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3, also=_QUERY_COLUMNS
+            ),
+            "ending_bias": Split("pair_column", (Shard(-3),), output=-3, also=_POINTWISE_COLUMNS),
+            "ending_rows": Split(
+                "pair_column", (Shard(-3), Shard(-3), Slice(-2), Replicate(rows=-3)), output=-3, also=_QUERY_COLUMNS
+            ),
+        }
+    )
     chunk_size: Optional[int] = None
 
     def __init__(self, c_z: int, c_hidden: int, num_heads: int, starting: bool, inf: float = 1e9):

@@ -31,8 +31,9 @@ class AutoChunk:
         key = (sizes, training, self.policy.precision)
         if key not in self.cache:
             device = batch["aatype"].device
-            self.cache[key] = chooser.resolve_auto_chunk(model.config, self.policy, *sizes, training=training,
-                                                        device=device)
+            self.cache[key] = chooser.resolve_auto_chunk(
+                model.config, self.policy, *sizes, training=training, device=device
+            )
         set_chunk_size(model, self.cache[key])
 
 

@@ -59,8 +59,13 @@ class Candidate:
     group: str = ""
 
 
-def policy_candidates(training: bool, precision: str, n_max: int, max_chunk_size: Optional[int] = None,
-                      device: torch.device | str = "cuda") -> list[Candidate]:
+def policy_candidates(
+    training: bool,
+    precision: str,
+    n_max: int,
+    max_chunk_size: Optional[int] = None,
+    device: torch.device | str = "cuda",
+) -> list[Candidate]:
     """The policy ladder, fastest first, all in ``precision``.
 
     Inference: the reference; in place and unchunked (templates streamed, head logits reduced);
@@ -73,20 +78,28 @@ def policy_candidates(training: bool, precision: str, n_max: int, max_chunk_size
     chunks = [c for c in chunk_candidates(n_max, max_chunk_size) if c is not None]
     if training:
         no_ckpt = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
-        rows = [Candidate("reference", MemoryPolicy.reference()),
-                Candidate("training, no checkpointing", MemoryPolicy.training(**no_ckpt)),
-                Candidate("training (checkpoint per block)", MemoryPolicy.training()),
-                Candidate("training, checkpoint per update", MemoryPolicy.training(checkpoint_granularity="update"))]
+        rows = [
+            Candidate("reference", MemoryPolicy.reference()),
+            Candidate("training, no checkpointing", MemoryPolicy.training(**no_ckpt)),
+            Candidate("training (checkpoint per block)", MemoryPolicy.training()),
+            Candidate("training, checkpoint per update", MemoryPolicy.training(checkpoint_granularity="update")),
+        ]
         rows += [Candidate(f"training, chunk {c}", MemoryPolicy.training(chunk_size=c), "training") for c in chunks]
     else:
-        rows = [Candidate("reference", MemoryPolicy.reference()),
-                Candidate("in place, unchunked",
-                          MemoryPolicy(inplace=True, templates="streamed", head_logits="drop"))]
+        rows = [
+            Candidate("reference", MemoryPolicy.reference()),
+            Candidate("in place, unchunked", MemoryPolicy(inplace=True, templates="streamed", head_logits="drop")),
+        ]
         levels = ("none",) if torch.device(device).type == "cpu" else ("none", "idle", "buffers")
         for offload in levels:
-            rows += [Candidate(f"low_memory_inference, chunk {c}, offload {offload}",
-                               MemoryPolicy.low_memory_inference(chunk_size=c, offload=offload), offload)
-                     for c in chunks]
+            rows += [
+                Candidate(
+                    f"low_memory_inference, chunk {c}, offload {offload}",
+                    MemoryPolicy.low_memory_inference(chunk_size=c, offload=offload),
+                    offload,
+                )
+                for c in chunks
+            ]
     return [dataclasses.replace(r, policy=r.policy.replace(precision=precision)) for r in rows]
 
 
@@ -101,8 +114,14 @@ class Row:
     def as_dict(self, dap: int = 1) -> dict:
         """The ``memory-plan --json`` row."""
         p = self.candidate.policy
-        return {"policy": self.candidate.label, "precision": p.precision, "chunk_size": p.chunk_size, "dap": dap,
-                "peak_bytes": int(self.estimate.total), "fits": bool(self.fits)}
+        return {
+            "policy": self.candidate.label,
+            "precision": p.precision,
+            "chunk_size": p.chunk_size,
+            "dap": dap,
+            "peak_bytes": int(self.estimate.total),
+            "fits": bool(self.fits),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,13 +145,27 @@ class Choice:
     def shortfall(self) -> str:
         """One sentence for when nothing fits: the smallest predicted need and the budget."""
         best = self.smallest
-        return (f"predicted need {best.estimate.total / 1e9:.2f} GB at best ({best.candidate.label}), "
-                f"budget {self.budget / 1e9:.2f} GB")
+        return (
+            f"predicted need {best.estimate.total / 1e9:.2f} GB at best ({best.candidate.label}), "
+            f"budget {self.budget / 1e9:.2f} GB"
+        )
 
 
-def choose(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int, budget: int,
-           candidates: Sequence[Candidate], *, training: bool = False, device: torch.device | str = "cuda",
-           evaluate_all: bool = False, frugal_last: bool = False, dap: int = 1) -> Choice:
+def choose(
+    config: ModelConfig,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int,
+    budget: int,
+    candidates: Sequence[Candidate],
+    *,
+    training: bool = False,
+    device: torch.device | str = "cuda",
+    evaluate_all: bool = False,
+    frugal_last: bool = False,
+    dap: int = 1,
+) -> Choice:
     """The first candidate (in the given, fastest-first order) whose predicted total peak
     (parameters + inputs + activations, on ``device``) is at most ``budget`` bytes.
 
@@ -143,19 +176,33 @@ def choose(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int, n_temp
     the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
-    return _choose(config, n_res, n_seq, n_extra_seq, n_templ, int(budget), tuple(candidates), training, dev,
-                   evaluate_all, frugal_last, dap)
+    return _choose(
+        config,
+        n_res,
+        n_seq,
+        n_extra_seq,
+        n_templ,
+        int(budget),
+        tuple(candidates),
+        training,
+        dev,
+        evaluate_all,
+        frugal_last,
+        dap,
+    )
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all,
-            frugal_last, dap=1) -> Choice:
+def _choose(
+    config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap=1
+) -> Choice:
     rows: dict[int, Row] = {}
 
     def row(i: int) -> Row:
         if i not in rows:
-            est = estimate_breakdown(config, candidates[i].policy, n_res, n_seq, n_extra_seq, n_templ, training,
-                                     device=device, dap=dap)
+            est = estimate_breakdown(
+                config, candidates[i].policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device, dap=dap
+            )
             rows[i] = Row(candidates[i], est, est.total <= budget)
         return rows[i]
 
@@ -189,9 +236,17 @@ def _choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, trai
     return Choice(ordered, budget, chosen)
 
 
-def resolve_auto_chunk(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                       n_templ: int = 0, training: bool = False, device: torch.device | str | None = None,
-                       budget: Optional[int] = None) -> Optional[int]:
+def resolve_auto_chunk(
+    config: ModelConfig,
+    policy: MemoryPolicy,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int = 0,
+    training: bool = False,
+    device: torch.device | str | None = None,
+    budget: Optional[int] = None,
+) -> Optional[int]:
     """The chunk size for ``chunk_size="auto"``: the largest of :func:`chunk_candidates` (``None``,
     unchunked, first; at most ``policy.max_chunk_size``) whose predicted peak fits the budget.
 
@@ -208,30 +263,44 @@ def resolve_auto_chunk(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_
 
         budget = available_memory(dev) + parameter_bytes(config)
     n_max = max(n_res, n_seq, n_extra_seq, 1)
-    candidates = [Candidate(f"chunk {c}", policy.replace(chunk_size=c), "chunks" if c else "")
-                  for c in chunk_candidates(n_max, policy.max_chunk_size)]
+    candidates = [
+        Candidate(f"chunk {c}", policy.replace(chunk_size=c), "chunks" if c else "")
+        for c in chunk_candidates(n_max, policy.max_chunk_size)
+    ]
     choice = choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev)
     if choice.chosen is not None:
         return choice.policy.chunk_size
-    choice = choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev,
-                    evaluate_all=True)
-    warnings.warn(f"chunk_size='auto': no chunk size fits N_res {n_res}, N_seq {n_seq}, N_extra {n_extra_seq} "
-                  f"({'training' if training else 'inference'}, {policy.precision}): {choice.shortfall()}; "
-                  f"using the smallest-peak one ({choice.smallest.candidate.label})",
-                  InsufficientMemoryWarning, stacklevel=2)
+    choice = choose(
+        config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev, evaluate_all=True
+    )
+    warnings.warn(
+        f"chunk_size='auto': no chunk size fits N_res {n_res}, N_seq {n_seq}, N_extra {n_extra_seq} "
+        f"({'training' if training else 'inference'}, {policy.precision}): {choice.shortfall()}; "
+        f"using the smallest-peak one ({choice.smallest.candidate.label})",
+        InsufficientMemoryWarning,
+        stacklevel=2,
+    )
     return choice.smallest.candidate.policy.chunk_size
 
 
-def max_length(config: ModelConfig, budget: int, precision: str, n_seq: int, n_extra_seq: int, n_templ: int,
-               device: torch.device | str = "cuda", policy: Optional[MemoryPolicy] = None,
-               upper: int = 100_000) -> tuple[int, Optional[Row]]:
+def max_length(
+    config: ModelConfig,
+    budget: int,
+    precision: str,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int,
+    device: torch.device | str = "cuda",
+    policy: Optional[MemoryPolicy] = None,
+    upper: int = 100_000,
+) -> tuple[int, Optional[Row]]:
     """The largest N_res whose inference fits ``budget`` bytes under ``policy`` (default: the most
     frugal candidate of :func:`policy_candidates`, the last), by bisection on N_res in
     [16, ``upper``]. Returns ``(N_res, row at that N_res)``; ``(0, None)`` if not even 16 fits."""
+
     def row(n: int) -> Row:
         p = policy or policy_candidates(False, precision, n)[-1].policy
-        est = estimate_breakdown(config, p.replace(precision=precision), n, n_seq, n_extra_seq, n_templ,
-                                 device=device)
+        est = estimate_breakdown(config, p.replace(precision=precision), n, n_seq, n_extra_seq, n_templ, device=device)
         return Row(Candidate(p.name, p), est, est.total <= budget)
 
     lo, hi = 16, upper
@@ -246,5 +315,16 @@ def max_length(config: ModelConfig, budget: int, precision: str, n_seq: int, n_e
     return lo, row(lo)
 
 
-__all__ = ["Candidate", "Choice", "InsufficientMemoryWarning", "MAX_CHUNK_SIZE", "MIN_CHUNK_SIZE", "Row",
-           "choose", "chunk_candidates", "max_length", "policy_candidates", "resolve_auto_chunk"]
+__all__ = [
+    "Candidate",
+    "Choice",
+    "InsufficientMemoryWarning",
+    "MAX_CHUNK_SIZE",
+    "MIN_CHUNK_SIZE",
+    "Row",
+    "choose",
+    "chunk_candidates",
+    "max_length",
+    "policy_candidates",
+    "resolve_auto_chunk",
+]

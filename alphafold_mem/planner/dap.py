@@ -46,8 +46,9 @@ def product_comm_elements(n_res: int, c_hidden: int, dap: int, outgoing: bool, r
     return sent * n * c_hidden
 
 
-def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int,
-                     inference: bool = False) -> dict[str, int]:
+def block_comm_terms(
+    config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int, inference: bool = False
+) -> dict[str, int]:
     """Elements one device receives in the forward of one block of ``stack`` (``"evoformer"`` or
     ``"extra_msa"``; ``n_rows``: the MSA rows of that stack, N_seq plus template rows or N_extra),
     by operation. ``P - 1`` of the P pieces of every exchanged tensor arrive from other devices;
@@ -87,8 +88,9 @@ def block_comm_terms(config: ModelConfig, stack: str, n_res: int, n_rows: int, d
     return terms
 
 
-def block_comm_bytes(config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int, itemsize: int = 4,
-                     inference: bool = False) -> int:
+def block_comm_bytes(
+    config: ModelConfig, stack: str, n_res: int, n_rows: int, dap: int, itemsize: int = 4, inference: bool = False
+) -> int:
     """Bytes one device receives in the forward of one block (see :func:`block_comm_terms`)."""
     return itemsize * sum(block_comm_terms(config, stack, n_res, n_rows, dap, inference).values())
 

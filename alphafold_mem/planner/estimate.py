@@ -68,8 +68,15 @@ class PeakEstimate:
         return self.parameters + self.inputs + self.activations
 
 
-def feature_batch(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int = 0,
-                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> dict[str, Tensor]:
+def feature_batch(
+    config: ModelConfig,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> dict[str, Tensor]:
     """A batch with the shapes and dtypes of :func:`alphafold_mem.testing.random_features` (no batch
     dim), filled with zeros and ones: what the estimator feeds the model. Works under FakeTensorMode."""
     n, s, e, t = n_res, n_seq, n_extra_seq, n_templ
@@ -82,25 +89,39 @@ def feature_batch(config: ModelConfig, n_res: int, n_seq: int, n_extra_seq: int,
         return torch.zeros(*shape, dtype=torch.long, device=device)
 
     batch = {
-        "aatype": i(n), "residue_index": torch.arange(n, device=device), "seq_mask": f(n),
-        "target_feat": f(n, ie.tf_dim), "msa_feat": f(s, n, ie.msa_dim), "msa_mask": f(s, n),
-        "extra_msa": i(e, n), "extra_msa_mask": f(e, n), "extra_has_deletion": f(e, n),
-        "extra_deletion_value": f(e, n), "atom37_atom_exists": f(n, 37),
+        "aatype": i(n),
+        "residue_index": torch.arange(n, device=device),
+        "seq_mask": f(n),
+        "target_feat": f(n, ie.tf_dim),
+        "msa_feat": f(s, n, ie.msa_dim),
+        "msa_mask": f(s, n),
+        "extra_msa": i(e, n),
+        "extra_msa_mask": f(e, n),
+        "extra_has_deletion": f(e, n),
+        "extra_deletion_value": f(e, n),
+        "atom37_atom_exists": f(n, 37),
     }
     if config.template.enabled:
         t = max(t, 1)
-        batch.update({
-            "template_aatype": i(t, n), "template_all_atom_positions": f(t, n, 37, 3),
-            "template_all_atom_mask": f(t, n, 37), "template_pseudo_beta": f(t, n, 3),
-            "template_pseudo_beta_mask": f(t, n), "template_mask": f(t),
-            "template_torsion_angles_sin_cos": f(t, n, 7, 2), "template_alt_torsion_angles_sin_cos": f(t, n, 7, 2),
-            "template_torsion_angles_mask": f(t, n, 7),
-        })
+        batch.update(
+            {
+                "template_aatype": i(t, n),
+                "template_all_atom_positions": f(t, n, 37, 3),
+                "template_all_atom_mask": f(t, n, 37),
+                "template_pseudo_beta": f(t, n, 3),
+                "template_pseudo_beta_mask": f(t, n),
+                "template_mask": f(t),
+                "template_torsion_angles_sin_cos": f(t, n, 7, 2),
+                "template_alt_torsion_angles_sin_cos": f(t, n, 7, 2),
+                "template_torsion_angles_mask": f(t, n, 7),
+            }
+        )
     return batch
 
 
 def batch_sizes(batch: dict[str, Tensor], recycle_dim: Optional[int] = None) -> tuple[int, int, int, int]:
     """``(N_res, N_seq, N_extra, N_templ)`` of a feature batch (with or without batch / recycling dims)."""
+
     def shape(key: str) -> tuple[int, ...]:
         s = list(batch[key].shape)
         if recycle_dim is not None:
@@ -116,8 +137,16 @@ def batch_sizes(batch: dict[str, Tensor], recycle_dim: Optional[int] = None) -> 
 def proxy_loss(out: dict[str, Tensor]) -> Tensor:
     """A stand-in loss (mean squares of the structure-module positions and of every head's output),
     kept for comparisons with OpenFold's model alone; the training estimate runs the real loss."""
-    keys = ("final_atom_positions", "sm_positions", "sm_frames", "lddt_logits", "distogram_logits",
-            "masked_msa_logits", "experimentally_resolved_logits", "pae_logits")
+    keys = (
+        "final_atom_positions",
+        "sm_positions",
+        "sm_frames",
+        "lddt_logits",
+        "distogram_logits",
+        "masked_msa_logits",
+        "experimentally_resolved_logits",
+        "pae_logits",
+    )
     return sum(out[k].float().pow(2).mean() for k in keys if k in out)
 
 
@@ -157,9 +186,19 @@ def _fake_model(config: ModelConfig, dtype: torch.dtype):
     return _fakes.mode, _fakes.models[key]
 
 
-def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                     n_templ: int, training: bool, dtype: torch.dtype, device: str,
-                     cut: bool = True, dap: int = 1) -> tuple[int, int, int]:
+def _activation_peak(
+    config: ModelConfig,
+    policy: MemoryPolicy,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int,
+    training: bool,
+    dtype: torch.dtype,
+    device: str,
+    cut: bool = True,
+    dap: int = 1,
+) -> tuple[int, int, int]:
     """(inputs, activation peak, host peak) of one fake run of ``config`` exactly as given (``cut``:
     with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group)."""
     mode, model = _fake_model(config, dtype)
@@ -185,10 +224,20 @@ def _activation_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_se
     return inputs, tracker.peak, tracker.host_peak
 
 
-def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                       n_templ: int = 0, training: bool = False, dtype: torch.dtype = torch.float32,
-                       exact: bool = True, device: torch.device | str = "cpu",
-                       full_trace: bool = False, dap: int = 1) -> PeakEstimate:
+def estimate_breakdown(
+    config: ModelConfig,
+    policy: MemoryPolicy,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int = 0,
+    training: bool = False,
+    dtype: torch.dtype = torch.float32,
+    exact: bool = True,
+    device: torch.device | str = "cpu",
+    full_trace: bool = False,
+    dap: int = 1,
+) -> PeakEstimate:
     """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (cached per arguments;
     ``dap``: per device of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
 
@@ -202,20 +251,33 @@ def estimate_breakdown(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_
     large N_res).
 
     Raises:
-        ValueError: ``policy.chunk_size == "auto"`` (resolve it first: :func:`alphafold_mem.planner.resolve_auto_chunk`).
+        ValueError: ``policy.chunk_size == "auto"`` (resolve it first:
+        :func:`alphafold_mem.planner.resolve_auto_chunk`).
     """
     if policy.chunk_size == "auto":
-        raise ValueError("estimate_breakdown needs a concrete chunk size; resolve chunk_size='auto' first "
-                         "(alphafold_mem.planner.resolve_auto_chunk)")
+        raise ValueError(
+            "estimate_breakdown needs a concrete chunk size; resolve chunk_size='auto' first "
+            "(alphafold_mem.planner.resolve_auto_chunk)"
+        )
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
-    return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace,
-                     dap)
+    return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace, dap)
 
 
 @functools.lru_cache(maxsize=4096)
-def _estimate(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int, n_templ: int,
-              training: bool, dtype: torch.dtype, exact: bool, device: str, full_trace: bool,
-              dap: int = 1) -> PeakEstimate:
+def _estimate(
+    config: ModelConfig,
+    policy: MemoryPolicy,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int,
+    training: bool,
+    dtype: torch.dtype,
+    exact: bool,
+    device: str,
+    full_trace: bool,
+    dap: int = 1,
+) -> PeakEstimate:
     params = parameter_bytes(config, dtype)
     config = apply_overrides(config, {"num_recycles": 0})
     stacks = [p for p in _STACKS if p != _STACKS[2] or config.template.enabled]
@@ -242,9 +304,17 @@ def _estimate(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int,
     return PeakEstimate(params, inputs, act, policy.chunk_size, host)
 
 
-def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: int, n_extra_seq: int,
-                  n_templ: int = 0, training: bool = False, device: torch.device | str = "cpu",
-                  dap: int = 1) -> int:
+def estimate_peak(
+    config: ModelConfig,
+    policy: MemoryPolicy,
+    n_res: int,
+    n_seq: int,
+    n_extra_seq: int,
+    n_templ: int = 0,
+    training: bool = False,
+    device: torch.device | str = "cpu",
+    dap: int = 1,
+) -> int:
     """Predicted peak bytes of one forward (``training=False``, no autograd) or one training step
     (forward + backward, ``training=True``) of ``AlphaFold(config)`` under ``policy`` on ``device``,
     without allocating the memory (FakeTensorMode; see the module docstring for what is counted).
@@ -263,8 +333,9 @@ def estimate_peak(config: ModelConfig, policy: MemoryPolicy, n_res: int, n_seq: 
         Peak bytes on the device: parameters + inputs + activations (activations include gradients
         in training).
     """
-    return estimate_breakdown(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device,
-                              dap=dap).total
+    return estimate_breakdown(
+        config, policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device, dap=dap
+    ).total
 
 
 def available_memory(device: torch.device | str | None = None) -> int:
@@ -282,5 +353,13 @@ def available_memory(device: torch.device | str | None = None) -> int:
     raise RuntimeError("cannot determine free host memory; set MemoryPolicy.max_memory")
 
 
-__all__ = ["PeakEstimate", "available_memory", "batch_sizes", "estimate_breakdown", "estimate_peak", "feature_batch",
-           "parameter_bytes", "proxy_loss"]
+__all__ = [
+    "PeakEstimate",
+    "available_memory",
+    "batch_sizes",
+    "estimate_breakdown",
+    "estimate_peak",
+    "feature_batch",
+    "parameter_bytes",
+    "proxy_loss",
+]

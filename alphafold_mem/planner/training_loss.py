@@ -22,8 +22,9 @@ from ..losses import AlphaFoldLoss
 __all__ = ["ground_truth_batch", "training_loss"]
 
 
-def ground_truth_batch(config: ModelConfig, n_res: int, n_seq: int, device: torch.device | str = "cpu"
-                       ) -> dict[str, Tensor]:
+def ground_truth_batch(
+    config: ModelConfig, n_res: int, n_seq: int, device: torch.device | str = "cpu"
+) -> dict[str, Tensor]:
     """Training targets with the shapes and dtypes of :mod:`alphafold_mem.data.features.spec` (no
     batch dim; fp32 as the data pipeline makes them): ``all_atom_positions [N_res, 37, 3]``,
     ``atom14_gt_positions [N_res, 14, 3]``, ``rigidgroups_gt_frames [N_res, 8, 4, 4]``,
@@ -42,17 +43,27 @@ def ground_truth_batch(config: ModelConfig, n_res: int, n_seq: int, device: torc
         return torch.eye(4, dtype=torch.float32, device=device).expand(*shape, 4, 4).clone()
 
     return {
-        "all_atom_positions": zeros(n, 37, 3), "all_atom_mask": ones(n, 37),
-        "atom14_gt_positions": zeros(n, 14, 3), "atom14_alt_gt_positions": zeros(n, 14, 3),
-        "atom14_gt_exists": ones(n, 14), "atom14_alt_gt_exists": ones(n, 14), "atom14_atom_is_ambiguous": zeros(n, 14),
+        "all_atom_positions": zeros(n, 37, 3),
+        "all_atom_mask": ones(n, 37),
+        "atom14_gt_positions": zeros(n, 14, 3),
+        "atom14_alt_gt_positions": zeros(n, 14, 3),
+        "atom14_gt_exists": ones(n, 14),
+        "atom14_alt_gt_exists": ones(n, 14),
+        "atom14_atom_is_ambiguous": zeros(n, 14),
         "atom14_atom_exists": ones(n, 14),
-        "rigidgroups_gt_frames": frames(n, 8), "rigidgroups_alt_gt_frames": frames(n, 8),
-        "rigidgroups_gt_exists": ones(n, 8), "rigidgroups_group_exists": ones(n, 8),
+        "rigidgroups_gt_frames": frames(n, 8),
+        "rigidgroups_alt_gt_frames": frames(n, 8),
+        "rigidgroups_gt_exists": ones(n, 8),
+        "rigidgroups_group_exists": ones(n, 8),
         "rigidgroups_group_is_ambiguous": zeros(n, 8),
-        "backbone_rigid_tensor": frames(n), "backbone_rigid_mask": ones(n),
-        "chi_angles_sin_cos": zeros(n, 4, 2), "chi_mask": ones(n, 4),
-        "pseudo_beta": zeros(n, 3), "pseudo_beta_mask": ones(n),
-        "true_msa": torch.zeros(s, n, dtype=torch.long, device=device), "bert_mask": ones(s, n),
+        "backbone_rigid_tensor": frames(n),
+        "backbone_rigid_mask": ones(n),
+        "chi_angles_sin_cos": zeros(n, 4, 2),
+        "chi_mask": ones(n, 4),
+        "pseudo_beta": zeros(n, 3),
+        "pseudo_beta_mask": ones(n),
+        "true_msa": torch.zeros(s, n, dtype=torch.long, device=device),
+        "bert_mask": ones(s, n),
         "resolution": torch.full((), 2.0, dtype=torch.float32, device=device),  # inside 0.1-3 Å: every term on
         "use_clamped_fape": ones(()),
     }

@@ -89,13 +89,17 @@ def _directory(path: str, log: Callable[[str], None]) -> list[tuple[str, str]]:
             else:
                 ignored.append((entry, why))
     shown = ", ".join(os.path.basename(f) for f, _ in used) or "none"
-    log(f"note: input directory {path}: {len(used)} file(s) used ({shown}), {len(ignored)} ignored"
-        + (":" if ignored else ""))
+    log(
+        f"note: input directory {path}: {len(used)} file(s) used ({shown}), {len(ignored)} ignored"
+        + (":" if ignored else "")
+    )
     for entry, why in ignored:
         log(f"note: {os.path.join(path, entry)}: ignored: {why}")
     if not used:
-        raise PredictError(f"{path}: directory without FASTA or structure files "
-                           f"({', '.join(FASTA_SUFFIXES + STRUCTURE_SUFFIXES)}, or any file starting with '>')")
+        raise PredictError(
+            f"{path}: directory without FASTA or structure files "
+            f"({', '.join(FASTA_SUFFIXES + STRUCTURE_SUFFIXES)}, or any file starting with '>')"
+        )
     return used
 
 

@@ -39,8 +39,10 @@ class Parallel:
             from ..distributed import init_mesh
 
             if not dist.is_initialized():
-                raise PredictError(f"--dap {dap}: no process group; start the run with `alphafold-mem predict ... "
-                                   f"--dap {dap}` or `torchrun --nproc-per-node {dap} -m alphafold_mem.cli predict ...`")
+                raise PredictError(
+                    f"--dap {dap}: no process group; start the run with `alphafold-mem predict ... "
+                    f"--dap {dap}` or `torchrun --nproc-per-node {dap} -m alphafold_mem.cli predict ...`"
+                )
             try:
                 self.mesh = init_mesh(dap)
             except ValueError as exc:
@@ -48,8 +50,9 @@ class Parallel:
             self.rank = dist.get_rank()
 
     @classmethod
-    def start(cls, dap: int, dev: torch.device, log: Callable[[str], None]
-              ) -> tuple["Parallel", torch.device, Callable[[str], None]]:
+    def start(
+        cls, dap: int, dev: torch.device, log: Callable[[str], None]
+    ) -> tuple["Parallel", torch.device, Callable[[str], None]]:
         """The run's :class:`Parallel`, its device (:meth:`device`) and its log (:meth:`quiet`)."""
         par = cls(dap)
         return par, par.device(dev), par.quiet(log)

@@ -67,8 +67,9 @@ def policy_request(memory_policy, precision: str, chunk_size, low_memory: bool) 
             except ValueError as exc:
                 raise PredictError(f"--memory-policy: {exc}") from None
         if not isinstance(memory_policy, MemoryPolicy):
-            raise PredictError(f"memory_policy must be 'auto', a preset name or a MemoryPolicy, got "
-                               f"{type(memory_policy).__name__}")
+            raise PredictError(
+                f"memory_policy must be 'auto', a preset name or a MemoryPolicy, got {type(memory_policy).__name__}"
+            )
         if precision != "fp32" and memory_policy.precision != precision:
             raise PredictError("give the precision either in memory_policy or as precision, not both")
         return memory_policy
@@ -88,7 +89,9 @@ def policy_request(memory_policy, precision: str, chunk_size, low_memory: bool) 
         raise PredictError(f"memory options: {exc}") from None
 
 
-def feature_sizes(config: ModelConfig, length: int, msa_depth: int, n_templ: Optional[int] = None) -> tuple[int, int, int, int]:
+def feature_sizes(
+    config: ModelConfig, length: int, msa_depth: int, n_templ: Optional[int] = None
+) -> tuple[int, int, int, int]:
     """``(N_res, N_seq, N_extra, N_templ)`` of the features predict builds for a target (see the
     module docstring)."""
     d = config.data
@@ -111,8 +114,15 @@ def device_budget(device: torch.device, config: ModelConfig, max_memory: Optiona
     return available_memory(device) + parameter_bytes(config)
 
 
-def check(config: ModelConfig, sizes: tuple[int, int, int, int], request: PolicyRequest, precision: str,
-          device: torch.device, budget: int, dap: int = 1) -> Preflight:
+def check(
+    config: ModelConfig,
+    sizes: tuple[int, int, int, int],
+    request: PolicyRequest,
+    precision: str,
+    device: torch.device,
+    budget: int,
+    dap: int = 1,
+) -> Preflight:
     """Choose (``"auto"``) or check (a policy) the memory policy of one target (``dap``: the peak of
     each of that many devices sharing it).
 
@@ -132,19 +142,34 @@ def check(config: ModelConfig, sizes: tuple[int, int, int, int], request: Policy
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a shortfall is reported below, as for any policy
-                chunk = resolve_auto_chunk(config, request, n_res, n_seq, n_extra, n_templ, device=device,
-                                           budget=budget)
+                chunk = resolve_auto_chunk(
+                    config, request, n_res, n_seq, n_extra, n_templ, device=device, budget=budget
+                )
             request = request.replace(chunk_size=chunk)
         candidates = [Candidate(request.name, request)]
-    choice = choose(config, n_res, n_seq, n_extra, n_templ, budget, candidates, device=device,
-                    frugal_last=isinstance(request, str), dap=dap)
+    choice = choose(
+        config,
+        n_res,
+        n_seq,
+        n_extra,
+        n_templ,
+        budget,
+        candidates,
+        device=device,
+        frugal_last=isinstance(request, str),
+        dap=dap,
+    )
     if choice.chosen is not None:
         return Preflight(choice.policy, int(choice.chosen.estimate.total), budget)
     best = choice.smallest
-    return Preflight(None, int(best.estimate.total), budget,
-                     f"{n_res} residues need {best.estimate.total / 1e9:.2f} GB (predicted, "
-                     f"{best.candidate.label}, {precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
-                     f"{budget / 1e9:.2f} GB")
+    return Preflight(
+        None,
+        int(best.estimate.total),
+        budget,
+        f"{n_res} residues need {best.estimate.total / 1e9:.2f} GB (predicted, "
+        f"{best.candidate.label}, {precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
+        f"{budget / 1e9:.2f} GB",
+    )
 
 
 __all__ = ["DoesNotFit", "Preflight", "PolicyRequest", "check", "device_budget", "feature_sizes", "policy_request"]

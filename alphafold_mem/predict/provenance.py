@@ -26,8 +26,16 @@ from typing import Callable, Optional
 
 from .targets import Rejected, Target
 
-__all__ = ["file_digest", "msa_digest", "provenance_record", "describe_changes", "partition_finished",
-           "shareable_scores", "pipeline_settings", "RESULT_OPTIONS"]
+__all__ = [
+    "file_digest",
+    "msa_digest",
+    "provenance_record",
+    "describe_changes",
+    "partition_finished",
+    "shareable_scores",
+    "pipeline_settings",
+    "RESULT_OPTIONS",
+]
 
 #: Options of :func:`alphafold_mem.predict` recorded because they change the result.
 RESULT_OPTIONS = ("preset", "num_recycles", "precision", "seed", "pipeline")
@@ -62,19 +70,26 @@ def pipeline_settings(pipeline) -> Optional[dict]:
     (searched MSAs are files like given ones); names only, no local paths."""
     if pipeline is None:
         return None
-    return {"template_db": os.path.basename(pipeline.template_db) if pipeline.template_db else None,
-            "mmcif_dirs": [os.path.basename(os.path.normpath(d)) for d in pipeline.mmcif_dirs],
-            "max_template_date": pipeline.max_template_date, "max_templates": pipeline.max_templates,
-            "obsolete": bool(pipeline.obsolete), "relax": bool(pipeline.relax)}
+    return {
+        "template_db": os.path.basename(pipeline.template_db) if pipeline.template_db else None,
+        "mmcif_dirs": [os.path.basename(os.path.normpath(d)) for d in pipeline.mmcif_dirs],
+        "max_template_date": pipeline.max_template_date,
+        "max_templates": pipeline.max_templates,
+        "obsolete": bool(pipeline.obsolete),
+        "relax": bool(pipeline.relax),
+    }
 
 
-def provenance_record(t: Target, weights_sha256: Optional[str], options: dict,
-                      hits: Optional[str] = None) -> dict:
+def provenance_record(t: Target, weights_sha256: Optional[str], options: dict, hits: Optional[str] = None) -> dict:
     """The record written into ``<id>_scores.json`` (``outputs`` is added when the files are known);
     ``hits``: the target's template hits file, if any."""
-    record = {"sequence": t.sequence, "msa_sha256": msa_digest(t.msa_files),
-              "msa_files": [os.path.basename(f) for f in t.msa_files], "weights_sha256": weights_sha256,
-              "options": {k: options.get(k) for k in RESULT_OPTIONS}}
+    record = {
+        "sequence": t.sequence,
+        "msa_sha256": msa_digest(t.msa_files),
+        "msa_files": [os.path.basename(f) for f in t.msa_files],
+        "weights_sha256": weights_sha256,
+        "options": {k: options.get(k) for k in RESULT_OPTIONS},
+    }
     if hits is not None and os.path.isfile(hits):
         record["template_hits_sha256"] = file_digest(hits)
     return record
@@ -99,11 +114,14 @@ def describe_changes(old: Optional[dict], new: dict) -> list[str]:
     if old.get("msa_sha256") != new["msa_sha256"]:
         changes.append(f"MSA (sha256 {_short(new['msa_sha256'])} now, {_short(old.get('msa_sha256'))} before)")
     if old.get("template_hits_sha256") != new.get("template_hits_sha256"):
-        changes.append(f"template hits (sha256 {_short(new.get('template_hits_sha256'))} now, "
-                       f"{_short(old.get('template_hits_sha256'))} before)")
+        changes.append(
+            f"template hits (sha256 {_short(new.get('template_hits_sha256'))} now, "
+            f"{_short(old.get('template_hits_sha256'))} before)"
+        )
     if old.get("weights_sha256") != new["weights_sha256"]:
-        changes.append(f"weights (sha256 {_short(new['weights_sha256'])} now, "
-                       f"{_short(old.get('weights_sha256'))} before)")
+        changes.append(
+            f"weights (sha256 {_short(new['weights_sha256'])} now, {_short(old.get('weights_sha256'))} before)"
+        )
     old_opts = old.get("options") or {}
     for key in RESULT_OPTIONS:
         if old_opts.get(key) != new["options"].get(key):
@@ -120,9 +138,17 @@ def _read_record(path: str) -> tuple[bool, Optional[dict]]:
     return True, data.get("provenance") if isinstance(data, dict) else None
 
 
-def partition_finished(targets: list[Target], out_dir: str, weights_path: str, options: dict, *,
-                       overwrite: bool, record_paths: bool = False, log: Callable[[str], None] = print,
-                       pipeline=None) -> tuple[list[Target], list[Target], list[Rejected]]:
+def partition_finished(
+    targets: list[Target],
+    out_dir: str,
+    weights_path: str,
+    options: dict,
+    *,
+    overwrite: bool,
+    record_paths: bool = False,
+    log: Callable[[str], None] = print,
+    pipeline=None,
+) -> tuple[list[Target], list[Target], list[Rejected]]:
     """Split targets into ``(to run, to skip, conflicts)`` (rules: module docstring) and attach this
     run's record to every target (``t.provenance``). ``options``: :data:`RESULT_OPTIONS` but
     ``pipeline``, which comes from the :class:`~.stages.PipelineOptions` ``pipeline`` (or None).
@@ -143,8 +169,10 @@ def partition_finished(targets: list[Target], out_dir: str, weights_path: str, o
         readable, old = _read_record(scores)
         changes = describe_changes(old, t.provenance) if readable else ["scores file (unreadable)"]
         if changes:
-            message = (f"{t.source}: record '{t.name}': {scores} exists but was produced from another "
-                       f"{'; '.join(changes)}; use --overwrite to replace it, or another --out")
+            message = (
+                f"{t.source}: record '{t.name}': {scores} exists but was produced from another "
+                f"{'; '.join(changes)}; use --overwrite to replace it, or another --out"
+            )
             log(f"error: {message}")
             conflicts.append(Rejected(t.name, message, t.order, len(t.sequence)))
             continue
@@ -165,8 +193,9 @@ def shareable_scores(scores: dict, t: Target, outputs: dict) -> dict:
     if not t.record_paths:
         here = os.path.dirname(os.path.abspath(outputs["scores"])) if outputs.get("scores") else None
         source, _, line = t.source.rpartition(":")
-        out["source"] = (f"{os.path.basename(source)}:{line}" if source and line.isdigit()
-                         else os.path.basename(t.source))
+        out["source"] = (
+            f"{os.path.basename(source)}:{line}" if source and line.isdigit() else os.path.basename(t.source)
+        )
         out["msa_files"] = [_shareable(f, here) for f in t.msa_files]
         if out.get("weights"):
             out["weights"] = os.path.basename(out["weights"])

@@ -2,7 +2,8 @@
 
 One run:
 
-1. collects the targets (:mod:`alphafold_mem.predict.targets`: a FASTA file with one or many records, a directory of FASTA files, or one
+1. collects the targets (:mod:`alphafold_mem.predict.targets`: a FASTA file with one or many records, a directory of
+FASTA files, or one
    ``.a3m``/``.sto`` whose first row is the query) and their MSAs (``msa``: one file for a single
    target; ``msa_dir``: ``<id>.a3m``/``<id>.sto`` or a folder ``<id>/`` of alignment files, merged;
    neither: single-sequence mode, said so);
@@ -90,8 +91,9 @@ class PredictionRun:
         """The end-of-run table: target, length, MSA depth, mean pLDDT, seconds, status."""
         rows = [("target", "length", "MSA depth", "mean pLDDT", "seconds", "status")]
         for r in self.results:
-            rows.append((r.name, _fmt(r.length), _fmt(r.msa_depth), _fmt(r.mean_plddt, ".1f"),
-                         _fmt(r.seconds, ".1f"), r.status))
+            rows.append(
+                (r.name, _fmt(r.length), _fmt(r.msa_depth), _fmt(r.mean_plddt, ".1f"), _fmt(r.seconds, ".1f"), r.status)
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = []
         for k, row in enumerate(rows):
@@ -141,12 +143,32 @@ def _placeholder_templates(n_res: int) -> dict[str, torch.Tensor]:
 # ------------------------------------------------------------------------------------------------
 # the entry point
 # ------------------------------------------------------------------------------------------------
-def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = False, weights=None,
-            preset: Optional[str] = None, num_recycles: Optional[int] = None, device: str = "auto",
-            precision: str = "fp32", seed: int = 0, overwrite: bool = False, chunk_size=None,
-            low_memory: bool = False, memory_policy="auto", max_memory: Optional[int] = None,
-            track_memory: bool = True, log: Optional[Callable[[str], None]] = None, debug: bool = False,
-            pipeline=None, min_msa_depth: int = 0, record_paths: bool = False, dap: int = 1) -> PredictionRun:
+def predict(
+    inputs,
+    out_dir,
+    *,
+    msa=None,
+    msa_dir=None,
+    single_sequence: bool = False,
+    weights=None,
+    preset: Optional[str] = None,
+    num_recycles: Optional[int] = None,
+    device: str = "auto",
+    precision: str = "fp32",
+    seed: int = 0,
+    overwrite: bool = False,
+    chunk_size=None,
+    low_memory: bool = False,
+    memory_policy="auto",
+    max_memory: Optional[int] = None,
+    track_memory: bool = True,
+    log: Optional[Callable[[str], None]] = None,
+    debug: bool = False,
+    pipeline=None,
+    min_msa_depth: int = 0,
+    record_paths: bool = False,
+    dap: int = 1,
+) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
     Args:
@@ -211,10 +233,12 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
 
     # 1-2. Inputs, validated before any model work.
     searching = pipeline is not None and pipeline.searching  # then depth and Neff after the search
-    targets, rejected = collect_targets(inputs, msa, msa_dir, log, single_sequence=single_sequence,
-                                        min_msa_depth=0 if searching else min_msa_depth)
-    results = [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
-               for x in rejected]
+    targets, rejected = collect_targets(
+        inputs, msa, msa_dir, log, single_sequence=single_sequence, min_msa_depth=0 if searching else min_msa_depth
+    )
+    results = [
+        TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order) for x in rejected
+    ]
     if single_sequence:
         for t in targets:
             if t.from_alignment:
@@ -225,17 +249,22 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         for t, message in pipeline.search(targets, out_dir, overwrite=overwrite):
             log(f"error: {message}")
             targets.remove(t)
-            results.append(TargetResult(name=t.name, length=len(t.sequence), status="failed", message=message,
-                                        order=t.order))
+            results.append(
+                TargetResult(name=t.name, length=len(t.sequence), status="failed", message=message, order=t.order)
+            )
         if searching:
             targets, shallow = measure_searched(targets, min_msa_depth, log)
-            results += [TargetResult(name=x.name, length=x.length, status="invalid", message=x.message,
-                                     order=x.order) for x in shallow]
+            results += [
+                TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order)
+                for x in shallow
+            ]
     no_msa = [t.name for t in targets if not t.msa_files]
     if no_msa and not single_sequence:
         shown = ", ".join(no_msa[:5]) + (f" and {len(no_msa) - 5} more" if len(no_msa) > 5 else "")
-        log(f"note: no MSA given for {shown}: running in single-sequence mode (expect low confidence; "
-            "pass --msa or --msa-dir, or --single-sequence to silence this)")
+        log(
+            f"note: no MSA given for {shown}: running in single-sequence mode (expect low confidence; "
+            "pass --msa or --msa-dir, or --single-sequence to silence this)"
+        )
 
     # 3. Weights (only if there is work to do) and finished targets.
     try:
@@ -244,12 +273,22 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         raise PredictError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
     from ..planner import apply_memory_policy
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
+
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
     options = {"preset": preset, "num_recycles": num_recycles, "precision": policy.precision, "seed": seed}
-    todo, skipped, conflicts = partition_finished(targets, out_dir, weights_path, options, overwrite=overwrite,
-                                                  record_paths=record_paths, log=log, pipeline=pipeline)
-    results += [TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order)
-                for x in conflicts]
+    todo, skipped, conflicts = partition_finished(
+        targets,
+        out_dir,
+        weights_path,
+        options,
+        overwrite=overwrite,
+        record_paths=record_paths,
+        log=log,
+        pipeline=pipeline,
+    )
+    results += [
+        TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order) for x in conflicts
+    ]
     targets = todo + skipped
     todo, skipped = par.agree_targets(targets, todo, skipped)
     for t in skipped:
@@ -259,9 +298,12 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     loaded = None
     if todo:
         from ..weights import WeightsError, load_weights
+
         if weights is None and not os.path.exists(weights_path):
-            raise PredictError(f"no --weights given and the default demo weights ({DEFAULT_WEIGHTS}) are "
-                               "missing; pass --weights FILE (an alphafold-mem checkpoint, AF2 .npz or OpenFold .pt)")
+            raise PredictError(
+                f"no --weights given and the default demo weights ({DEFAULT_WEIGHTS}) are "
+                "missing; pass --weights FILE (an alphafold-mem checkpoint, AF2 .npz or OpenFold .pt)"
+            )
         try:
             loaded = stages.run("load_weights", lambda: load_weights(weights_path, preset=preset))
         except WeightsError as exc:
@@ -274,16 +316,19 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         par.bind(model)
         cfg = model.config
         budget = preflight.device_budget(dev, cfg, max_memory)
-        log(f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
+        log(
+            f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
-            f"memory policy {'auto (chosen per target)' if request == 'auto' else policy.name}, budget {budget / 1e9:.1f} GB, "
+            f"memory policy {'auto (chosen per target)' if request == 'auto' else policy.name}, "
+            f"budget {budget / 1e9:.1f} GB, "
             f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run"
-            + (f"; one protein shared by {par.dap} processes (DAP)"
-               if par.dap > 1 else ""))
+            + (f"; one protein shared by {par.dap} processes (DAP)" if par.dap > 1 else "")
+        )
 
     # 4. Targets.
-    by_name = {t.name: TargetResult(name=t.name, length=len(t.sequence), msa_depth=t.msa_depth, order=t.order)
-               for t in targets}
+    by_name = {
+        t.name: TargetResult(name=t.name, length=len(t.sequence), msa_depth=t.msa_depth, order=t.order) for t in targets
+    }
     for t in skipped:
         r = by_name[t.name]
         r.status, r.message = "skipped", "finished outputs exist"
@@ -294,8 +339,15 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
         start = time.perf_counter()
         try:
             # before any model work: a target predicted not to fit fails here, the others still run
-            fit = preflight.check(cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request,
-                                  precision, dev, budget, dap=par.dap)
+            fit = preflight.check(
+                cfg,
+                preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth),
+                request,
+                precision,
+                dev,
+                budget,
+                dap=par.dap,
+            )
             if not fit.fits:
                 raise preflight.DoesNotFit(fit.message)
             if fit.policy != policy:
@@ -313,21 +365,26 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
                 log(traceback.format_exc().rstrip())
         r.seconds = round(time.perf_counter() - start, 2)
         if r.status == "ok":
-            log(f"[{k}/{len(todo)}] {t.name}: {r.length} residues, MSA depth {r.msa_depth}, "
-                f"mean pLDDT {r.mean_plddt:.1f}" + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
-                + f", {r.seconds:.1f} s" + (f", memory policy {policy.name}" if request == "auto" else ""))
+            log(
+                f"[{k}/{len(todo)}] {t.name}: {r.length} residues, MSA depth {r.msa_depth}, "
+                f"mean pLDDT {r.mean_plddt:.1f}"
+                + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
+                + f", {r.seconds:.1f} s"
+                + (f", memory policy {policy.name}" if request == "auto" else "")
+            )
 
     # 5. Timings and summary.
     ordered = sorted(results + [by_name[t.name] for t in targets], key=lambda r: r.order)
     run = PredictionRun(ordered, out_dir, weights=weights_path)
     timings = {
-        "device": str(dev), "precision": policy.precision, "memory_policy": policy.name,
+        "device": str(dev),
+        "precision": policy.precision,
+        "memory_policy": policy.name,
         "weights": weights_path if record_paths else os.path.basename(weights_path),
         "memory_measure": stages.describe(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "stages": stages.records,
-        "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length}
-                    for r in run.results},
+        "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length} for r in run.results},
         **par.timings(stages.records),
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
@@ -340,8 +397,9 @@ def predict(inputs, out_dir, *, msa=None, msa_dir=None, single_sequence: bool = 
     return run
 
 
-def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par,
-                pipeline=None) -> None:
+def _run_target(
+    t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline=None
+) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
     from ..data import make_features, parse_msa
     from ..data.alignment_layout import msa_row_cap
@@ -357,8 +415,14 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
             msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
         chosen = pipeline.templates(t) if pipeline is not None else None
         found["templates"] = chosen
-        batch = make_features(t.sequence, msa=msas or None, config=cfg, mode="predict", seed=seed,
-                              templates=chosen.templates if chosen else ())
+        batch = make_features(
+            t.sequence,
+            msa=msas or None,
+            config=cfg,
+            mode="predict",
+            seed=seed,
+            templates=chosen.templates if chosen else (),
+        )
         if cfg.template.enabled and "template_aatype" not in batch:
             batch.update(_placeholder_templates(len(t.sequence)))
         return batch
@@ -372,11 +436,17 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
     def forward():
         torch.manual_seed(seed)
         with torch.inference_mode():  # precision: the model enters its one autocast itself
-            return model(batch)
+            return model(batch)  # noqa: F821 - bound above; deleted only after this closure ran
 
     out = stages.run(f"{t.name}/model", forward, forward=True)
-    keep = ("final_atom_positions", "final_atom_mask", "plddt", "predicted_aligned_error",
-            "max_predicted_aligned_error", "ptm")
+    keep = (
+        "final_atom_positions",
+        "final_atom_mask",
+        "plddt",
+        "predicted_aligned_error",
+        "max_predicted_aligned_error",
+        "ptm",
+    )
     arrays = {k: v.detach().float().cpu().numpy() for k, v in par.gather(model, out, keep).items()}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
     fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
@@ -390,25 +460,40 @@ def _run_target(t: Target, r: TargetResult, model, loaded, dev, policy, seed, st
         raise FloatingPointError("the model produced non-finite coordinates or pLDDT")
     r.mean_plddt = float(plddt.mean())
     r.ptm = arrays.get("ptm")
-    msa_note = (f"MSA {', '.join(os.path.basename(f) for f in t.msa_files)} ({t.msa_depth} rows)"
-                if t.msa_files else "single-sequence")
-    method = (f"weights {os.path.basename(weights_path)} ({loaded.format}, preset {cfg.preset}); {msa_note}; "
-              f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy.name}"
-              + (f" (chunk size {chunk_note})" if chunk_note is not None else ""))
+    msa_note = (
+        f"MSA {', '.join(os.path.basename(f) for f in t.msa_files)} ({t.msa_depth} rows)"
+        if t.msa_files
+        else "single-sequence"
+    )
+    method = (
+        f"weights {os.path.basename(weights_path)} ({loaded.format}, preset {cfg.preset}); {msa_note}; "
+        f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy.name}"
+        + (f" (chunk size {chunk_note})" if chunk_note is not None else "")
+    )
     scores = {
-        "id": t.name, "description": t.description, "source": t.source, "sequence": t.sequence,
+        "id": t.name,
+        "description": t.description,
+        "source": t.source,
+        "sequence": t.sequence,
         "length": len(t.sequence),
         "mean_plddt": round(r.mean_plddt, 2),
         "plddt": [round(float(x), 2) for x in plddt],
-        "msa_depth": t.msa_depth, "msa_files": list(t.msa_files),
+        "msa_depth": t.msa_depth,
+        "msa_files": list(t.msa_files),
         "msa_mode": "msa" if t.msa_files else "single_sequence",
-        "weights": weights_path, "weights_format": loaded.format, "preset": cfg.preset,
-        "num_recycles": cfg.num_recycles, "seed": seed, "precision": precision,
-        "memory_policy": policy.name, "chunk_size": chunk_note,
+        "weights": weights_path,
+        "weights_format": loaded.format,
+        "preset": cfg.preset,
+        "num_recycles": cfg.num_recycles,
+        "seed": seed,
+        "precision": precision,
+        "memory_policy": policy.name,
+        "chunk_size": chunk_note,
     }
     if pipeline is not None:
-        scores["templates"] = pipeline.template_record(found.get("templates"), pipeline.hits_file(t),
-                                                       cfg.template.enabled)
+        scores["templates"] = pipeline.template_record(
+            found.get("templates"), pipeline.hits_file(t), cfg.template.enabled
+        )
     scores = shareable_scores(scores, t, r.outputs)
     if "predicted_aligned_error" in arrays:
         pae = arrays["predicted_aligned_error"]
@@ -440,10 +525,11 @@ def _failure_message(t: Target, exc: BaseException) -> str:
         return f"{t.source}: record '{t.name}': does not fit: {exc}"
     cpu_oom = isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or cpu_oom:
-        return (f"{t.source}: record '{t.name}': out of memory at {len(t.sequence)} residues "
-                f"(MSA depth {t.msa_depth}); try --low-memory or --chunk-size, or another device")
+        return (
+            f"{t.source}: record '{t.name}': out of memory at {len(t.sequence)} residues "
+            f"(MSA depth {t.msa_depth}); try --low-memory or --chunk-size, or another device"
+        )
     if isinstance(exc, InputError):
         return str(exc) if exc.record else f"{exc} (record '{t.name}')"
     text = " ".join(str(exc).split())[:300] or type(exc).__name__
     return f"{t.source}: record '{t.name}': {type(exc).__name__}: {text}"
-

@@ -101,20 +101,31 @@ class PipelineOptions:
         if self.obsolete and "obsolete" not in self._cache:
             self._cache["obsolete"] = parse_obsolete(self.obsolete)
         hits = read_template_hits(hits_path, len(t.sequence))
-        selection = select_templates(t.sequence, hits, self.mmcif_dirs, max_templates=self.max_templates,
-                                     max_template_date=self.max_template_date,
-                                     obsolete=self._cache.get("obsolete"), log=self.log,
-                                     structure_cache=self._cache.setdefault("structures", {}))
-        self.log(f"templates: {t.name}: {len(selection.used)} used ({', '.join(selection.used) or 'none'}), "
-                 f"{len(selection.dropped)} dropped, from {hits_path}")
+        selection = select_templates(
+            t.sequence,
+            hits,
+            self.mmcif_dirs,
+            max_templates=self.max_templates,
+            max_template_date=self.max_template_date,
+            obsolete=self._cache.get("obsolete"),
+            log=self.log,
+            structure_cache=self._cache.setdefault("structures", {}),
+        )
+        self.log(
+            f"templates: {t.name}: {len(selection.used)} used ({', '.join(selection.used) or 'none'}), "
+            f"{len(selection.dropped)} dropped, from {hits_path}"
+        )
         return selection
 
     @staticmethod
     def template_record(selection, hits_path: Optional[str], model_uses_templates: bool) -> dict:
         """The ``templates`` entry of the scores JSON."""
-        return {"hits_file": hits_path, "used": selection.used if selection else [],
-                "used_by_model": bool(model_uses_templates and selection and selection.used),
-                "hits": [c.as_dict() for c in selection.choices] if selection else []}
+        return {
+            "hits_file": hits_path,
+            "used": selection.used if selection else [],
+            "used_by_model": bool(model_uses_templates and selection and selection.used),
+            "hits": [c.as_dict() for c in selection.choices] if selection else [],
+        }
 
     def hits_file(self, t) -> Optional[str]:
         return self._hits.get(t.name)
@@ -127,16 +138,23 @@ class PipelineOptions:
 
         relaxed = os.path.join(os.path.dirname(outputs["pdb"]), f"{name}_relaxed.pdb")
         try:
-            result = relax_structure(outputs["pdb"], relaxed, device=self.relax_device, threads=self.cpus,
-                                     remarks=[f"relaxed from {os.path.basename(outputs['pdb'])}"])
+            result = relax_structure(
+                outputs["pdb"],
+                relaxed,
+                device=self.relax_device,
+                threads=self.cpus,
+                remarks=[f"relaxed from {os.path.basename(outputs['pdb'])}"],
+            )
             record = {"status": "ok", "relaxed_pdb": os.path.basename(relaxed), **result.as_dict()}
             record.pop("path", None)
             outputs["relaxed_pdb"] = relaxed
             b, a = result.violations_before, result.violations_after
-            self.log(f"relax: {name}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy "
-                     f"{result.initial_energy:.0f} -> {result.final_energy:.0f} kcal/mol, clashing atoms "
-                     f"{b['clashing_atoms']} -> {a['clashing_atoms']}, bond violations {b['bond_violations']} -> "
-                     f"{a['bond_violations']}, Cα-RMSD {result.ca_rmsd:.2f} Å -> {relaxed}")
+            self.log(
+                f"relax: {name}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy "
+                f"{result.initial_energy:.0f} -> {result.final_energy:.0f} kcal/mol, clashing atoms "
+                f"{b['clashing_atoms']} -> {a['clashing_atoms']}, bond violations {b['bond_violations']} -> "
+                f"{a['bond_violations']}, Cα-RMSD {result.ca_rmsd:.2f} Å -> {relaxed}"
+            )
         except (RelaxError, ValueError, OSError) as exc:
             record = {"status": "failed", "reason": " ".join(str(exc).split())[:300]}
             self.log(f"warning: relax: {name}: failed, the unrelaxed model is kept: {record['reason']}")

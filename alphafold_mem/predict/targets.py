@@ -21,12 +21,19 @@ from typing import Callable, Optional
 
 from ..data.alignment_layout import msa_row_cap
 from ..data.neff import neff
-
 from .errors import PredictError
 from .inputs import FASTA_SUFFIXES, MSA_SUFFIXES, input_files
 
-__all__ = ["PredictError", "Target", "Rejected", "collect_targets", "measure_msa", "measure_searched",
-           "FASTA_SUFFIXES", "MSA_SUFFIXES"]
+__all__ = [
+    "PredictError",
+    "Target",
+    "Rejected",
+    "collect_targets",
+    "measure_msa",
+    "measure_searched",
+    "FASTA_SUFFIXES",
+    "MSA_SUFFIXES",
+]
 
 
 @dataclass
@@ -114,8 +121,16 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
     for i in range(starts[0]):
         text = lines[i].strip()
         if text and not text.startswith((";", "#", "!")):
-            errors.append((i + 1, str(InputError(f"text before the first FASTA header ('>'): {text[:30]!r}",
-                                                 file=path, line=i + 1, column=1))))
+            errors.append(
+                (
+                    i + 1,
+                    str(
+                        InputError(
+                            f"text before the first FASTA header ('>'): {text[:30]!r}", file=path, line=i + 1, column=1
+                        )
+                    ),
+                )
+            )
             break
     records = []
     with warnings.catch_warnings(record=True) as caught:
@@ -155,13 +170,20 @@ def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
     folder = os.path.join(msa_dir, name)
     if not found and os.path.isdir(folder):  # AF2/OpenFold chain folder: AF2's merge order
         from ..data.alignment_layout import alignment_files
+
         found = [str(p) for p, _ in alignment_files(folder)]
     return found
 
 
-def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] = print, *,
-                    single_sequence: bool = False, min_msa_depth: int = 0
-                    ) -> tuple[list[Target], list[Rejected]]:
+def collect_targets(
+    inputs,
+    msa=None,
+    msa_dir=None,
+    log: Callable[[str], None] = print,
+    *,
+    single_sequence: bool = False,
+    min_msa_depth: int = 0,
+) -> tuple[list[Target], list[Rejected]]:
     """Parse and validate every input and MSA before any model work.
 
     Args:
@@ -216,21 +238,34 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
                 continue
             query = parsed.query.replace("-", "")
             if len(query) != len(parsed.query):
-                reject(Path(path).name, f"{path}:1: record '{parsed.descriptions[0][:40]}': the first row "
-                                        "(the query) contains gaps")
+                reject(
+                    Path(path).name,
+                    f"{path}:1: record '{parsed.descriptions[0][:40]}': the first row (the query) contains gaps",
+                )
                 continue
             stem = Path(path[:-3] if path.endswith(".gz") else path).stem
             name = sanitize_name(parsed.descriptions[0], stem)
             _warn_unknown(query, f"{path}:1: record '{name}'", log)
-            targets.append(Target(name, query, parsed.descriptions[0], path, (path,), [parsed],
-                                   from_alignment=True, order=next(counter)))
+            targets.append(
+                Target(
+                    name,
+                    query,
+                    parsed.descriptions[0],
+                    path,
+                    (path,),
+                    [parsed],
+                    from_alignment=True,
+                    order=next(counter),
+                )
+            )
             continue
         records, errors = _read_fasta(path, log)
         items = [(line, 0, message) for line, message in errors] + [(rec.line, 1, rec) for rec in records]
         for _, is_record, item in sorted(items, key=lambda x: (x[0], x[1])):  # file order
             if is_record:
-                targets.append(Target(item.name, item.sequence, item.description, f"{path}:{item.line}",
-                                      order=next(counter)))
+                targets.append(
+                    Target(item.name, item.sequence, item.description, f"{path}:{item.line}", order=next(counter))
+                )
             else:
                 reject(_record_of(item) or Path(path).name, item)
 
@@ -241,8 +276,10 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
         if from_a3m:
             raise PredictError(f"--msa {msa} given with an alignment input ({from_a3m[0].source}); give one of them")
         if len(targets) + len(rejected) != 1:
-            raise PredictError(f"--msa {msa} is for a single target but the input holds "
-                               f"{len(targets) + len(rejected)}; use --msa-dir with <record id>.a3m files")
+            raise PredictError(
+                f"--msa {msa} is for a single target but the input holds "
+                f"{len(targets) + len(rejected)}; use --msa-dir with <record id>.a3m files"
+            )
         if not os.path.isfile(os.fspath(msa)):
             raise PredictError(f"{os.fspath(msa)}: MSA file not found")
         for t in targets:
@@ -258,8 +295,13 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
                 continue
             files = _msa_files_in_dir(msa_dir, t.name)
             if not files:
-                reject(t.name, f"{t.source}: record '{t.name}': no alignment in {msa_dir} (looked for "
-                               f"{t.name}.a3m, {t.name}.sto and a folder {t.name}/)", t.order, len(t.sequence))
+                reject(
+                    t.name,
+                    f"{t.source}: record '{t.name}': no alignment in {msa_dir} (looked for "
+                    f"{t.name}.a3m, {t.name}.sto and a folder {t.name}/)",
+                    t.order,
+                    len(t.sequence),
+                )
                 continue
             t.msa_files = tuple(files)
             keep.append(t)
@@ -290,8 +332,9 @@ def collect_targets(inputs, msa=None, msa_dir=None, log: Callable[[str], None] =
     return valid, rejected
 
 
-def measure_searched(targets: list[Target], min_msa_depth: int, log: Callable[[str], None] = print
-                     ) -> tuple[list[Target], list[Rejected]]:
+def measure_searched(
+    targets: list[Target], min_msa_depth: int, log: Callable[[str], None] = print
+) -> tuple[list[Target], list[Rejected]]:
     """After a search stage gave targets their MSAs: depth, Neff and ``min_msa_depth`` again
     (:func:`measure_msa`), as :func:`collect_targets` does for given MSAs; targets whose MSA files
     were measured already are not read again. An MSA that does not parse rejects its target."""
@@ -300,8 +343,11 @@ def measure_searched(targets: list[Target], min_msa_depth: int, log: Callable[[s
     kept, rejected = [], []
     for t in targets:
         try:
-            problem = (measure_msa(t, min_msa_depth, log) if t.measured_files != t.msa_files
-                       else _depth_problem(t, min_msa_depth))
+            problem = (
+                measure_msa(t, min_msa_depth, log)
+                if t.measured_files != t.msa_files
+                else _depth_problem(t, min_msa_depth)
+            )
         except InputError as exc:
             problem = str(exc) if exc.record else f"{exc} (MSA for record '{t.name}')"
         if problem:
@@ -332,15 +378,19 @@ def measure_msa(t: Target, min_msa_depth: int = 0, log: Callable[[str], None] = 
     t.msas = []  # parsed again when the target runs: a large batch never holds every MSA at once
     t.measured_files = t.msa_files
     if t.msa_files and t.msa_depth == 1:
-        log(f"warning: {t.source}: record '{t.name}': the MSA ({', '.join(Path(f).name for f in t.msa_files)}) "
-            "holds only the query (depth 1): this is single-sequence mode (expect low confidence)")
+        log(
+            f"warning: {t.source}: record '{t.name}': the MSA ({', '.join(Path(f).name for f in t.msa_files)}) "
+            "holds only the query (depth 1): this is single-sequence mode (expect low confidence)"
+        )
     return _depth_problem(t, min_msa_depth)
 
 
 def _depth_problem(t: Target, min_msa_depth: int) -> Optional[str]:
     if t.msa_depth < min_msa_depth:
-        return (f"{t.source}: record '{t.name}': MSA depth {t.msa_depth} (Neff {t.neff.describe()}) "
-                f"is below --min-msa-depth {min_msa_depth}")
+        return (
+            f"{t.source}: record '{t.name}': MSA depth {t.msa_depth} (Neff {t.neff.describe()}) "
+            f"is below --min-msa-depth {min_msa_depth}"
+        )
     return None
 
 
@@ -373,8 +423,7 @@ def _read_structure_targets(path: str, log) -> tuple[list[Target], Optional[str]
     for chain in structure.chains.values():
         name = sanitize_name(f"{stem}_{chain.chain_id}", f"chain_{chain.chain_id}")
         _warn_unknown(chain.sequence, f"{path}: record '{name}'", log)
-        out.append(Target(name, chain.sequence, f"{structure.pdb_id} chain {chain.chain_id} ({Path(path).name})",
-                          path))
+        out.append(Target(name, chain.sequence, f"{structure.pdb_id} chain {chain.chain_id} ({Path(path).name})", path))
     return out, None
 
 
@@ -384,4 +433,4 @@ def _record_of(message: str) -> Optional[str]:
     if i < 0:
         return None
     j = message.find("'", i + len(marker))
-    return message[i + len(marker):j] if j > 0 else None
+    return message[i + len(marker) : j] if j > 0 else None

@@ -49,13 +49,19 @@ class Stages:
 
     def describe(self) -> dict[str, str]:
         if self.device.type == "cuda":
-            return {"peak_mib": "torch.cuda.max_memory_allocated during the stage minus what was allocated "
-                                "when it began (alphafold_mem.memory.track_peak)"}
-        out = {"process_max_rss_mib": "process maximum resident set size so far (getrusage): a whole-process "
-                                      "high-water mark, not a per-stage peak"}
+            return {
+                "peak_mib": "torch.cuda.max_memory_allocated during the stage minus what was allocated "
+                "when it began (alphafold_mem.memory.track_peak)"
+            }
+        out = {
+            "process_max_rss_mib": "process maximum resident set size so far (getrusage): a whole-process "
+            "high-water mark, not a per-stage peak"
+        }
         if self.track_cpu:
-            out["peak_mib"] = ("model stages only: peak of tensor storages created during the forward, "
-                               "parameters and inputs excluded (alphafold_mem.memory.track_peak)")
+            out["peak_mib"] = (
+                "model stages only: peak of tensor storages created during the forward, "
+                "parameters and inputs excluded (alphafold_mem.memory.track_peak)"
+            )
         return out
 
 

@@ -8,5 +8,12 @@ hits by hmmsearch against a pdb_seqres file (:mod:`.hmmsearch`), both with AF2's
 from .settings import HMMSEARCH_OPTIONS, JackhmmerSettings, SearchError
 from .stage import SearchOptions, SearchOutcome, database_name, search_target
 
-__all__ = ["JackhmmerSettings", "HMMSEARCH_OPTIONS", "SearchError", "SearchOptions", "SearchOutcome",
-           "search_target", "database_name"]
+__all__ = [
+    "JackhmmerSettings",
+    "HMMSEARCH_OPTIONS",
+    "SearchError",
+    "SearchOptions",
+    "SearchOutcome",
+    "search_target",
+    "database_name",
+]

@@ -38,8 +38,16 @@ def build_profile(msa: Msa, name: str = "query"):
     return hmm
 
 
-def search_templates(msa: Msa, database, out_sto, *, cpus: int = 1, chunk_sequences: int = 200_000,
-                     z: Optional[float] = None, name: str = "query") -> dict:
+def search_templates(
+    msa: Msa,
+    database,
+    out_sto,
+    *,
+    cpus: int = 1,
+    chunk_sequences: int = 200_000,
+    z: Optional[float] = None,
+    name: str = "query",
+) -> dict:
     """hmmsearch of ``msa``'s profile against ``database``; writes the hits to ``out_sto``.
 
     Args:

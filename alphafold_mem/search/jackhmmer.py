@@ -103,8 +103,16 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def search_database(name: str, sequence: str, database, settings: Optional[JackhmmerSettings] = None, *,
-                    cpus: int = 1, progress: bool = True, label: str = "") -> DatabaseHits:
+def search_database(
+    name: str,
+    sequence: str,
+    database,
+    settings: Optional[JackhmmerSettings] = None,
+    *,
+    cpus: int = 1,
+    progress: bool = True,
+    label: str = "",
+) -> DatabaseHits:
     """jackhmmer of one query against one FASTA database (streamed in chunks).
 
     Args:
@@ -134,11 +142,19 @@ def search_database(name: str, sequence: str, database, settings: Optional[Jackh
     alphabet = pyhmmer.easel.Alphabet.amino()
     query = pyhmmer.easel.TextSequence(name=name.encode(), sequence=sequence.upper()).digitize(alphabet)
     found, searched = [], 0
-    bar = tqdm(total=int(z), unit="seq", unit_scale=True, disable=not progress, leave=True,
-               desc=label or f"{name} vs {os.path.basename(database)}")
+    bar = tqdm(
+        total=int(z),
+        unit="seq",
+        unit_scale=True,
+        disable=not progress,
+        leave=True,
+        desc=label or f"{name} vs {os.path.basename(database)}",
+    )
     try:
-        with pyhmmer.easel.SequenceFile(database, digital=True, alphabet=alphabet) as sf, \
-                cf.ThreadPoolExecutor(max_workers=max(1, cpus)) as pool:
+        with (
+            pyhmmer.easel.SequenceFile(database, digital=True, alphabet=alphabet) as sf,
+            cf.ThreadPoolExecutor(max_workers=max(1, cpus)) as pool,
+        ):
             pending: list = []
             while True:
                 block = sf.read_block(sequences=settings.chunk_sequences)

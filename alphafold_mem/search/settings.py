@@ -53,8 +53,16 @@ class JackhmmerSettings:
     chunk_sequences: int = 200_000
 
     def pipeline_options(self, z: float) -> dict:
-        return {"E": self.e_value, "incE": self.inc_e, "domE": self.dom_e, "incdomE": self.incdom_e,
-                "F1": self.f1, "F2": self.f2, "F3": self.f3, "Z": float(z)}
+        return {
+            "E": self.e_value,
+            "incE": self.inc_e,
+            "domE": self.dom_e,
+            "incdomE": self.incdom_e,
+            "F1": self.f1,
+            "F2": self.f2,
+            "F3": self.f3,
+            "Z": float(z),
+        }
 
 
 HMMSEARCH_OPTIONS = {"F1": 0.1, "F2": 0.1, "F3": 0.1, "incE": 100.0, "E": 100.0, "domE": 100.0, "incdomE": 100.0}
@@ -66,6 +74,8 @@ def require_pyhmmer():
     try:
         import pyhmmer
     except ImportError:
-        raise SearchError("MSA/template search needs the 'pyhmmer' package (HMMER3 in Python): "
-                          "pip install pyhmmer  (it is a dependency of alphafold_mem on Linux and macOS)") from None
+        raise SearchError(
+            "MSA/template search needs the 'pyhmmer' package (HMMER3 in Python): "
+            "pip install pyhmmer  (it is a dependency of alphafold_mem on Linux and macOS)"
+        ) from None
     return pyhmmer

@@ -77,8 +77,15 @@ def _load(path: str) -> dict:
         return {}
 
 
-def search_target(name: str, sequence: str, out_dir, options: SearchOptions, *,
-                  log: Callable[[str], None] = print, overwrite: bool = False) -> SearchOutcome:
+def search_target(
+    name: str,
+    sequence: str,
+    out_dir,
+    options: SearchOptions,
+    *,
+    log: Callable[[str], None] = print,
+    overwrite: bool = False,
+) -> SearchOutcome:
     """Run (or reuse) the searches of one target.
 
     Args:
@@ -117,19 +124,36 @@ def search_target(name: str, sequence: str, out_dir, options: SearchOptions, *,
             reused.append(db_name)
             log(f"search: {name} vs {db_name}: reusing {a3m} ({prev.get('depth')} rows)")
         else:
-            hits = search_database(name, sequence, db, options.settings, cpus=options.cpus,
-                                   progress=options.progress, label=f"{name} vs {db_name}")
+            hits = search_database(
+                name,
+                sequence,
+                db,
+                options.settings,
+                cpus=options.cpus,
+                progress=options.progress,
+                label=f"{name} vs {db_name}",
+            )
             write_a3m(a3m, hits.names, hits.rows)
             write_stockholm(sto, hits.names, hits.rows, title=f"{name} vs {db_name}")
-            record["msa"][db_name] = {"database": _stamp(db), "depth": hits.depth, "searched": hits.searched,
-                                      "z": hits.z, "seconds": round(hits.seconds, 3), "a3m": a3m, "sto": sto}
-            log(f"search: {name} vs {db_name}: {hits.depth} rows (query included) from {hits.searched} "
-                f"sequences in {hits.seconds:.1f} s -> {a3m}")
+            record["msa"][db_name] = {
+                "database": _stamp(db),
+                "depth": hits.depth,
+                "searched": hits.searched,
+                "z": hits.z,
+                "seconds": round(hits.seconds, 3),
+                "a3m": a3m,
+                "sto": sto,
+            }
+            log(
+                f"search: {name} vs {db_name}: {hits.depth} rows (query included) from {hits.searched} "
+                f"sequences in {hits.seconds:.1f} s -> {a3m}"
+            )
         msa_files.append(a3m)
     hits_path = None
     if options.template_db is not None:
-        hits_path = _template_search(name, sequence, folder, msa_files, options, old if same_query else {},
-                                     record, reused, log)
+        hits_path = _template_search(
+            name, sequence, folder, msa_files, options, old if same_query else {}, record, reused, log
+        )
     with atomic_write(record_path) as tmp, open(tmp, "w") as fh:
         json.dump(record, fh, indent=1)
     return SearchOutcome(msa_files, hits_path, reused, record)
@@ -155,8 +179,10 @@ def _template_search(name, sequence, folder, msa_files, options, old, record, re
     msa = parse_msa(source, query=sequence) if source else _query_only(sequence)
     stats = search_templates(msa, db, out, cpus=options.cpus, name=name)
     record["templates"] = {**want, **stats, "hits_file": out}
-    log(f"search: {name} templates: {stats['hits']} hits in {os.path.basename(db)} "
-        f"({stats['searched']} chains, {stats['seconds']:.1f} s) -> {out}")
+    log(
+        f"search: {name} templates: {stats['hits']} hits in {os.path.basename(db)} "
+        f"({stats['searched']} chains, {stats['seconds']:.1f} s) -> {out}"
+    )
     return out
 
 

@@ -12,6 +12,19 @@ from .ema import EMA
 from .lightning_module import AlphaFoldLightning, NonFiniteLossError, evaluate_lddt
 from .runner import build_trainer, train
 
-__all__ = ["AlphaFoldLightning", "AF2DataModule", "TrainConfig", "DEFAULT_HELD_OUT", "EMA", "AtomicCheckpointIO",
-           "check_config_compatible", "export_weights", "load_model", "load_weights", "NonFiniteLossError",
-           "evaluate_lddt", "build_trainer", "train"]
+__all__ = [
+    "AlphaFoldLightning",
+    "AF2DataModule",
+    "TrainConfig",
+    "DEFAULT_HELD_OUT",
+    "EMA",
+    "AtomicCheckpointIO",
+    "check_config_compatible",
+    "export_weights",
+    "load_model",
+    "load_weights",
+    "NonFiniteLossError",
+    "evaluate_lddt",
+    "build_trainer",
+    "train",
+]

@@ -9,7 +9,6 @@ writes the small inference file (EMA weights + config) that ``alphafold-mem pred
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -20,8 +19,14 @@ from ..io import atomic_save
 from ..model import AlphaFold
 from ..weights import normalize_state_dict_keys, write_checkpoint
 
-__all__ = ["AtomicCheckpointIO", "check_config_compatible", "read_checkpoint_config",
-           "export_weights", "load_model", "load_weights"]
+__all__ = [
+    "AtomicCheckpointIO",
+    "check_config_compatible",
+    "read_checkpoint_config",
+    "export_weights",
+    "load_model",
+    "load_weights",
+]
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -50,12 +55,17 @@ def check_config_compatible(saved: dict | ModelConfig, current: ModelConfig, wha
     saved_d = saved.to_dict() if isinstance(saved, ModelConfig) else saved
     a, b = _flatten(saved_d), _flatten(current.to_dict())
     ignore = ("loss.", "data.", "preset", "num_recycles")
-    diffs = [f"{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b))
-             if not k.startswith(ignore) and a.get(k) != b.get(k)]
+    diffs = [
+        f"{k} ({a.get(k)!r} vs {b.get(k)!r})"
+        for k in sorted(set(a) | set(b))
+        if not k.startswith(ignore) and a.get(k) != b.get(k)
+    ]
     if diffs:
         shown = ", ".join(diffs[:6]) + (f" and {len(diffs) - 6} more" if len(diffs) > 6 else "")
-        raise ValueError(f"the {what} was saved for preset '{saved_d.get('preset')}' but the model is preset "
-                         f"'{current.preset}', and they differ in {shown}.")
+        raise ValueError(
+            f"the {what} was saved for preset '{saved_d.get('preset')}' but the model is preset "
+            f"'{current.preset}', and they differ in {shown}."
+        )
 
 
 def read_checkpoint_config(path: str | os.PathLike) -> tuple[ModelConfig, dict]:
@@ -82,8 +92,9 @@ def _weights(ckpt: dict, use_ema: bool) -> dict[str, torch.Tensor]:
     return normalize_state_dict_keys(ckpt)
 
 
-def export_weights(ckpt_path: str | os.PathLike, out_path: str | os.PathLike, use_ema: bool = True,
-                   extra: Optional[dict] = None) -> None:
+def export_weights(
+    ckpt_path: str | os.PathLike, out_path: str | os.PathLike, use_ema: bool = True, extra: Optional[dict] = None
+) -> None:
     """Write the inference file in the plain format of :mod:`alphafold_mem.weights.checkpoints`:
     ``{"format": "alphafold-mem", "format_version": 1, "config", "state_dict" (EMA weights, fp32),
     "metadata"}`` (atomically, by :func:`alphafold_mem.weights.write_checkpoint`)."""

@@ -78,8 +78,7 @@ def check_removed(names) -> None:
     """
     for name in names:
         if name in REMOVED_FIELDS:
-            raise ValueError(f"--train-set {name}: TrainConfig.{name} was removed; use "
-                             f"{REMOVED_FIELDS[name][1]}")
+            raise ValueError(f"--train-set {name}: TrainConfig.{name} was removed; use {REMOVED_FIELDS[name][1]}")
 
 
 #: Hold-out set of the shipped example data (pdb ids): distinct sequences from every training chain.

@@ -57,8 +57,9 @@ def resolve_index(data_dir: str | os.PathLike, cache_dir: str | os.PathLike) -> 
     alignments = data_dir / "alignments"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        build_chain_index(structures, alignments if alignments.is_dir() else None, out,
-                          cache_dir=Path(cache_dir) / "cache")
+        build_chain_index(
+            structures, alignments if alignments.is_dir() else None, out, cache_dir=Path(cache_dir) / "cache"
+        )
     return out
 
 
@@ -69,8 +70,10 @@ def split_index(index: ChainIndex, held_out: tuple[str, ...]) -> tuple[ChainInde
     held_seqs = {e["sequence"] for e in index.entries if e.get("pdb_id", "").lower() in held}
     train = [e for e in index.entries if e["sequence"] not in held_seqs]
     val = [e for e in index.entries if e["sequence"] in held_seqs]
-    return (ChainIndex(root=index.root, entries=train, skipped=list(index.skipped)),
-            ChainIndex(root=index.root, entries=val))
+    return (
+        ChainIndex(root=index.root, entries=train, skipped=list(index.skipped)),
+        ChainIndex(root=index.root, entries=val),
+    )
 
 
 class _Draws(Dataset):
@@ -82,7 +85,7 @@ class _Draws(Dataset):
         self.p = w / w.sum()
 
     def __len__(self) -> int:
-        return 2 ** 62
+        return 2**62
 
     def __getitem__(self, k: int):
         i = int(np.random.default_rng([self.seed, 7, k]).choice(len(self.p), p=self.p))
@@ -124,10 +127,18 @@ class AF2DataModule(L.LightningDataModule):
         log: receives the report lines (default: stderr).
     """
 
-    def __init__(self, data_dir: str | os.PathLike, model_config: ModelConfig, train_config: TrainConfig,
-                 cache_dir: str | os.PathLike, max_steps: int = 1000, num_workers: int = 0,
-                 max_val_length: int = 400, report_dir: str | os.PathLike | None = None,
-                 log: Optional[Callable[[str], None]] = None):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        model_config: ModelConfig,
+        train_config: TrainConfig,
+        cache_dir: str | os.PathLike,
+        max_steps: int = 1000,
+        num_workers: int = 0,
+        max_val_length: int = 400,
+        report_dir: str | os.PathLike | None = None,
+        log: Optional[Callable[[str], None]] = None,
+    ):
         super().__init__()
         self.data_dir, self.cache_dir = Path(data_dir), Path(cache_dir)
         self.model_config, self.train_config = model_config, train_config
@@ -154,11 +165,18 @@ class AF2DataModule(L.LightningDataModule):
         val_idx.entries = val_idx.entries[: self.train_config.max_val_chains]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # every entry left out is in the report below
-            self.train_set = ProteinChainDataset(train_idx, self.model_config, mode="train",
-                                                 seed=self.train_config.seed,
-                                                 recycling_slices=self.model_config.num_recycles + 1)
-            self.val_set = (ProteinChainDataset(val_idx, self.model_config, mode="eval", seed=self.train_config.seed)
-                            if val_idx.entries else None)
+            self.train_set = ProteinChainDataset(
+                train_idx,
+                self.model_config,
+                mode="train",
+                seed=self.train_config.seed,
+                recycling_slices=self.model_config.num_recycles + 1,
+            )
+            self.val_set = (
+                ProteinChainDataset(val_idx, self.model_config, mode="eval", seed=self.train_config.seed)
+                if val_idx.entries
+                else None
+            )
         report.add("dropped", self.train_set.rejected + (self.val_set.rejected if self.val_set else []))
         report.counts.update(train=len(self.train_set), validation=len(self.val_set) if self.val_set else 0)
         if self._rank_world()[0] == 0:
@@ -176,10 +194,15 @@ class AF2DataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()
         sampler = _DrawSampler(self.start_batch, max(1, self.max_steps), self.train_config.batch_size, rank, world)
-        return DataLoader(_Draws(self.train_set, self.train_config.seed), batch_size=self.train_config.batch_size,
-                          sampler=sampler, collate_fn=collate, num_workers=self.num_workers,
-                          generator=torch.Generator().manual_seed(0),  # never draw from the global RNG
-                          persistent_workers=self.num_workers > 0)
+        return DataLoader(
+            _Draws(self.train_set, self.train_config.seed),
+            batch_size=self.train_config.batch_size,
+            sampler=sampler,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+            generator=torch.Generator().manual_seed(0),  # never draw from the global RNG
+            persistent_workers=self.num_workers > 0,
+        )
 
     def val_dataloader(self):
         if self.val_set is None:
@@ -187,14 +210,22 @@ class AF2DataModule(L.LightningDataModule):
         rank, world = self._rank_world()
         n = len(self.val_set)
         idx = list(range(rank, n, world)) or [rank % n]  # every rank needs at least one batch
-        return DataLoader(torch.utils.data.Subset(self.val_set, idx), batch_size=1, collate_fn=collate,
-                          num_workers=0, generator=torch.Generator().manual_seed(0))
+        return DataLoader(
+            torch.utils.data.Subset(self.val_set, idx),
+            batch_size=1,
+            collate_fn=collate,
+            num_workers=0,
+            generator=torch.Generator().manual_seed(0),
+        )
 
     # -- resume -----------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         lm = getattr(getattr(self, "trainer", None), "lightning_module", None)
-        return {"batches_seen": int(getattr(lm, "batches_seen", self.start_batch)),
-                "seed": self.train_config.seed, "batch_size": self.train_config.batch_size}
+        return {
+            "batches_seen": int(getattr(lm, "batches_seen", self.start_batch)),
+            "seed": self.train_config.seed,
+            "batch_size": self.train_config.batch_size,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.start_batch = int(state["batches_seen"])
@@ -208,10 +239,15 @@ def _split_report(index: ChainIndex, val_idx: ChainIndex, max_val_length: int, m
     report.add_index(index)
     report.counts["indexed"] = len(index.entries)
     held = [drop("held out for validation", e["name"]) for e in val_idx.entries]
-    too_long = [drop("validation chain longer than the limit", e["name"], f"{e.get('length')} > {max_val_length}")
-                for e in val_idx.entries if e.get("length", 0) > max_val_length]
+    too_long = [
+        drop("validation chain longer than the limit", e["name"], f"{e.get('length')} > {max_val_length}")
+        for e in val_idx.entries
+        if e.get("length", 0) > max_val_length
+    ]
     short = [e for e in val_idx.entries if e.get("length", 0) <= max_val_length]
-    extra = [drop("validation chains beyond max_val_chains", e["name"], f"max_val_chains={max_val_chains}")
-             for e in short[max_val_chains:]]
+    extra = [
+        drop("validation chains beyond max_val_chains", e["name"], f"max_val_chains={max_val_chains}")
+        for e in short[max_val_chains:]
+    ]
     report.add("held_out", held + too_long + extra)
     return report

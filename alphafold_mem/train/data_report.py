@@ -52,8 +52,10 @@ class DataReport:
     def lines(self, examples: int = 3) -> list[str]:
         """The start-up lines: totals, then one counted line per reason."""
         c = self.counts
-        out = [f"data: {c.get('indexed', 0)} chains indexed, {c.get('train', 0)} used for training, "
-               f"{c.get('validation', 0)} for validation, {len(self.dropped)} left out"]
+        out = [
+            f"data: {c.get('indexed', 0)} chains indexed, {c.get('train', 0)} used for training, "
+            f"{c.get('validation', 0)} for validation, {len(self.dropped)} left out"
+        ]
         out += counted_lines(self.dropped, examples, prefix="data: dropped: ")
         out += counted_lines(self.held_out, examples, prefix="data: validation: ")
         out += counted_lines(self.notes, examples, prefix="data: ")
@@ -62,8 +64,12 @@ class DataReport:
     def write(self, path: str | os.PathLike) -> None:
         """Every entry as JSON (``counts``, ``dropped``, ``validation``, ``notes``)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps({"counts": self.counts, "dropped": self.dropped,
-                                          "validation": self.held_out, "notes": self.notes}, indent=1))
+        Path(path).write_text(
+            json.dumps(
+                {"counts": self.counts, "dropped": self.dropped, "validation": self.held_out, "notes": self.notes},
+                indent=1,
+            )
+        )
 
     def emit(self, log: Callable[[str], None], path: str | os.PathLike | None) -> None:
         """Log :meth:`lines` and, with ``path``, write the full list there (and say where)."""

@@ -22,8 +22,7 @@ class EMA:
 
     def __init__(self, module: nn.Module, decay: float = 0.999):
         self.module, self.decay = module, decay
-        self.shadow = {k: v.detach().float().clone() for k, v in module.state_dict().items()
-                       if v.is_floating_point()}
+        self.shadow = {k: v.detach().float().clone() for k, v in module.state_dict().items() if v.is_floating_point()}
 
     @torch.no_grad()
     def update(self) -> None:

@@ -28,9 +28,9 @@ from ..data.features.recycling import first_iterations, last_iteration
 from ..data.features.values import feature_value_problem
 from ..losses import AlphaFoldLoss
 from ..memory.policy import MemoryPolicy
-from ..planner import apply_memory_policy
 from ..metrics import ca_rmsd, lddt_ca
 from ..model import AlphaFold
+from ..planner import apply_memory_policy
 from ..weights import normalize_state_dict_keys
 from .checkpoint import check_config_compatible
 from .config import TrainConfig
@@ -51,10 +51,12 @@ class NonFiniteLossError(RuntimeError):
 def _rng_state() -> dict:
     """Global RNG states, as tensors and plain Python values (loadable with ``weights_only=True``)."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"torch": torch.get_rng_state(),
-            "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
-            "python": random.getstate(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
+        "python": random.getstate(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
 
 
 def _set_rng_state(s: dict) -> None:
@@ -86,12 +88,19 @@ class AlphaFoldLightning(L.LightningModule):
         ValueError: a memory policy with a precision other than fp32.
     """
 
-    def __init__(self, model_config: ModelConfig, train_config: TrainConfig = TrainConfig(),
-                 memory_policy: Optional[MemoryPolicy] = None, dap: int = 1):
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        train_config: TrainConfig = TrainConfig(),
+        memory_policy: Optional[MemoryPolicy] = None,
+        dap: int = 1,
+    ):
         super().__init__()
         if memory_policy is not None and memory_policy.precision != "fp32":
-            raise ValueError(f"memory policy precision {memory_policy.precision!r}: in training, set mixed precision "
-                             "with the trainer (--precision bf16-mixed) and leave the policy's precision at fp32")
+            raise ValueError(
+                f"memory policy precision {memory_policy.precision!r}: in training, set mixed precision "
+                "with the trainer (--precision bf16-mixed) and leave the policy's precision at fp32"
+            )
         self.automatic_optimization = False
         self.model_config, self.train_config = model_config, train_config
         self.save_hyperparameters({"model_config": model_config.to_dict(), "train_config": train_config.to_dict()})
@@ -138,8 +147,9 @@ class AlphaFoldLightning(L.LightningModule):
         same draws whatever its split over ranks."""
         rank, world = self._replica()
         p = self.model_config.loss.fape_clamp_probability
-        draws = [np.random.default_rng([self.train_config.seed, 11, (k * world + rank) * n + j]).random()
-                 for j in range(n)]
+        draws = [
+            np.random.default_rng([self.train_config.seed, 11, (k * world + rank) * n + j]).random() for j in range(n)
+        ]
         return torch.tensor([float(u < p) for u in draws], dtype=torch.float32)
 
     def _replica(self) -> tuple[int, int]:
@@ -164,7 +174,7 @@ class AlphaFoldLightning(L.LightningModule):
         rank alike, which would give all replicas the same dropout masks."""
         rank, world = self._replica()
         if world > 1:  # dropout: independent masks per replica and step
-            torch.manual_seed(int(np.random.default_rng([self.train_config.seed, 17, k, rank]).integers(2 ** 62)))
+            torch.manual_seed(int(np.random.default_rng([self.train_config.seed, 17, k, rank]).integers(2**62)))
         if feats["aatype"].dim() < 3:  # no recycling dim: every iteration on the same features
             self.last_num_iterations = self.model_config.num_recycles + 1
             return self.model(feats), feats
@@ -203,8 +213,11 @@ class AlphaFoldLightning(L.LightningModule):
         self.ema.update()
 
         with torch.no_grad():
-            lddt = lddt_ca(out["final_atom_positions"].float(), feats["all_atom_positions"],
-                           feats["all_atom_mask"] * feats["seq_mask"][..., None]).mean()
+            lddt = lddt_ca(
+                out["final_atom_positions"].float(),
+                feats["all_atom_positions"],
+                feats["all_atom_mask"] * feats["seq_mask"][..., None],
+            ).mean()
         bs = n
         self.log("train/loss", loss.detach(), prog_bar=True, batch_size=bs)
         self.log("train/lddt_ca", lddt, prog_bar=True, batch_size=bs)
@@ -223,14 +236,17 @@ class AlphaFoldLightning(L.LightningModule):
     def _skip(self, terms: list[str], batch: Batch, loss: torch.Tensor) -> None:
         self.bad_steps += 1
         self.skipped_steps += 1
-        msg = (f"non-finite {', '.join(terms)} at step {self.global_step} (batch {self.batches_seen - 1}), "
-               f"samples {list(batch.sample_ids)}: step skipped ({self.bad_steps} in a row)")
+        msg = (
+            f"non-finite {', '.join(terms)} at step {self.global_step} (batch {self.batches_seen - 1}), "
+            f"samples {list(batch.sample_ids)}: step skipped ({self.bad_steps} in a row)"
+        )
         log.warning(msg)
         self.log("train/skipped_steps", float(self.skipped_steps), batch_size=len(batch.sample_ids))
         if self.bad_steps >= self.train_config.max_consecutive_bad_steps:
             raise NonFiniteLossError(
                 f"training aborted: {self.bad_steps} consecutive steps had non-finite values (last: {msg}); "
-                "lower the learning rate, use --precision 32, or check the samples named above")
+                "lower the learning rate, use --precision 32, or check the samples named above"
+            )
         return None
 
     def configure_optimizers(self):
@@ -254,8 +270,13 @@ class AlphaFoldLightning(L.LightningModule):
         out = self.model(f)
         mask = f["all_atom_mask"] * f["seq_mask"][..., None]
         pred = out["final_atom_positions"].float()
-        self.log("val/lddt_ca", lddt_ca(pred, f["all_atom_positions"], mask).mean(), prog_bar=True,
-                 batch_size=1, sync_dist=True)
+        self.log(
+            "val/lddt_ca",
+            lddt_ca(pred, f["all_atom_positions"], mask).mean(),
+            prog_bar=True,
+            batch_size=1,
+            sync_dist=True,
+        )
         self.log("val/ca_rmsd", ca_rmsd(pred, f["all_atom_positions"], mask).mean(), batch_size=1, sync_dist=True)
 
     # -- checkpoints ------------------------------------------------------------------------------
@@ -275,7 +296,9 @@ class AlphaFoldLightning(L.LightningModule):
         if meta is None:
             raise ValueError("not an alphafold-mem training checkpoint (no 'alphafold_mem' entry)")
         check_config_compatible(meta["model_config"], self.model_config)
-        checkpoint["state_dict"] = {f"model.{k}": v for k, v in normalize_state_dict_keys(checkpoint["state_dict"]).items()}
+        checkpoint["state_dict"] = {
+            f"model.{k}": v for k, v in normalize_state_dict_keys(checkpoint["state_dict"]).items()
+        }
         self.ema.load_state_dict(meta["ema"])
         self.batches_seen = int(meta["batches_seen"])
         self.bad_steps = int(meta.get("bad_steps", 0))
@@ -308,5 +331,8 @@ def evaluate_lddt(model: AlphaFold, dataset, max_chains: Optional[int] = None) -
         per[b.sample_ids[0]] = float(lddt_ca(out["final_atom_positions"].float(), f["all_atom_positions"], mask))
         rmsds.append(float(ca_rmsd(out["final_atom_positions"].float(), f["all_atom_positions"], mask)))
     model.train(was_training)
-    return {"lddt_ca": float(np.mean(list(per.values()))) if per else float("nan"),
-            "ca_rmsd": float(np.mean(rmsds)) if rmsds else float("nan"), "per_chain": per}
+    return {
+        "lddt_ca": float(np.mean(list(per.values()))) if per else float("nan"),
+        "ca_rmsd": float(np.mean(rmsds)) if rmsds else float("nan"),
+        "per_chain": per,
+    }

@@ -31,8 +31,12 @@ class StepTimer(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self._t0 is not None:
-            pl_module.log("train/step_s", time.perf_counter() - self._t0, prog_bar=True,
-                          batch_size=len(batch.sample_ids) if hasattr(batch, "sample_ids") else 1)
+            pl_module.log(
+                "train/step_s",
+                time.perf_counter() - self._t0,
+                prog_bar=True,
+                batch_size=len(batch.sample_ids) if hasattr(batch, "sample_ids") else 1,
+            )
 
 
 def make_loggers(out: str | Path, loggers: Sequence[str] = ("csv",)) -> list:
@@ -52,7 +56,9 @@ def make_loggers(out: str | Path, loggers: Sequence[str] = ("csv",)) -> list:
     logs = [CSVLogger(out, name="logs", version="")]
     if "tensorboard" in loggers:
         if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
-            raise ValueError("--logger tensorboard needs the 'tensorboard' package: "
-                             "pip install 'alphafold_mem[tensorboard]' (metrics.csv is written regardless)")
+            raise ValueError(
+                "--logger tensorboard needs the 'tensorboard' package: "
+                "pip install 'alphafold_mem[tensorboard]' (metrics.csv is written regardless)"
+            )
         logs.append(TensorBoardLogger(out, name="tensorboard", version=""))
     return logs

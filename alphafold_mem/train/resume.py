@@ -28,8 +28,16 @@ from ..config import ModelConfig
 from .checkpoint import _flatten
 from .config import TrainConfig
 
-__all__ = ["RUN_KEY", "FIXED_ON_RESUME", "RunSettingsCallback", "ApplyTrainConfig", "SavedRun", "read_saved_run",
-           "resume_overrides", "default_out_dir"]
+__all__ = [
+    "RUN_KEY",
+    "FIXED_ON_RESUME",
+    "RunSettingsCallback",
+    "ApplyTrainConfig",
+    "SavedRun",
+    "read_saved_run",
+    "resume_overrides",
+    "default_out_dir",
+]
 
 RUN_KEY = "alphafold_mem_run"
 _NOT_SETTINGS = {"out_dir"}  # recorded, but a run directory that moved is not a changed setting
@@ -67,8 +75,9 @@ def read_saved_run(path: str | os.PathLike) -> SavedRun:
     if cfg is None:
         raise ValueError(f"{path} holds no alphafold_mem model config (not written by alphafold-mem train)")
     tc = meta.get("train_config")
-    return SavedRun(ModelConfig.from_dict(cfg), TrainConfig.from_dict(tc) if tc is not None else None,
-                    dict(ckpt.get(RUN_KEY) or {}))
+    return SavedRun(
+        ModelConfig.from_dict(cfg), TrainConfig.from_dict(tc) if tc is not None else None, dict(ckpt.get(RUN_KEY) or {})
+    )
 
 
 class RunSettingsCallback(Callback):
@@ -103,12 +112,20 @@ class ApplyTrainConfig(Callback):
 
 
 def _changes(saved: dict, current: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    return [(f"{prefix}{k}", saved.get(k), current.get(k)) for k in sorted(set(saved) | set(current))
-            if saved.get(k) != current.get(k)]
+    return [
+        (f"{prefix}{k}", saved.get(k), current.get(k))
+        for k in sorted(set(saved) | set(current))
+        if saved.get(k) != current.get(k)
+    ]
 
 
-def resume_overrides(path: str | os.PathLike, model_config: ModelConfig, train_config: TrainConfig,
-                     run: Optional[dict] = None, log: Callable[[str], None] = print) -> list[str]:
+def resume_overrides(
+    path: str | os.PathLike,
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    run: Optional[dict] = None,
+    log: Callable[[str], None] = print,
+) -> list[str]:
     """Compare the configuration a resumed run was given with the checkpoint's; log one
     ``override:`` line per difference and return those lines.
 
@@ -121,14 +138,21 @@ def resume_overrides(path: str | os.PathLike, model_config: ModelConfig, train_c
     if saved.train_config is not None:
         for key, old, new in _changes(saved.train_config.to_dict(), train_config.to_dict()):
             if key in FIXED_ON_RESUME:
-                raise ValueError(f"--resume {path}: {key} is {old!r} in the checkpoint and {new!r} now; it cannot "
-                                 f"change on resume ({FIXED_ON_RESUME[key]}); start a new run to change it")
+                raise ValueError(
+                    f"--resume {path}: {key} is {old!r} in the checkpoint and {new!r} now; it cannot "
+                    f"change on resume ({FIXED_ON_RESUME[key]}); start a new run to change it"
+                )
             lines.append(f"override: train config {key}: {old!r} (checkpoint) -> {new!r}")
-    lines += [f"override: model config {key}: {old!r} (checkpoint) -> {new!r}"
-              for key, old, new in _changes(_flatten(saved.model_config.to_dict()), _flatten(model_config.to_dict()))]
+    lines += [
+        f"override: model config {key}: {old!r} (checkpoint) -> {new!r}"
+        for key, old, new in _changes(_flatten(saved.model_config.to_dict()), _flatten(model_config.to_dict()))
+    ]
     if run is not None and saved.run:
-        lines += [f"override: {key}: {old!r} (checkpoint) -> {new!r}" for key, old, new in _changes(saved.run, run)
-                  if key in saved.run and key not in _NOT_SETTINGS]
+        lines += [
+            f"override: {key}: {old!r} (checkpoint) -> {new!r}"
+            for key, old, new in _changes(saved.run, run)
+            if key in saved.run and key not in _NOT_SETTINGS
+        ]
     for line in lines:
         log(line)
     return lines

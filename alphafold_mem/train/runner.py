@@ -15,8 +15,8 @@ from ..memory.policy import MemoryPolicy
 from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkpoint_config
 from .config import TrainConfig
 from .data_module import AF2DataModule
-from .lightning_module import AlphaFoldLightning
 from .init_weights import init_from_weights
+from .lightning_module import AlphaFoldLightning
 from .progress import StepTimer, make_loggers
 from .resume import ApplyTrainConfig, RunSettingsCallback, resume_overrides
 from .strategies import make_strategy
@@ -30,10 +30,20 @@ def _strategy(name):
     return make_strategy(name)  # DDP for heads without gradient; FSDP / DeepSpeed refused
 
 
-def build_trainer(out_dir: str | os.PathLike, max_steps: int, precision: str = "32", devices="auto",
-                  strategy: str = "auto", accelerator: str = "auto", val_every_steps: Optional[int] = 200,
-                  ckpt_every_steps: int = 200, loggers: Sequence[str] = ("csv",),
-                  callbacks: Sequence[Callback] = (), progress_bar: bool = True, num_nodes: int = 1) -> L.Trainer:
+def build_trainer(
+    out_dir: str | os.PathLike,
+    max_steps: int,
+    precision: str = "32",
+    devices="auto",
+    strategy: str = "auto",
+    accelerator: str = "auto",
+    val_every_steps: Optional[int] = 200,
+    ckpt_every_steps: int = 200,
+    loggers: Sequence[str] = ("csv",),
+    callbacks: Sequence[Callback] = (),
+    progress_bar: bool = True,
+    num_nodes: int = 1,
+) -> L.Trainer:
     """A Lightning Trainer for :class:`AlphaFoldLightning`.
 
     Args:
@@ -52,27 +62,59 @@ def build_trainer(out_dir: str | os.PathLike, max_steps: int, precision: str = "
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     out = Path(out_dir)
     logs = make_loggers(out, loggers)  # metrics.csv always, TensorBoard on request
-    ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", auto_insert_metric_name=False,
-                           every_n_train_steps=ckpt_every_steps, save_top_k=-1, save_last=True)
+    ckpt = ModelCheckpoint(
+        dirpath=out / "checkpoints",
+        filename="step={step}",
+        auto_insert_metric_name=False,
+        every_n_train_steps=ckpt_every_steps,
+        save_top_k=-1,
+        save_last=True,
+    )
     return L.Trainer(
-        default_root_dir=out, max_steps=max_steps, precision="32-true" if precision == "32" else precision,
-        devices=devices, num_nodes=num_nodes, strategy=_strategy(strategy), accelerator=accelerator,
-        logger=logs, callbacks=[ckpt, StepTimer(), *callbacks], plugins=[AtomicCheckpointIO()],
+        default_root_dir=out,
+        max_steps=max_steps,
+        precision="32-true" if precision == "32" else precision,
+        devices=devices,
+        num_nodes=num_nodes,
+        strategy=_strategy(strategy),
+        accelerator=accelerator,
+        logger=logs,
+        callbacks=[ckpt, StepTimer(), *callbacks],
+        plugins=[AtomicCheckpointIO()],
         val_check_interval=min(val_every_steps, max_steps) if val_every_steps else None,
         check_val_every_n_epoch=None if val_every_steps else 1,
         limit_val_batches=None if val_every_steps else 0,
-        num_sanity_val_steps=0, log_every_n_steps=1, use_distributed_sampler=False,
-        enable_progress_bar=progress_bar, enable_model_summary=False)
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+        use_distributed_sampler=False,
+        enable_progress_bar=progress_bar,
+        enable_model_summary=False,
+    )
 
 
-def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | os.PathLike,
-          out_dir: str | os.PathLike, max_steps: int, precision: str = "32", devices="auto",
-          strategy: str = "auto", accelerator: str = "auto", resume: Optional[str] = None,
-          ckpt_every_steps: int = 200, num_workers: int = 0, loggers: Sequence[str] = ("csv",),
-          callbacks: Sequence[Callback] = (), progress_bar: bool = True,
-          memory_policy: Optional[MemoryPolicy] = None, run_settings: Optional[dict] = None,
-          init_weights: Optional[str] = None, num_nodes: int = 1,
-          log: Optional[Callable[[str], None]] = None, dap: int = 1) -> AlphaFoldLightning:
+def train(
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    data_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    max_steps: int,
+    precision: str = "32",
+    devices="auto",
+    strategy: str = "auto",
+    accelerator: str = "auto",
+    resume: Optional[str] = None,
+    ckpt_every_steps: int = 200,
+    num_workers: int = 0,
+    loggers: Sequence[str] = ("csv",),
+    callbacks: Sequence[Callback] = (),
+    progress_bar: bool = True,
+    memory_policy: Optional[MemoryPolicy] = None,
+    run_settings: Optional[dict] = None,
+    init_weights: Optional[str] = None,
+    num_nodes: int = 1,
+    log: Optional[Callable[[str], None]] = None,
+    dap: int = 1,
+) -> AlphaFoldLightning:
     """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
     (see :class:`AlphaFoldLightning`); ``None``: the reference computation. ``run_settings`` (data
     directory, steps, precision, ...; :mod:`.resume`) are stored in every checkpoint. On resume every
@@ -106,11 +148,30 @@ def train(model_config: ModelConfig, train_config: TrainConfig, data_dir: str | 
     module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)
     if init_weights is not None:
         log(f"initial weights: {init_from_weights(module, init_weights)}")
-    dm = AF2DataModule(data_dir, model_config, train_config, cache_dir=Path(out_dir) / "chain_index",
-                       max_steps=max_steps, num_workers=num_workers, report_dir=out_dir, log=log)
-    trainer = build_trainer(out_dir, max_steps, precision, devices, strategy, accelerator,
-                            train_config.val_every_steps, ckpt_every_steps, loggers, callbacks, progress_bar,
-                            num_nodes)
+    dm = AF2DataModule(
+        data_dir,
+        model_config,
+        train_config,
+        cache_dir=Path(out_dir) / "chain_index",
+        max_steps=max_steps,
+        num_workers=num_workers,
+        report_dir=out_dir,
+        log=log,
+    )
+    trainer = build_trainer(
+        out_dir,
+        max_steps,
+        precision,
+        devices,
+        strategy,
+        accelerator,
+        train_config.val_every_steps,
+        ckpt_every_steps,
+        loggers,
+        callbacks,
+        progress_bar,
+        num_nodes,
+    )
     trainer.fit(module, datamodule=dm, ckpt_path=resume)
     if trainer.global_step > 0:  # ModelCheckpoint saves only every N steps: make last.ckpt the final state
         trainer.save_checkpoint(Path(out_dir) / "checkpoints" / "last.ckpt")

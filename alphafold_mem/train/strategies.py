@@ -23,11 +23,13 @@ UNSUPPORTED = {
 
 
 def _refusal(what: str) -> str:
-    return (f"--strategy {what} is not supported: {UNSUPPORTED[what]}, but the EMA copy of the weights and the "
-            "manual optimisation step (non-finite checks, gradient clipping at global norm 0.1, EMA update) read "
-            "full, unsharded parameters on every rank. Use --strategy ddp: every rank then holds the whole model "
-            "(model_1: 93 M parameters, 373 MB in fp32) and the activations, which limit training, are reduced by "
-            "the memory policy (--memory-policy training)")
+    return (
+        f"--strategy {what} is not supported: {UNSUPPORTED[what]}, but the EMA copy of the weights and the "
+        "manual optimisation step (non-finite checks, gradient clipping at global norm 0.1, EMA update) read "
+        "full, unsharded parameters on every rank. Use --strategy ddp: every rank then holds the whole model "
+        "(model_1: 93 M parameters, 373 MB in fp32) and the activations, which limit training, are reduced by "
+        "the memory policy (--memory-policy training)"
+    )
 
 
 def make_strategy(name: Any, timeout_s: Optional[float] = None) -> Any:

@@ -9,12 +9,34 @@
 
 from .af2_npz import af2_entries, export_af2_params, infer_config, load_af2_params
 from .checkpoints import save_checkpoint, write_checkpoint
-from .detect import (DEFAULT_WEIGHTS, FORMATS, LoadedWeights, WeightsError, default_weights_path, detect_format,
-                     load_weights)
+from .detect import (
+    DEFAULT_WEIGHTS,
+    FORMATS,
+    LoadedWeights,
+    WeightsError,
+    default_weights_path,
+    detect_format,
+    load_weights,
+)
 from .keys import ParameterLoadError, normalize_state_dict_keys
 from .openfold import load_openfold_checkpoint, openfold_state_dict
 
-__all__ = ["DEFAULT_WEIGHTS", "FORMATS", "LoadedWeights", "ParameterLoadError", "WeightsError", "af2_entries",
-           "default_weights_path", "detect_format", "export_af2_params", "infer_config", "load_af2_params",
-           "load_openfold_checkpoint", "load_weights", "normalize_state_dict_keys", "openfold_state_dict",
-           "save_checkpoint", "write_checkpoint"]
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "FORMATS",
+    "LoadedWeights",
+    "ParameterLoadError",
+    "WeightsError",
+    "af2_entries",
+    "default_weights_path",
+    "detect_format",
+    "export_af2_params",
+    "infer_config",
+    "load_af2_params",
+    "load_openfold_checkpoint",
+    "load_weights",
+    "normalize_state_dict_keys",
+    "openfold_state_dict",
+    "save_checkpoint",
+    "write_checkpoint",
+]

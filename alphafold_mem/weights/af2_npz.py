@@ -71,9 +71,13 @@ class _Builder:
         self.add(f"{key}//key_w", [m.linear_k.weight for m in mods], "w_in", (a.linear_k.in_features, h, c), stacked)
         self.add(f"{key}//value_w", [m.linear_v.weight for m in mods], "w_in", (a.linear_v.in_features, h, c), stacked)
         if a.linear_g is not None:
-            self.add(f"{key}//gating_w", [m.linear_g.weight for m in mods], "w_in", (a.linear_g.in_features, h, c), stacked)
+            self.add(
+                f"{key}//gating_w", [m.linear_g.weight for m in mods], "w_in", (a.linear_g.in_features, h, c), stacked
+            )
             self.add(f"{key}//gating_b", [m.linear_g.bias for m in mods], "flat", (h, c), stacked)
-        self.add(f"{key}//output_w", [m.linear_o.weight for m in mods], "w_out", (h, c, a.linear_o.out_features), stacked)
+        self.add(
+            f"{key}//output_w", [m.linear_o.weight for m in mods], "w_out", (h, c, a.linear_o.out_features), stacked
+        )
         self.add(f"{key}//output_b", [m.linear_o.bias for m in mods], "flat", (a.linear_o.out_features,), stacked)
 
     def global_attention(self, key, mods, stacked=False):
@@ -85,7 +89,9 @@ class _Builder:
         self.add(f"{key}//value_w", [m.linear_v.weight for m in mods], "w_in", (c_in, c), stacked)
         self.add(f"{key}//gating_w", [m.linear_g.weight for m in mods], "w_in", (c_in, h, c), stacked)
         self.add(f"{key}//gating_b", [m.linear_g.bias for m in mods], "flat", (h, c), stacked)
-        self.add(f"{key}//output_w", [m.linear_o.weight for m in mods], "w_out", (h, c, a.linear_o.out_features), stacked)
+        self.add(
+            f"{key}//output_w", [m.linear_o.weight for m in mods], "w_out", (h, c, a.linear_o.out_features), stacked
+        )
         self.add(f"{key}//output_b", [m.linear_o.bias for m in mods], "flat", (a.linear_o.out_features,), stacked)
 
     def transition(self, key, mods, stacked=False):
@@ -106,8 +112,14 @@ class _Builder:
     def triangle_multiplication(self, key, mods, stacked=False):
         for name in ("layer_norm_input", "center_layer_norm"):
             self.layer_norm(f"{key}/{name}", [getattr(m, name) for m in mods], stacked)
-        for name in ("left_projection", "right_projection", "left_gate", "right_gate", "output_projection",
-                     "gating_linear"):
+        for name in (
+            "left_projection",
+            "right_projection",
+            "left_gate",
+            "right_gate",
+            "output_projection",
+            "gating_linear",
+        ):
             self.linear(f"{key}/{name}", [getattr(m, name) for m in mods], stacked)
 
     def pair_updates(self, key, blocks, stacked=True):
@@ -136,10 +148,20 @@ class _Builder:
         self.linear(f"{key}outer_product_mean/left_projection", [o.left_projection for o in opm], True)
         self.linear(f"{key}outer_product_mean/right_projection", [o.right_projection for o in opm], True)
         c = opm[0].left_projection.out_features
-        self.add(f"{key}outer_product_mean//output_w", [o.output.weight for o in opm], "w_out",
-                 (c, c, opm[0].output.out_features), True)
-        self.add(f"{key}outer_product_mean//output_b", [o.output.bias for o in opm], "flat",
-                 (opm[0].output.out_features,), True)
+        self.add(
+            f"{key}outer_product_mean//output_w",
+            [o.output.weight for o in opm],
+            "w_out",
+            (c, c, opm[0].output.out_features),
+            True,
+        )
+        self.add(
+            f"{key}outer_product_mean//output_b",
+            [o.output.bias for o in opm],
+            "flat",
+            (opm[0].output.out_features,),
+            True,
+        )
         self.pair_updates(key, [b.pair_updates for b in blocks])
 
 
@@ -177,8 +199,13 @@ def af2_entries(model: AlphaFold) -> list[_Entry]:
     ipa = sm.invariant_point_attention
     for name in ("q_scalar", "kv_scalar", "q_point_local", "kv_point_local", "attention_2d", "output_projection"):
         b.linear(fi + "invariant_point_attention/" + name, [getattr(ipa, name)])
-    b.add(fi + "invariant_point_attention//trainable_point_weights", [ipa.trainable_point_weights], "flat",
-          tuple(ipa.trainable_point_weights.shape), False)
+    b.add(
+        fi + "invariant_point_attention//trainable_point_weights",
+        [ipa.trainable_point_weights],
+        "flat",
+        tuple(ipa.trainable_point_weights.shape),
+        False,
+    )
     b.layer_norm(fi + "attention_layer_norm", [sm.attention_layer_norm])
     b.layer_norm(fi + "transition_layer_norm", [sm.transition_layer_norm])
     for i, lin in enumerate(sm.transition):
@@ -232,6 +259,7 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], preset: str = "model_1_p
     Raises:
         ParameterLoadError: a key needed to infer a size is missing.
     """
+
     def shp(key):
         if key not in shapes:
             raise ParameterLoadError(f"cannot infer the model size: key '{PREFIX + key}' is missing")
@@ -265,7 +293,9 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], preset: str = "model_1_p
         tri = shp(tps + "triangle_attention_starting_node/attention//query_w")
         o["template.pair_stack.num_blocks"] = tri[0]
         o["template.pair_stack.num_heads_tri_att"], o["template.pair_stack.c_hidden_tri_att"] = tri[2], tri[3]
-        o["template.pair_stack.c_hidden_tri_mul"] = shp(tps + "triangle_multiplication_outgoing/left_projection//weights")[2]
+        o["template.pair_stack.c_hidden_tri_mul"] = shp(
+            tps + "triangle_multiplication_outgoing/left_projection//weights"
+        )[2]
         o["template.pair_stack.transition_n"] = shp(tps + "pair_transition/transition1//weights")[2] // o["c_t"]
         pq = shp(t + "attention//query_w")
         o["template.pointwise_num_heads"], o["template.pointwise_c_hidden"] = pq[1], pq[2]
@@ -276,10 +306,13 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], preset: str = "model_1_p
     o["structure_module.c_ipa"] = shp(fi + "invariant_point_attention/q_scalar//weights")[1] // h
     pq = shp(fi + "invariant_point_attention/q_point_local//weights")[1] // (3 * h)
     o["structure_module.num_qk_points"] = pq
-    o["structure_module.num_v_points"] = shp(fi + "invariant_point_attention/kv_point_local//weights")[1] // (3 * h) - pq
+    o["structure_module.num_v_points"] = (
+        shp(fi + "invariant_point_attention/kv_point_local//weights")[1] // (3 * h) - pq
+    )
     o["structure_module.c_resnet"] = shp(fi + "rigid_sidechain/input_projection//weights")[1]
     o["structure_module.num_resnet_blocks"] = sum(
-        1 for k in shapes if re.fullmatch(fi + r"rigid_sidechain/resblock1(_\d+)?//weights", k))
+        1 for k in shapes if re.fullmatch(fi + r"rigid_sidechain/resblock1(_\d+)?//weights", k)
+    )
     o["heads.plddt_c_hidden"] = shp("predicted_lddt_head/act_0//weights")[1]
     o["heads.plddt_num_bins"] = shp("predicted_lddt_head/logits//weights")[1]
     o["heads.distogram_num_bins"] = shp("distogram_head/half_logits//weights")[1]
@@ -297,15 +330,14 @@ def _npz_shapes(path: str) -> dict[str, tuple[int, ...]]:
         for name in zf.namelist():
             with zf.open(name) as f:
                 major, _ = np.lib.format.read_magic(f)
-                read_header = (np.lib.format.read_array_header_1_0 if major == 1
-                               else np.lib.format.read_array_header_2_0)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
                 shape, _, _ = read_header(f)
             shapes[name.removesuffix(".npy")] = tuple(shape)
     return shapes
 
 
 def _strip(key: str) -> str:
-    return key[len(PREFIX):] if key.startswith(PREFIX) else key
+    return key[len(PREFIX) :] if key.startswith(PREFIX) else key
 
 
 def load_af2_params(path: str | os.PathLike, preset: str = "model_1_ptm") -> AlphaFold:
@@ -342,8 +374,9 @@ def load_af2_arrays(model: AlphaFold, items: Iterable[tuple[str, object]], keys:
         ParameterLoadError: as :func:`load_af2_params`.
     """
     entries = {e.key: e for e in af2_entries(model)}
-    mismatch = key_mismatch({k: entries[k].full_shape for k in sorted(entries)}, sorted(keys),
-                            show=lambda k: PREFIX + k)
+    mismatch = key_mismatch(
+        {k: entries[k].full_shape for k in sorted(entries)}, sorted(keys), show=lambda k: PREFIX + k
+    )
     if mismatch:
         raise ParameterLoadError(mismatch)
     consumed = set()
@@ -354,7 +387,8 @@ def load_af2_arrays(model: AlphaFold, items: Iterable[tuple[str, object]], keys:
         arr = np.asarray(arr() if callable(arr) else arr)
         if tuple(arr.shape) != e.full_shape:
             raise ParameterLoadError(
-                f"key '{PREFIX + key}' has shape {tuple(arr.shape)} in the file but the model expects {e.full_shape}")
+                f"key '{PREFIX + key}' has shape {tuple(arr.shape)} in the file but the model expects {e.full_shape}"
+            )
         with torch.no_grad():
             for i, p in enumerate(e.params):
                 block = arr[i] if e.stacked else arr

@@ -26,12 +26,18 @@ FORMAT = "alphafold-mem"
 FORMAT_VERSION = 1
 
 
-def write_checkpoint(path, config: ModelConfig, state_dict: Mapping[str, torch.Tensor],
-                     meta: Optional[Mapping[str, Any]] = None) -> None:
+def write_checkpoint(
+    path, config: ModelConfig, state_dict: Mapping[str, torch.Tensor], meta: Optional[Mapping[str, Any]] = None
+) -> None:
     """Write ``{"format", "format_version", "config", "state_dict", **meta}`` to ``path`` (tensors
     detached, on CPU; written atomically: :func:`alphafold_mem.io.atomic_write`)."""
-    obj = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config.to_dict(),
-           "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()}, **(meta or {})}
+    obj = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_dict(),
+        "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
+        **(meta or {}),
+    }
     atomic_save(obj, os.fspath(path))
 
 
@@ -58,8 +64,10 @@ def model_from_state_dict(config: ModelConfig, sd: Mapping[str, torch.Tensor]) -
         raise ParameterLoadError(f"does not fit the '{config.preset}' config stored with it: {mismatch}")
     for k, t in expected.items():
         if tuple(sd[k].shape) != tuple(t.shape):
-            raise ParameterLoadError(f"parameter '{k}' has shape {tuple(sd[k].shape)} but the "
-                                     f"'{config.preset}' config expects {tuple(t.shape)}")
+            raise ParameterLoadError(
+                f"parameter '{k}' has shape {tuple(sd[k].shape)} but the "
+                f"'{config.preset}' config expects {tuple(t.shape)}"
+            )
     model = model.to_empty(device="cpu")
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
     return model.eval()

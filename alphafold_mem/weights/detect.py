@@ -38,13 +38,22 @@ import torch
 
 from ..config import PRESETS, ModelConfig, model_config
 from ..model.alphafold import AlphaFold
-from .af2_npz import PREFIX as _AF2_PREFIX, load_af2_params
-from .checkpoints import FORMAT as _OUR_FORMAT, model_from_state_dict
+from .af2_npz import PREFIX as _AF2_PREFIX
+from .af2_npz import load_af2_params
+from .checkpoints import FORMAT as _OUR_FORMAT
+from .checkpoints import model_from_state_dict
 from .keys import ParameterLoadError, normalize_state_dict_keys
 from .openfold import load_openfold_checkpoint
 
-__all__ = ["WeightsError", "LoadedWeights", "FORMATS", "DEFAULT_WEIGHTS", "default_weights_path",
-           "detect_format", "load_weights"]
+__all__ = [
+    "WeightsError",
+    "LoadedWeights",
+    "FORMATS",
+    "DEFAULT_WEIGHTS",
+    "default_weights_path",
+    "detect_format",
+    "load_weights",
+]
 
 FORMATS = ("af2-npz", "openfold", _OUR_FORMAT, "lightning")
 
@@ -56,12 +65,24 @@ _EXPECTED = "expected an AlphaFold2 .npz, an OpenFold .pt or an alphafold-mem/Li
 
 # Plain-data globals that checkpoints hold besides tensors, safe to reconstruct.
 _SAFE_GLOBALS = {
-    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
-    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.ndarray", "numpy.dtype",
-    "lightning.fabric.utilities.data.AttributeDict", "lightning.pytorch.utilities.parsing.AttributeDict",
-    "pytorch_lightning.utilities.parsing.AttributeDict", "collections.OrderedDict", "collections.defaultdict",
-    "builtins.set", "builtins.frozenset", "copyreg._reconstructor", "builtins.object",
-    "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PurePosixPath",
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.core.multiarray.scalar",
+    "numpy._core.multiarray.scalar",
+    "numpy.ndarray",
+    "numpy.dtype",
+    "lightning.fabric.utilities.data.AttributeDict",
+    "lightning.pytorch.utilities.parsing.AttributeDict",
+    "pytorch_lightning.utilities.parsing.AttributeDict",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "builtins.set",
+    "builtins.frozenset",
+    "copyreg._reconstructor",
+    "builtins.object",
+    "pathlib.PosixPath",
+    "pathlib.WindowsPath",
+    "pathlib.PurePosixPath",
 }
 _SAFE_PATTERNS = (re.compile(r"numpy\.dtypes\.\w+DType"), re.compile(r"alphafold_mem\.config\.\w+Config"))
 
@@ -127,8 +148,12 @@ def _sniff(path: str) -> str:
             return "torch"
         if names and all(n.endswith(".npy") for n in names):
             return "npz"
-        raise WeightsError(path, f"zip archive that is neither a numpy .npz nor a torch.save file "
-                                 f"(first entry {names[0]!r}); {_EXPECTED}" if names else "empty zip archive")
+        raise WeightsError(
+            path,
+            f"zip archive that is neither a numpy .npz nor a torch.save file (first entry {names[0]!r}); {_EXPECTED}"
+            if names
+            else "empty zip archive",
+        )
     if head.startswith(b"\x93NUMPY"):
         raise WeightsError(path, f"a single numpy array (.npy), not a parameter set; {_EXPECTED}")
     if head[:1] == b"\x80":  # pickle protocol 2+: torch's legacy (non-zip) format
@@ -164,10 +189,14 @@ def _torch_load(path: str) -> Any:
     if any(name.startswith("numpy.") for name in unsafe):
         # numpy arrays name their dtype class only while they are rebuilt, so list those up front.
         import numpy as np
+
         allowed += [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
     if refused:
-        raise WeightsError(path, f"holds Python objects that cannot be loaded safely (first: '{refused[0]}'); "
-                                 "save tensors, numbers, strings, lists and dicts only")
+        raise WeightsError(
+            path,
+            f"holds Python objects that cannot be loaded safely (first: '{refused[0]}'); "
+            "save tensors, numbers, strings, lists and dicts only",
+        )
     try:
         with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -181,8 +210,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _is_tensor_dict(obj) -> bool:
-    return isinstance(obj, Mapping) and len(obj) > 0 and all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
+    )
 
 
 _OUR_MARKERS = ("input_embedder.preprocess_1d.weight", "structure_module.initial_projection.weight")
@@ -243,14 +275,19 @@ def _check_af2_npz(path: str) -> None:
     with zipfile.ZipFile(path) as zf:
         names = [n.removesuffix(".npy") for n in zf.namelist()]
     if not any(n.startswith(_AF2_PREFIX) for n in names):
-        raise WeightsError(path, f"a numpy .npz without AlphaFold2 parameter names (first array {names[0]!r}, "
-                                 f"expected names under '{_AF2_PREFIX}')")
+        raise WeightsError(
+            path,
+            f"a numpy .npz without AlphaFold2 parameter names (first array {names[0]!r}, "
+            f"expected names under '{_AF2_PREFIX}')",
+        )
 
 
 def _classify(obj: Any, path: str) -> tuple[str, dict]:
     """(format, info) for a loaded torch object; info has ``state_dict``, ``config``, ``details``."""
     if not isinstance(obj, Mapping):
-        raise WeightsError(path, f"torch file holds a {type(obj).__name__}, not a checkpoint or state dict; {_EXPECTED}")
+        raise WeightsError(
+            path, f"torch file holds a {type(obj).__name__}, not a checkpoint or state dict; {_EXPECTED}"
+        )
     config, _ = _config_from(obj, path)
     is_lightning = "pytorch-lightning_version" in obj or "hyper_parameters" in obj
     details = []
@@ -340,12 +377,18 @@ def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
         config = info["config"]
         if config is None:
             if preset is None:
-                raise WeightsError(path, "checkpoint in alphafold-mem parameter names but without a model "
-                                         "config; pass the preset it was trained with (--preset)")
+                raise WeightsError(
+                    path,
+                    "checkpoint in alphafold-mem parameter names but without a model "
+                    "config; pass the preset it was trained with (--preset)",
+                )
             config = model_config(preset)
         elif preset is not None and preset != config.preset:
-            raise WeightsError(path, f"checkpoint holds a '{config.preset}' model but preset '{preset}' was "
-                                     "requested; omit --preset to use the checkpoint's own config")
+            raise WeightsError(
+                path,
+                f"checkpoint holds a '{config.preset}' model but preset '{preset}' was "
+                "requested; omit --preset to use the checkpoint's own config",
+            )
         model = model_from_state_dict(config, info["state_dict"])
         return LoadedWeights(model, config, fmt, path, info["details"])
     except ParameterLoadError as exc:

@@ -32,13 +32,14 @@ def normalize_state_dict_keys(sd: Mapping[str, torch.Tensor]) -> dict[str, torch
             changed = False
             for p in WRAPPER_PREFIXES:
                 if k.startswith(p):
-                    k, changed = k[len(p):], True
+                    k, changed = k[len(p) :], True
         out[k] = v
     return out
 
 
-def key_mismatch(expected: Mapping[str, Sequence[int]], given: Collection[str], noun: str = "key",
-                 show: Callable[[str], str] = str) -> str:
+def key_mismatch(
+    expected: Mapping[str, Sequence[int]], given: Collection[str], noun: str = "key", show: Callable[[str], str] = str
+) -> str:
     """How the names ``given`` by a file differ from those a model ``expected``, as one sentence, or
     ``""`` when they are the same set.
 
@@ -57,8 +58,10 @@ def key_mismatch(expected: Mapping[str, Sequence[int]], given: Collection[str], 
     unexpected = [k for k in given if k not in expected]
     parts = []
     if missing:
-        parts.append(f"missing {len(missing)} {noun}(s), first: '{show(missing[0])}' "
-                     f"(model expects shape {tuple(expected[missing[0]])})")
+        parts.append(
+            f"missing {len(missing)} {noun}(s), first: '{show(missing[0])}' "
+            f"(model expects shape {tuple(expected[missing[0]])})"
+        )
     if unexpected:
         parts.append(f"unexpected {len(unexpected)} {noun}(s), first: '{show(unexpected[0])}'")
     return "; ".join(parts)

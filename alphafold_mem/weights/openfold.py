@@ -90,11 +90,14 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm", **
     for key, e in entries.items():
         ts = tensors[key]
         if len(ts) != len(e.params):
-            raise ParameterLoadError(f"'{names[key]}': {len(ts)} blocks in the checkpoint, model expects {len(e.params)}")
+            raise ParameterLoadError(
+                f"'{names[key]}': {len(ts)} blocks in the checkpoint, model expects {len(e.params)}"
+            )
         for i, (t, p) in enumerate(zip(ts, e.params)):
             if tuple(t.shape) != tuple(p.shape):
                 raise ParameterLoadError(
-                    f"'{names[key].format(i=i)}' has shape {tuple(t.shape)} but the model expects {tuple(p.shape)}")
+                    f"'{names[key].format(i=i)}' has shape {tuple(t.shape)} but the model expects {tuple(p.shape)}"
+                )
             with torch.no_grad():
                 p.copy_(t)
     return model.eval()
@@ -110,6 +113,7 @@ def _config_overrides_from(cfg: ModelConfig) -> dict:
                 walk(v, prefix + k + ".")
             elif k != "preset":
                 flat[prefix + k] = v
+
     walk(cfg.to_dict(), "")
     return flat
 
@@ -120,8 +124,10 @@ def _af2_shapes_from_openfold(tensors: dict[str, list[torch.Tensor]], preset: st
     for key, ts in tensors.items():
         t = ts[0]
         shape = (t.shape[1], t.shape[0]) if t.dim() == 2 else tuple(t.shape)
-        stacked = key.startswith(("evoformer/evoformer_iteration/", "evoformer/extra_msa_stack/")) or \
-            "__layer_stack_no_state" in key
+        stacked = (
+            key.startswith(("evoformer/evoformer_iteration/", "evoformer/extra_msa_stack/"))
+            or "__layer_stack_no_state" in key
+        )
         shapes[key] = ((len(ts),) if stacked else ()) + shape
     for key in list(shapes):
         if not key.endswith("/attention//query_w"):
@@ -133,13 +139,15 @@ def _af2_shapes_from_openfold(tensors: dict[str, list[torch.Tensor]], preset: st
         if bias_key in shapes:
             heads = shapes[bias_key][-1]
         else:
-            heads = overrides.get("template.pointwise_num_heads",
-                                  overrides.get("template__pointwise_num_heads",
-                                                model_config(preset).template.pointwise_num_heads))
+            heads = overrides.get(
+                "template.pointwise_num_heads",
+                overrides.get("template__pointwise_num_heads", model_config(preset).template.pointwise_num_heads),
+            )
         *lead, c_in, hc = shapes[key]
         if hc % heads:
             raise ParameterLoadError(
                 f"'{key}': {hc} output channels do not split into {heads} heads; "
-                f"pass template__pointwise_num_heads=<H> to load_openfold_checkpoint")
+                f"pass template__pointwise_num_heads=<H> to load_openfold_checkpoint"
+            )
         shapes[key] = (*lead, c_in, heads, hc // heads)
     return shapes

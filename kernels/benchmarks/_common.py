@@ -102,8 +102,14 @@ def measure(fwd: Callable[[], object], fwd_bwd: Callable[[], object], device: to
     return t_fwd, t_all - t_fwd, peak_mib(fwd_bwd, device)
 
 
-def measure_call(call: Callable[[], torch.Tensor], params: Sequence[torch.Tensor], d_out: torch.Tensor,
-                 device: torch.device, warmup: int, reps: int):
+def measure_call(
+    call: Callable[[], torch.Tensor],
+    params: Sequence[torch.Tensor],
+    d_out: torch.Tensor,
+    device: torch.device,
+    warmup: int,
+    reps: int,
+):
     """:func:`measure` of ``call()`` (forward without autograd) and ``call().backward(d_out)`` with
     the gradients of ``params`` cleared first."""
 
@@ -119,8 +125,9 @@ def measure_call(call: Callable[[], torch.Tensor], params: Sequence[torch.Tensor
     return measure(fwd, fwd_bwd, device, warmup, reps)
 
 
-def run_table(rows: Iterable[Tuple[str, str, Callable[[], tuple]]], device: torch.device, impl_width: int,
-              echo: bool = True) -> List[dict]:
+def run_table(
+    rows: Iterable[Tuple[str, str, Callable[[], tuple]]], device: torch.device, impl_width: int, echo: bool = True
+) -> List[dict]:
     """Run each (shape label, impl name, run) -- ``run()`` returns :func:`measure`'s triple -- and,
     with ``echo``, print the header and one line per row as it finishes. A run that raises gives
     ``OOM`` or its error in that row and the table continues.

@@ -61,11 +61,25 @@ def rows(device) -> list[dict]:
         oracle = fn("reference", torch.float64, device, *args)
         for dtype in (torch.float32, torch.bfloat16):
             got, ref = fn("triton", dtype, device, *args), fn("reference", dtype, device, *args)
-            errs = [((a.double() - o).abs().max().item(), (r.double() - o).abs().max().item(),
-                     torch.finfo(dtype).eps * max(1.0, o.abs().max().item())) for a, r, o in zip(got, ref, oracle)]
+            errs = [
+                (
+                    (a.double() - o).abs().max().item(),
+                    (r.double() - o).abs().max().item(),
+                    torch.finfo(dtype).eps * max(1.0, o.abs().max().item()),
+                )
+                for a, r, o in zip(got, ref, oracle)
+            ]
             k_err, t_err, _ = max(errs)
-            out.append(dict(kernel=kernel, case=label, dtype=str(dtype).replace("torch.", ""), kernel_err=k_err,
-                            torch_err=t_err, worst_ratio=max(e / (t + ulp) for e, t, ulp in errs)))
+            out.append(
+                dict(
+                    kernel=kernel,
+                    case=label,
+                    dtype=str(dtype).replace("torch.", ""),
+                    kernel_err=k_err,
+                    torch_err=t_err,
+                    worst_ratio=max(e / (t + ulp) for e, t, ulp in errs),
+                )
+            )
     return out
 
 
@@ -78,8 +92,11 @@ def main(argv=None) -> None:
     print("| kernel | case | dtype | max kernel err vs fp64 | torch err (same tensor) | worst kernel / (torch + ulp) |")
     print("|---|---|---|---|---|---|")
     for r in rows(device):
-        print(f"| {r['kernel']} | {r['case']} | {r['dtype']} | {r['kernel_err']:.2e} | {r['torch_err']:.2e} | "
-              f"{r['worst_ratio']:.2f} |", flush=True)
+        print(
+            f"| {r['kernel']} | {r['case']} | {r['dtype']} | {r['kernel_err']:.2e} | {r['torch_err']:.2e} | "
+            f"{r['worst_ratio']:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

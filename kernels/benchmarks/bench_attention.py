@@ -54,7 +54,7 @@ SMOKE_SHAPES = [("smoke S=3 N=19", 3, 2, 19, 8)]
 
 def _inputs(rows: int, H: int, N: int, C: int, dtype: torch.dtype, device: torch.device):
     g = torch.Generator(device=device).manual_seed(0)
-    q = torch.randn(1, rows, H, N, C, device=device, dtype=dtype, generator=g) * C ** -0.5
+    q = torch.randn(1, rows, H, N, C, device=device, dtype=dtype, generator=g) * C**-0.5
     k = torch.randn(1, rows, H, N, C, device=device, dtype=dtype, generator=g)
     v = torch.randn(1, rows, H, N, C, device=device, dtype=dtype, generator=g)
     mask = torch.rand(1, rows, 1, 1, N, device=device, generator=g) > 0.1
@@ -76,9 +76,11 @@ def _third_party() -> dict:
     except Exception:  # noqa: BLE001 - not installed, or a broken install
         pass
     else:
+
         def trifast(q, k, v, biases):
             qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
             return trifast_attention(qt, kt, vt, biases[1][:, 0], biases[0][:, :, 0, 0, :] < 0).transpose(1, 2)
+
         out["trifast"] = trifast
     try:  # cuEquivariance: our layout, boolean key mask [B, rows, 1, 1, N], explicit scale
         import cuequivariance_torch as cuet
@@ -92,9 +94,11 @@ def _third_party() -> dict:
     except Exception:  # noqa: BLE001
         pass
     else:
+
         def deepspeed(q, k, v, biases):
             qt, kt, vt = (t.transpose(-2, -3) for t in (q, k, v))
             return DS4Sci_EvoformerAttention(qt, kt, vt, list(biases)).transpose(-2, -3)
+
         out["deepspeed"] = deepspeed
     return out
 
@@ -136,8 +140,11 @@ def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
 def table(shapes, names, dtype, device, warmup: int, reps: int, echo: bool = True) -> list:
     """Run the benchmark rows (every shape x implementation ``names``); :func:`run_table`'s dicts."""
     impls = _impls()
-    rows = ((shape[0], name, partial(bench_one, impls[name], shape, dtype, device, warmup, reps))
-            for shape in shapes for name in names)
+    rows = (
+        (shape[0], name, partial(bench_one, impls[name], shape, dtype, device, warmup, reps))
+        for shape in shapes
+        for name in names
+    )
     return run_table(rows, device, impl_width=10, echo=echo)
 
 

@@ -55,8 +55,11 @@ def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
 
 def table(shapes, dtype, device, warmup: int, reps: int, echo: bool = True) -> list:
     """Run the benchmark rows (every shape x implementation); :func:`run_table`'s dicts."""
-    rows = ((label, name, partial(bench_one, fn, shape, dtype, device, warmup, reps))
-            for label, shape in shapes for name, fn in _impls().items())
+    rows = (
+        (label, name, partial(bench_one, fn, shape, dtype, device, warmup, reps))
+        for label, shape in shapes
+        for name, fn in _impls().items()
+    )
     return run_table(rows, device, impl_width=12, echo=echo)
 
 

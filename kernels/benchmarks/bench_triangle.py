@@ -55,12 +55,18 @@ def _cueq() -> dict:
 
     def cueq(z, mask, w):
         return cuet.triangle_multiplicative_update(
-            z, direction="outgoing", mask=mask, norm_in_weight=w.layer_norm_input_weight,
+            z,
+            direction="outgoing",
+            mask=mask,
+            norm_in_weight=w.layer_norm_input_weight,
             norm_in_bias=w.layer_norm_input_bias,
             p_in_weight=torch.cat([w.left_projection_weight, w.right_projection_weight]),
             g_in_weight=torch.cat([w.left_gate_weight, w.right_gate_weight]),
-            norm_out_weight=w.center_layer_norm_weight, norm_out_bias=w.center_layer_norm_bias,
-            p_out_weight=w.output_projection_weight, g_out_weight=w.gating_linear_weight)
+            norm_out_weight=w.center_layer_norm_weight,
+            norm_out_bias=w.center_layer_norm_bias,
+            p_out_weight=w.output_projection_weight,
+            g_out_weight=w.gating_linear_weight,
+        )
 
     return {"cueq": cueq}
 
@@ -87,8 +93,12 @@ def bench_one(fn: Callable, shape, dtype, device, warmup: int, reps: int):
 def table(shapes, names, dtype, device, warmup: int, reps: int, echo: bool = True) -> list:
     """Run the benchmark rows (every shape x implementation ``names``); :func:`run_table`'s dicts."""
     impls = _impls()
-    rows = ((shape[0], name, partial(bench_one, impls[name], shape, dtype, device, warmup, reps))
-            for shape in shapes for name in names if name in impls)
+    rows = (
+        (shape[0], name, partial(bench_one, impls[name], shape, dtype, device, warmup, reps))
+        for shape in shapes
+        for name in names
+        if name in impls
+    )
     return run_table(rows, device, impl_width=10, echo=echo)
 
 

@@ -146,16 +146,21 @@ def _rows(counts: dict, **fields) -> list[dict]:
 
 def format_rows(rows: list[dict]) -> str:
     """A Markdown table of :func:`attention_rows` / :func:`triangle_rows`, with a total per (case, variant)."""
-    lines = ["| case | variant | kernel | launches | programs | dot MFLOP | loaded k-elements | atomic adds | reference MFLOP |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | variant | kernel | launches | programs | dot MFLOP | loaded k-elements | atomic adds | "
+        "reference MFLOP |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict = defaultdict(list)
     for r in rows:
         groups[(r["case"], r["variant"])].append(r)
     for (case, variant), rs in groups.items():
         for r in rs + [dict(kernel="**total**", **{k: sum(x[k] for x in rs) for k in COUNTS})]:
             ref = f"{rs[0]['reference_flops'] / 1e6:.1f}" if r["kernel"] == "**total**" else ""
-            lines.append(f"| {case} | {variant} | {r['kernel']} | {r['launches']} | {r['programs']} | "
-                         f"{r['dot_flops'] / 1e6:.1f} | {r['loaded'] / 1e3:.1f} | {r['atomic_adds']} | {ref} |")
+            lines.append(
+                f"| {case} | {variant} | {r['kernel']} | {r['launches']} | {r['programs']} | "
+                f"{r['dot_flops'] / 1e6:.1f} | {r['loaded'] / 1e3:.1f} | {r['atomic_adds']} | {ref} |"
+            )
     return "\n".join(lines)
 
 

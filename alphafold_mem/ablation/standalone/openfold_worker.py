@@ -1,5 +1,6 @@
 """One forward (or training step) of OpenFold's model or ours in a fresh process: wall time, CPU time
-and peak-RSS growth (and, for ours, the storage counter in a second run). Started by :mod:`alphafold_mem.ablation.openfold` (and
+and peak-RSS growth (and, for ours, the storage counter in a second run). Started by
+:mod:`alphafold_mem.ablation.openfold` (and
 ``scripts/compare_openfold.py``) as ``PYTHON openfold_worker.py --side openfold|ours ...``; prints one
 JSON line. ``--side both`` (OpenFold's Python, our package on its path) builds both models in one
 process and times them alternately ``--alternations`` times (time only).
@@ -9,7 +10,8 @@ compiled import on the CPU path, ``attn_core_inplace_cuda`` (an in-place softmax
 pure-PyTorch stand-in :data:`STAND_IN`, written by the driver to ``--stand-in-dir``.
 
 Settings (``--setting``): ``unchunked`` (OpenFold ``globals.chunk_size=None``; ours
-``MemoryPolicy(inplace=True)``: OpenFold's no-grad forward updates in place), ``chunk4`` (chunk size 4 on both sides, in place; OpenFold's chunk-size tuning
+``MemoryPolicy(inplace=True)``: OpenFold's no-grad forward updates in place), ``chunk4`` (chunk size 4 on both sides,
+in place; OpenFold's chunk-size tuning
 off), ``low_memory`` (OpenFold ``globals.use_lma=True``; ours ``MemoryPolicy.low_memory_inference()``);
 in training both sides checkpoint every block (OpenFold ``globals.blocks_per_ckpt=1``; ours
 ``MemoryPolicy.training()`` and ``.reference(checkpoint_*=1)`` for ``unchunked``; training's ``nested``
@@ -108,20 +110,26 @@ def build_ours(args, torch):
     """Our model for the setting (the memory policy applied), and how to call it."""
     from alphafold_mem.config import model_config
     from alphafold_mem.memory import MemoryPolicy
-    from alphafold_mem.planner import apply_memory_policy
     from alphafold_mem.model import AlphaFold
+    from alphafold_mem.planner import apply_memory_policy
 
-    cfg = model_config(args.preset, **{"evoformer.num_blocks": args.evo_blocks,
-                                       "extra_msa.num_blocks": args.extra_blocks})
+    cfg = model_config(
+        args.preset, **{"evoformer.num_blocks": args.evo_blocks, "extra_msa.num_blocks": args.extra_blocks}
+    )
     training = args.mode == "training"
     if training:
-        policy = {"unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1,
-                                                      checkpoint_template=1),
-                  "chunk4": MemoryPolicy.training(chunk_size=4), "low_memory": MemoryPolicy.training(),
-                  "nested": MemoryPolicy.training(checkpoint_granularity="nested")}[args.setting]
+        policy = {
+            "unchunked": MemoryPolicy.reference(checkpoint_evoformer=1, checkpoint_extra_msa=1, checkpoint_template=1),
+            "chunk4": MemoryPolicy.training(chunk_size=4),
+            "low_memory": MemoryPolicy.training(),
+            "nested": MemoryPolicy.training(checkpoint_granularity="nested"),
+        }[args.setting]
     else:  # OpenFold's no-grad forward updates in place; so do these
-        policy = {"unchunked": MemoryPolicy(inplace=True), "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
-                  "low_memory": MemoryPolicy.low_memory_inference()}[args.setting]
+        policy = {
+            "unchunked": MemoryPolicy(inplace=True),
+            "chunk4": MemoryPolicy(chunk_size=4, inplace=True),
+            "low_memory": MemoryPolicy.low_memory_inference(),
+        }[args.setting]
     torch.manual_seed(0)
     return apply_memory_policy(AlphaFold(cfg), policy), lambda m, b: m(b, recycle_dim=-1)
 
@@ -159,7 +167,7 @@ def worker_both(args, torch) -> dict:
     batch = _batch(args.features, torch)
     seconds = {side: [] for side in sides}
     for i in range(args.alternations):
-        for side in (("openfold", "ours") if i % 2 == 0 else ("ours", "openfold")):
+        for side in ("openfold", "ours") if i % 2 == 0 else ("ours", "openfold"):
             model, call = sides[side]
             start = time.perf_counter()
             _run_model(model, batch, training, torch, call)
@@ -170,8 +178,12 @@ def worker_both(args, torch) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--side", choices=["ours", "openfold", "both"], required=True,
-                    help="both: the two models in this process, timed alternately (--alternations)")
+    ap.add_argument(
+        "--side",
+        choices=["ours", "openfold", "both"],
+        required=True,
+        help="both: the two models in this process, timed alternately (--alternations)",
+    )
     ap.add_argument("--alternations", type=int, default=3)
     ap.add_argument("--setting", choices=TRAINING_SETTINGS, required=True)
     ap.add_argument("--mode", choices=["inference", "training"], default="inference")

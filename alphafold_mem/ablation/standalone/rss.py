@@ -32,8 +32,12 @@ MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 #: fixed 64 KiB threshold, set from inside the process); ``glibc`` is ``default`` with ours opting out
 #: (``ALPHAFOLD_MEM_MALLOC=default``: plain glibc on both sides); ``mmap`` returns blocks above 64 KiB
 #: to the system at once, on both sides.
-ALLOCATORS = {"default": {}, "release": {"ALPHAFOLD_MEM_MALLOC": "release"}, "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"},
-              "mmap": MMAP_ENV}
+ALLOCATORS = {
+    "default": {},
+    "release": {"ALPHAFOLD_MEM_MALLOC": "release"},
+    "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"},
+    "mmap": MMAP_ENV,
+}
 
 _HOST = Path(__file__).resolve().parents[2] / "memory" / "host.py"
 _HOST_NAME = "_alphafold_mem_host"
@@ -65,8 +69,13 @@ def measure(fn: Callable[[], object]) -> dict:
         fn()
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"seconds": seconds, "cpu_s": cpu, "sys_s": r1.ru_stime - r0.ru_stime,
-            "minor_faults": r1.ru_minflt - r0.ru_minflt, "rss_bytes": rss.bytes}
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu,
+        "sys_s": r1.ru_stime - r0.ru_stime,
+        "minor_faults": r1.ru_minflt - r0.ru_minflt,
+        "rss_bytes": rss.bytes,
+    }
 
 
 def measure_rss(fn: Callable[[], object]) -> tuple[float, int]:

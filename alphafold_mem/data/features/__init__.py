@@ -20,8 +20,20 @@ from .spec import FEATURES, FeatureSpec, check_features
 from .templates import align_template, empty_template_features, make_template_features
 
 __all__ = [
-    "FEATURES", "FeatureSpec", "check_features", "sequence_to_aatype", "msa_to_tokens",
-    "make_sequence_features", "make_msa_features",
-    "make_template_features", "empty_template_features", "align_template", "make_features", "MODES",
-    "pad_features", "Sample", "Batch", "collate",
+    "FEATURES",
+    "FeatureSpec",
+    "check_features",
+    "sequence_to_aatype",
+    "msa_to_tokens",
+    "make_sequence_features",
+    "make_msa_features",
+    "make_template_features",
+    "empty_template_features",
+    "align_template",
+    "make_features",
+    "MODES",
+    "pad_features",
+    "Sample",
+    "Batch",
+    "collate",
 ]

@@ -56,8 +56,9 @@ def collate(samples: Sequence[Sample | Mapping[str, Tensor]]) -> Batch:
     keys = set(feats[0])
     for i, f in enumerate(feats[1:], 1):
         if set(f) != keys:
-            raise ValueError(f"sample {ids[i]!r} has keys {sorted(set(f) ^ keys)} that sample {ids[0]!r} "
-                             "does not share")
+            raise ValueError(
+                f"sample {ids[i]!r} has keys {sorted(set(f) ^ keys)} that sample {ids[0]!r} does not share"
+            )
     sizes: dict[str, int] = {}
     for f in feats:
         for key, value in f.items():

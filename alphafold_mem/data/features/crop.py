@@ -26,8 +26,9 @@ def crop_start(num_res: int, crop_size: int, rng: np.random.Generator) -> int:
     return int(rng.integers(0, num_res - crop_size + 1))
 
 
-def crop_indices(n_res: int, crop_size: int, rng: np.random.Generator, structure: ProteinChain | None,
-                 spatial_prob: float) -> np.ndarray:
+def crop_indices(
+    n_res: int, crop_size: int, rng: np.random.Generator, structure: ProteinChain | None, spatial_prob: float
+) -> np.ndarray:
     """Residue indices of a training crop: contiguous (AF2 monomer, Suppl. 1.2.8), or with
     probability ``spatial_prob`` the ``crop_size`` residues whose CA is nearest to a random resolved
     residue's CA (cheap O(N_res) spatial crop; unresolved residues are ranked last)."""

@@ -19,8 +19,15 @@ from ..errors import InputError, warn_input
 from ..msa import Msa
 
 __all__ = [
-    "msa_to_tokens", "make_msa_features", "block_delete_msa", "sample_msa", "make_hhblits_profile",
-    "make_masked_msa", "nearest_neighbor_clusters", "summarize_clusters", "make_msa_feat",
+    "msa_to_tokens",
+    "make_msa_features",
+    "block_delete_msa",
+    "sample_msa",
+    "make_hhblits_profile",
+    "make_masked_msa",
+    "nearest_neighbor_clusters",
+    "summarize_clusters",
+    "make_msa_feat",
     "deletion_value",
 ]
 
@@ -56,8 +63,7 @@ def msa_to_tokens(sequences: Sequence[str]) -> np.ndarray:
     return tokens.astype(np.int64)
 
 
-def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | None = None
-                      ) -> dict[str, np.ndarray]:
+def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | None = None) -> dict[str, np.ndarray]:
     """Merge MSAs into ``msa`` ``[N_seq, N_res]`` int64 and ``deletion_matrix`` float32 (counts).
 
     Row 0 is the query ``sequence``; rows of every MSA follow in order, with exact duplicates
@@ -74,13 +80,21 @@ def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | No
             warn_input("empty alignment; using the query alone", file=msa.path, record=name, stacklevel=4)
             continue
         if msa.length != len(sequence):
-            raise InputError(f"alignment has {msa.length} query columns but the sequence has "
-                             f"{len(sequence)} residues", file=msa.path, record=name or "query", line=1)
+            raise InputError(
+                f"alignment has {msa.length} query columns but the sequence has {len(sequence)} residues",
+                file=msa.path,
+                record=name or "query",
+                line=1,
+            )
         if msa.query.replace("-", "") != sequence.upper() and msa.query != sequence.upper():
             diff = sum(a != b for a, b in zip(msa.query, sequence.upper()))
             if diff:
-                warn_input(f"alignment query differs from the sequence at {diff} positions",
-                           file=msa.path, record=name or "query", line=1)
+                warn_input(
+                    f"alignment query differs from the sequence at {diff} positions",
+                    file=msa.path,
+                    record=name or "query",
+                    line=1,
+                )
         keep = []
         for i, s in enumerate(msa.sequences):
             if s not in seen:
@@ -96,8 +110,9 @@ def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | No
     return {"msa": tokens, "deletion_matrix": np.concatenate(dels).astype(np.float32)}
 
 
-def block_delete_msa(num_seq: int, rng: np.random.Generator, *, fraction_per_block: float = 0.3,
-                     num_blocks: int = 5) -> np.ndarray:
+def block_delete_msa(
+    num_seq: int, rng: np.random.Generator, *, fraction_per_block: float = 0.3, num_blocks: int = 5
+) -> np.ndarray:
     """Rows kept after MSA block deletion (AF2 Suppl. 1.2.6, training only).
 
     ``num_blocks`` blocks of ``floor(fraction_per_block * num_seq)`` consecutive rows start at random
@@ -140,9 +155,16 @@ def make_hhblits_profile(msa: np.ndarray) -> np.ndarray:
     return counts / max(num_seq, 1)
 
 
-def make_masked_msa(msa: np.ndarray, profile: np.ndarray, rng: np.random.Generator, *,
-                    replace_fraction: float = 0.15, uniform_prob: float = 0.1,
-                    profile_prob: float = 0.1, same_prob: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+def make_masked_msa(
+    msa: np.ndarray,
+    profile: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    replace_fraction: float = 0.15,
+    uniform_prob: float = 0.1,
+    profile_prob: float = 0.1,
+    same_prob: float = 0.1,
+) -> tuple[np.ndarray, np.ndarray]:
     """BERT-style MSA corruption (AF2 Suppl. 1.2.7, ``make_masked_msa``).
 
     Each position is selected with probability ``replace_fraction``; a selected token becomes a
@@ -171,8 +193,9 @@ def make_masked_msa(msa: np.ndarray, profile: np.ndarray, rng: np.random.Generat
     return masked, bert_mask.astype(np.float32)
 
 
-def nearest_neighbor_clusters(msa: np.ndarray, msa_mask: np.ndarray, extra_msa: np.ndarray,
-                              extra_mask: np.ndarray) -> np.ndarray:
+def nearest_neighbor_clusters(
+    msa: np.ndarray, msa_mask: np.ndarray, extra_msa: np.ndarray, extra_mask: np.ndarray
+) -> np.ndarray:
     """Assign every extra row to the cluster centre it agrees with most (AF2
     ``nearest_neighbor_clusters`` with gap agreement weight 0): agreement counts positions where both
     rows carry the same amino acid or X; gaps and mask tokens do not count.
@@ -198,9 +221,15 @@ def nearest_neighbor_clusters(msa: np.ndarray, msa_mask: np.ndarray, extra_msa: 
     return agreement.argmax(axis=1).astype(np.int64)
 
 
-def summarize_clusters(msa: np.ndarray, msa_mask: np.ndarray, deletion_matrix: np.ndarray,
-                       extra_msa: np.ndarray, extra_mask: np.ndarray, extra_deletion: np.ndarray,
-                       assignment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def summarize_clusters(
+    msa: np.ndarray,
+    msa_mask: np.ndarray,
+    deletion_matrix: np.ndarray,
+    extra_msa: np.ndarray,
+    extra_mask: np.ndarray,
+    extra_deletion: np.ndarray,
+    assignment: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """Cluster profiles and mean deletions over each centre and its assigned extra rows (AF2
     ``summarize_clusters``; counts carry a 1e-6 floor).
 
@@ -217,14 +246,22 @@ def summarize_clusters(msa: np.ndarray, msa_mask: np.ndarray, deletion_matrix: n
     if extra_msa.shape[0]:
         w = extra_mask.astype(np.float32)
         flat = (assignment[:, None] * num_res + res[None, :]) * NUM_MSA_CLASSES + extra_msa
-        profile += np.bincount(flat.ravel(), weights=w.ravel(),
-                               minlength=num_clust * num_res * NUM_MSA_CLASSES
-                               ).reshape(profile.shape).astype(np.float32)
+        profile += (
+            np.bincount(flat.ravel(), weights=w.ravel(), minlength=num_clust * num_res * NUM_MSA_CLASSES)
+            .reshape(profile.shape)
+            .astype(np.float32)
+        )
         cell = (assignment[:, None] * num_res + res[None, :]).ravel()
-        counts += np.bincount(cell, weights=w.ravel(), minlength=num_clust * num_res
-                              ).reshape(num_clust, num_res).astype(np.float32)
-        del_sum += np.bincount(cell, weights=(w * extra_deletion).ravel(), minlength=num_clust * num_res
-                               ).reshape(num_clust, num_res).astype(np.float32)
+        counts += (
+            np.bincount(cell, weights=w.ravel(), minlength=num_clust * num_res)
+            .reshape(num_clust, num_res)
+            .astype(np.float32)
+        )
+        del_sum += (
+            np.bincount(cell, weights=(w * extra_deletion).ravel(), minlength=num_clust * num_res)
+            .reshape(num_clust, num_res)
+            .astype(np.float32)
+        )
     return profile / counts[..., None], del_sum / counts
 
 
@@ -232,17 +269,21 @@ def deletion_value(d: np.ndarray) -> np.ndarray:
     return (np.arctan(d / 3.0) * (2.0 / np.pi)).astype(np.float32)
 
 
-def make_msa_feat(msa: np.ndarray, deletion_matrix: np.ndarray, cluster_profile: np.ndarray,
-                  cluster_deletion_mean: np.ndarray) -> np.ndarray:
+def make_msa_feat(
+    msa: np.ndarray, deletion_matrix: np.ndarray, cluster_profile: np.ndarray, cluster_deletion_mean: np.ndarray
+) -> np.ndarray:
     """``msa_feat [N_clust, N_res, 49]`` float32 (AF2 Suppl. 1.2.9, Table 1): ``one_hot(msa, 23)``,
     ``has_deletion``, ``atan(d/3)*2/pi``, ``cluster_profile`` (23), ``atan(mean_d/3)*2/pi``."""
     n, r = msa.shape
     one_hot = np.zeros((n, r, NUM_MSA_CLASSES), dtype=np.float32)
     np.put_along_axis(one_hot, msa[..., None], 1.0, axis=-1)
-    return np.concatenate([
-        one_hot,
-        np.clip(deletion_matrix, 0.0, 1.0).astype(np.float32)[..., None],
-        deletion_value(deletion_matrix)[..., None],
-        cluster_profile.astype(np.float32),
-        deletion_value(cluster_deletion_mean)[..., None],
-    ], axis=-1)
+    return np.concatenate(
+        [
+            one_hot,
+            np.clip(deletion_matrix, 0.0, 1.0).astype(np.float32)[..., None],
+            deletion_value(deletion_matrix)[..., None],
+            cluster_profile.astype(np.float32),
+            deletion_value(cluster_deletion_mean)[..., None],
+        ],
+        axis=-1,
+    )

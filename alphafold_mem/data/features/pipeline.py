@@ -31,9 +31,18 @@ from ..msa import Msa, parse_msa
 from ..structure import ProteinChain
 from .crop import crop_indices
 from .ground_truth import make_ground_truth_features
+from .msa import (
+    block_delete_msa,
+    deletion_value,
+    make_hhblits_profile,
+    make_masked_msa,
+    make_msa_feat,
+    make_msa_features,
+    nearest_neighbor_clusters,
+    sample_msa,
+    summarize_clusters,
+)
 from .recycling import add_recycling_dim
-from .msa import (block_delete_msa, deletion_value, make_hhblits_profile, make_masked_msa, make_msa_feat,
-                  make_msa_features, nearest_neighbor_clusters, sample_msa, summarize_clusters)
 from .templates import empty_template_features, make_template_features
 
 __all__ = ["MODES", "sequence_to_aatype", "make_sequence_features", "make_features"]
@@ -86,10 +95,20 @@ def _as_msas(msa, sequence: str) -> list[Msa]:
     return out
 
 
-def make_features(sequence, msa=None, config=None, train: bool = False, *,
-                  structure: ProteinChain | None = None, templates: Sequence = (), mode: str | None = None,
-                  seed: int | np.random.Generator = 0, block_delete: bool | None = None,
-                  spatial_crop_prob: float = 0.0, recycling_slices: int | None = None) -> dict[str, Tensor]:
+def make_features(
+    sequence,
+    msa=None,
+    config=None,
+    train: bool = False,
+    *,
+    structure: ProteinChain | None = None,
+    templates: Sequence = (),
+    mode: str | None = None,
+    seed: int | np.random.Generator = 0,
+    block_delete: bool | None = None,
+    spatial_crop_prob: float = 0.0,
+    recycling_slices: int | None = None,
+) -> dict[str, Tensor]:
     """Build one sample's model inputs (see :data:`~.spec.FEATURES` and the table in :mod:`.spec`).
 
     Args:
@@ -142,8 +161,11 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
         if structure is None:
             raise ValueError(f"mode '{mode}' needs the experimental structure")
         if len(structure) != len(sequence):
-            raise InputError(f"structure has {len(structure)} SEQRES residues but the sequence has "
-                             f"{len(sequence)}", file=structure.path, record=structure.name)
+            raise InputError(
+                f"structure has {len(structure)} SEQRES residues but the sequence has {len(sequence)}",
+                file=structure.path,
+                record=structure.name,
+            )
 
     feats = make_sequence_features(sequence)
     msa_feats = make_msa_features(sequence, _as_msas(msa, sequence), name=name)
@@ -170,15 +192,19 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
 
     # Cluster sampling, masking and summaries (Suppl. 1.2.7), once per recycling slice (Suppl. 1.10).
     profile = make_hhblits_profile(tokens)
-    slices = [_sample_clusters(tokens, deletions, profile, data, max_clusters, rng)
-              for _ in range(recycling_slices or 1)]
+    slices = [
+        _sample_clusters(tokens, deletions, profile, data, max_clusters, rng) for _ in range(recycling_slices or 1)
+    ]
 
     aatype = torch.from_numpy(feats["aatype"])
     n = aatype.shape[0]
-    target_feat = torch.cat([
-        torch.from_numpy(feats["between_segment_residues"]).clamp(0, 1)[:, None],
-        torch.nn.functional.one_hot(aatype, 21).float(),
-    ], dim=-1)
+    target_feat = torch.cat(
+        [
+            torch.from_numpy(feats["between_segment_residues"]).clamp(0, 1)[:, None],
+            torch.nn.functional.one_hot(aatype, 21).float(),
+        ],
+        dim=-1,
+    )
     out: dict[str, Tensor] = {
         "aatype": aatype,
         "residue_index": torch.from_numpy(feats["residue_index"]),
@@ -217,8 +243,9 @@ def make_features(sequence, msa=None, config=None, train: bool = False, *,
 _GT_MSA_KEYS = ("true_msa", "bert_mask")
 
 
-def _sample_clusters(tokens: np.ndarray, deletions: np.ndarray, profile: np.ndarray, data, max_clusters: int,
-                     rng: np.random.Generator) -> dict[str, Tensor]:
+def _sample_clusters(
+    tokens: np.ndarray, deletions: np.ndarray, profile: np.ndarray, data, max_clusters: int, rng: np.random.Generator
+) -> dict[str, Tensor]:
     """One draw of the MSA cluster features (Suppl. 1.2.7): cluster centres and extra rows
     (:func:`sample_msa`), BERT masking of the centres, nearest-neighbour cluster profiles, ``msa_feat``
     and the extra-MSA features, plus the masked-MSA targets ``true_msa`` / ``bert_mask``."""
@@ -226,9 +253,14 @@ def _sample_clusters(tokens: np.ndarray, deletions: np.ndarray, profile: np.ndar
     msa_c, del_c = tokens[centres], deletions[centres]
     extra, del_e = tokens[rest], deletions[rest]
     masked, bert_mask = make_masked_msa(
-        msa_c, profile, rng, replace_fraction=data.masked_msa_fraction,
-        uniform_prob=data.masked_msa_uniform_prob, profile_prob=data.masked_msa_profile_prob,
-        same_prob=data.masked_msa_same_prob)
+        msa_c,
+        profile,
+        rng,
+        replace_fraction=data.masked_msa_fraction,
+        uniform_prob=data.masked_msa_uniform_prob,
+        profile_prob=data.masked_msa_profile_prob,
+        same_prob=data.masked_msa_same_prob,
+    )
     msa_mask = np.ones(msa_c.shape, dtype=np.float32)
     extra_mask = np.ones(extra.shape, dtype=np.float32)
     assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)

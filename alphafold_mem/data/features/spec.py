@@ -82,8 +82,12 @@ FEATURES: dict[str, FeatureSpec] = {
     "between_segment_residues": FeatureSpec(("N_res",), _F32, "input", "0 for a monomer"),
     "seq_length": FeatureSpec((), _I64, "input", "N_res before padding"),
     "target_feat": FeatureSpec(("N_res", 22), _F32, "input", "[has_break, one_hot(aatype, 21)]"),
-    "msa_feat": FeatureSpec(("N_seq", "N_res", 49), _F32, "input",
-                            "[one_hot(msa,23), has_del, atan(d/3)*2/pi, cluster_profile(23), atan(mean_d/3)*2/pi]"),
+    "msa_feat": FeatureSpec(
+        ("N_seq", "N_res", 49),
+        _F32,
+        "input",
+        "[one_hot(msa,23), has_del, atan(d/3)*2/pi, cluster_profile(23), atan(mean_d/3)*2/pi]",
+    ),
     "msa_mask": FeatureSpec(("N_seq", "N_res"), _F32, "input", "1 = real row"),
     "extra_msa": FeatureSpec(("N_extra", "N_res"), _I64, "input", "tokens 0-21 (20 X, 21 gap)"),
     "extra_msa_mask": FeatureSpec(("N_extra", "N_res"), _F32, "input", "1 = real row"),
@@ -99,8 +103,9 @@ FEATURES: dict[str, FeatureSpec] = {
     "template_pseudo_beta": FeatureSpec(("N_templ", "N_res", 3), _F32, "template", "CB (CA for Gly), Å"),
     "template_pseudo_beta_mask": FeatureSpec(("N_templ", "N_res"), _F32, "template", ""),
     "template_torsion_angles_sin_cos": FeatureSpec(("N_templ", "N_res", 7, 2), _F32, "template", "(sin, cos)"),
-    "template_alt_torsion_angles_sin_cos": FeatureSpec(("N_templ", "N_res", 7, 2), _F32, "template",
-                                                       "pi-periodic chis rotated by pi"),
+    "template_alt_torsion_angles_sin_cos": FeatureSpec(
+        ("N_templ", "N_res", 7, 2), _F32, "template", "pi-periodic chis rotated by pi"
+    ),
     "template_torsion_angles_mask": FeatureSpec(("N_templ", "N_res", 7), _F32, "template", ""),
     "template_mask": FeatureSpec(("N_templ",), _F32, "template", "1 = real template"),
     "true_msa": FeatureSpec(("N_seq", "N_res"), _I64, "ground_truth", "cluster rows before masking"),

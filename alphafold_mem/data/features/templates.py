@@ -38,8 +38,9 @@ def align_template(query: str, template: str) -> np.ndarray:
     return mapping
 
 
-def make_template_features(query: str, templates: Sequence[ProteinChain | tuple[ProteinChain, np.ndarray]]
-                           ) -> dict[str, Tensor]:
+def make_template_features(
+    query: str, templates: Sequence[ProteinChain | tuple[ProteinChain, np.ndarray]]
+) -> dict[str, Tensor]:
     """Template features (AF2 Suppl. 1.2.3, 1.7.1) for ``N_templ`` chains aligned to ``query``.
 
     Args:
@@ -61,8 +62,11 @@ def make_template_features(query: str, templates: Sequence[ProteinChain | tuple[
             mapping = align_template(query, chain.sequence)
         mapping = np.asarray(mapping, dtype=np.int64)
         if mapping.shape != (n,) or mapping.max(initial=-1) >= len(chain):
-            raise InputError(f"template mapping must have shape ({n},) with indices < {len(chain)}",
-                             file=chain.path, record=chain.name)
+            raise InputError(
+                f"template mapping must have shape ({n},) with indices < {len(chain)}",
+                file=chain.path,
+                record=chain.name,
+            )
         q = np.flatnonzero(mapping >= 0)
         aatype[t, q] = chain.aatype[mapping[q]]
         pos[t, q] = chain.atom37_positions[mapping[q]]
@@ -73,8 +77,9 @@ def make_template_features(query: str, templates: Sequence[ProteinChain | tuple[
         "template_all_atom_mask": torch.from_numpy(mask),
         "template_mask": torch.ones(len(templates), dtype=torch.float32),
     }
-    out.update(_template_geometry(out["template_aatype"], out["template_all_atom_positions"],
-                                  out["template_all_atom_mask"]))
+    out.update(
+        _template_geometry(out["template_aatype"], out["template_all_atom_positions"], out["template_all_atom_mask"])
+    )
     return out
 
 
@@ -84,8 +89,12 @@ def empty_template_features(n_res: int, n_templ: int = 1) -> dict[str, Tensor]:
     aatype = torch.full((n_templ, n_res), rc.restype_num + 1, dtype=torch.int64)
     pos = torch.zeros(n_templ, n_res, rc.atom_type_num, 3)
     mask = torch.zeros(n_templ, n_res, rc.atom_type_num)
-    out = {"template_aatype": aatype, "template_all_atom_positions": pos, "template_all_atom_mask": mask,
-           "template_mask": torch.zeros(n_templ)}
+    out = {
+        "template_aatype": aatype,
+        "template_all_atom_positions": pos,
+        "template_all_atom_mask": mask,
+        "template_mask": torch.zeros(n_templ),
+    }
     out.update(_template_geometry(aatype, pos, mask))
     return out
 

@@ -24,9 +24,15 @@ __all__ = ["feature_value_problem", "check_feature_values", "RANGES"]
 
 #: Inclusive value ranges (feature -> (low, high)).
 RANGES = {
-    "aatype": (0, 20), "extra_msa": (0, 21), "true_msa": (0, 21), "template_aatype": (0, 21),
-    "residx_atom14_to_atom37": (0, 36), "residx_atom37_to_atom14": (0, 13),
-    "msa_feat": (0.0, 1.0), "target_feat": (0.0, 1.0), "extra_deletion_value": (0.0, 1.0),
+    "aatype": (0, 20),
+    "extra_msa": (0, 21),
+    "true_msa": (0, 21),
+    "template_aatype": (0, 21),
+    "residx_atom14_to_atom37": (0, 36),
+    "residx_atom37_to_atom14": (0, 13),
+    "msa_feat": (0.0, 1.0),
+    "target_feat": (0.0, 1.0),
+    "extra_deletion_value": (0.0, 1.0),
 }
 _DIM_WORDS = {"N_res": "residue", "N_seq": "MSA row", "N_extra": "extra MSA row", "N_templ": "template"}
 
@@ -71,8 +77,9 @@ def _order(key: str) -> tuple:
     return (key not in FEATURES, names.index(key) if key in FEATURES else 0, key)
 
 
-def feature_value_problem(features: dict, *, sample_ids: Optional[Sequence[str]] = None,
-                          batched: bool = False) -> Optional[str]:
+def feature_value_problem(
+    features: dict, *, sample_ids: Optional[Sequence[str]] = None, batched: bool = False
+) -> Optional[str]:
     """The first out-of-range input value of ``features`` as a one-line message, or ``None``.
 
     Features are visited in :data:`~.spec.FEATURES` order (unknown keys last, by name); all counts
@@ -111,8 +118,14 @@ def feature_value_problem(features: dict, *, sample_ids: Optional[Sequence[str]]
     return None
 
 
-def check_feature_values(features: dict, *, record: Optional[str] = None, file=None,
-                         sample_ids: Optional[Sequence[str]] = None, batched: bool = False) -> None:
+def check_feature_values(
+    features: dict,
+    *,
+    record: Optional[str] = None,
+    file=None,
+    sample_ids: Optional[Sequence[str]] = None,
+    batched: bool = False,
+) -> None:
     """Raise :class:`~alphafold_mem.data.InputError` (naming ``record``/``file``) when
     :func:`feature_value_problem` finds one; see there."""
     problem = feature_value_problem(features, sample_ids=sample_ids, batched=batched)

@@ -20,8 +20,7 @@ from .scores import pae_json, write_json
 def output_paths(out_dir: str, name: str, with_pae: bool) -> dict[str, str]:
     """The output files of target ``name``: PDB, ModelCIF, pLDDT plot, scores JSON and, with a PAE
     head, PAE JSON and plot."""
-    p = {"pdb": f"{name}.pdb", "cif": f"{name}.cif", "plddt_png": f"{name}_plddt.png",
-         "scores": f"{name}_scores.json"}
+    p = {"pdb": f"{name}.pdb", "cif": f"{name}.cif", "plddt_png": f"{name}_plddt.png", "scores": f"{name}_scores.json"}
     if with_pae:
         p.update({"pae_json": f"{name}_pae.json", "pae_png": f"{name}_pae.png"})
     return {k: os.path.join(out_dir, v) for k, v in p.items()}
@@ -34,8 +33,18 @@ def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: di
     pos, plddt = out["final_atom_positions"], out["plddt"]
     remarks = [f"target {t.name}: {t.description[:200]}", method]
     write_pdb(paths["pdb"], t.name, aatype, pos, mask, plddt, remarks=remarks)
-    write_modelcif(paths["cif"], t.name, aatype, pos, mask, plddt, ptm=out.get("ptm"),
-                   description=t.description, software_version=__version__, method_details=method)
+    write_modelcif(
+        paths["cif"],
+        t.name,
+        aatype,
+        pos,
+        mask,
+        plddt,
+        ptm=out.get("ptm"),
+        description=t.description,
+        software_version=__version__,
+        method_details=method,
+    )
     plot_plddt(paths["plddt_png"], plddt, title=t.name)
     if "pae_json" in paths:
         pae, max_pae = out["predicted_aligned_error"], out["max_predicted_aligned_error"]
@@ -44,5 +53,13 @@ def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: di
     write_json(paths["scores"], scores, flat=True)  # last: its presence marks the target as finished
 
 
-__all__ = ["output_paths", "pae_json", "plot_pae", "plot_plddt", "write_json", "write_modelcif", "write_pdb",
-           "write_target_outputs"]
+__all__ = [
+    "output_paths",
+    "pae_json",
+    "plot_pae",
+    "plot_plddt",
+    "write_json",
+    "write_modelcif",
+    "write_pdb",
+    "write_target_outputs",
+]

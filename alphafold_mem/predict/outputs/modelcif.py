@@ -57,9 +57,18 @@ class _Model(modelcif.model.AbInitioModel):
             for j, atom_name in enumerate(rc.atom_types):
                 if self._mask[i, j]:
                     x, y, z = (round(float(v), 3) for v in self._pos[i, j])
-                    yield modelcif.model.Atom(asym_unit=self._asym, seq_id=i + 1, atom_id=atom_name,
-                                              type_symbol=atom_name[0], x=x, y=y, z=z, het=False,
-                                              biso=round(float(self._plddt[i]), 2), occupancy=1.0)
+                    yield modelcif.model.Atom(
+                        asym_unit=self._asym,
+                        seq_id=i + 1,
+                        atom_id=atom_name,
+                        type_symbol=atom_name[0],
+                        x=x,
+                        y=y,
+                        z=z,
+                        het=False,
+                        biso=round(float(self._plddt[i]), 2),
+                        occupancy=1.0,
+                    )
 
 
 def _ascii(text: str) -> str:
@@ -72,9 +81,19 @@ def _entity_sequence(aatype: np.ndarray) -> list:
     return [rc.restypes[a] if a < rc.restype_num else unk for a in aatype]
 
 
-def write_modelcif(path, name: str, aatype: np.ndarray, atom_positions: np.ndarray, atom_mask: np.ndarray,
-                   plddt: np.ndarray, *, ptm: Optional[float] = None, description: str = "",
-                   software_version: str = "", method_details: str = "") -> None:
+def write_modelcif(
+    path,
+    name: str,
+    aatype: np.ndarray,
+    atom_positions: np.ndarray,
+    atom_mask: np.ndarray,
+    plddt: np.ndarray,
+    *,
+    ptm: Optional[float] = None,
+    description: str = "",
+    software_version: str = "",
+    method_details: str = "",
+) -> None:
     """Write a ModelCIF file (atomically).
 
     Args:
@@ -95,9 +114,13 @@ def write_modelcif(path, name: str, aatype: np.ndarray, atom_positions: np.ndarr
 
     system = modelcif.System(title=f"alphafold-mem prediction for {name}", id=_ascii(name).upper())
     software = modelcif.Software(
-        name="alphafold-mem", classification="model building",
+        name="alphafold-mem",
+        classification="model building",
         description="AlphaFold2 (monomer) re-implementation in PyTorch",
-        location=None, type="package", version=software_version or None)
+        location=None,
+        type="package",
+        version=software_version or None,
+    )
     system.software.append(software)
     entity = modelcif.Entity(_entity_sequence(aatype), description=_ascii(description or name)[:80])
     asym = modelcif.AsymUnit(entity, details=f"Model subunit {name}", id="A")
@@ -111,9 +134,15 @@ def write_modelcif(path, name: str, aatype: np.ndarray, atom_positions: np.ndarr
     group = modelcif.model.ModelGroup([model], name="alphafold-mem predictions")
     system.model_groups.append(group)
     protocol = modelcif.protocol.Protocol()
-    protocol.steps.append(modelcif.protocol.ModelingStep(
-        input_data=modelcif.data.DataGroup([entity]), output_data=model, software=software,
-        name="structure prediction", details=_ascii(method_details) or None))
+    protocol.steps.append(
+        modelcif.protocol.ModelingStep(
+            input_data=modelcif.data.DataGroup([entity]),
+            output_data=model,
+            software=software,
+            name="structure prediction",
+            details=_ascii(method_details) or None,
+        )
+    )
     system.protocols.append(protocol)
     with atomic_write(path) as tmp:
         with open(tmp, "w") as fh:

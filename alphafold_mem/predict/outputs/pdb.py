@@ -24,8 +24,15 @@ def _element(atom_name: str) -> str:
     return atom_name[0]
 
 
-def build_structure(name: str, aatype: np.ndarray, atom_positions: np.ndarray, atom_mask: np.ndarray,
-                    plddt: np.ndarray, residue_index: Optional[np.ndarray] = None, chain_id: str = "A"):
+def build_structure(
+    name: str,
+    aatype: np.ndarray,
+    atom_positions: np.ndarray,
+    atom_mask: np.ndarray,
+    plddt: np.ndarray,
+    residue_index: Optional[np.ndarray] = None,
+    chain_id: str = "A",
+):
     """A Biopython ``Structure`` (one model, one chain) from atom37 arrays.
 
     Args:
@@ -43,8 +50,10 @@ def build_structure(name: str, aatype: np.ndarray, atom_positions: np.ndarray, a
     plddt = np.asarray(plddt, dtype=np.float64)
     n = aatype.shape[0]
     if pos.shape != (n, rc.atom_type_num, 3) or mask.shape != (n, rc.atom_type_num) or plddt.shape != (n,):
-        raise ValueError(f"expected atom37 arrays for {n} residues, got positions {pos.shape}, "
-                         f"mask {mask.shape}, plddt {plddt.shape}")
+        raise ValueError(
+            f"expected atom37 arrays for {n} residues, got positions {pos.shape}, "
+            f"mask {mask.shape}, plddt {plddt.shape}"
+        )
     if residue_index is None:
         residue_index = np.arange(n)
     sb = StructureBuilder()
@@ -59,14 +68,21 @@ def build_structure(name: str, aatype: np.ndarray, atom_positions: np.ndarray, a
             if not mask[i, j]:
                 continue
             fullname = atom_name if len(atom_name) == 4 else f" {atom_name:<3}"
-            sb.init_atom(atom_name, pos[i, j], float(plddt[i]), 1.0, " ", fullname,
-                         element=_element(atom_name))
+            sb.init_atom(atom_name, pos[i, j], float(plddt[i]), 1.0, " ", fullname, element=_element(atom_name))
     return sb.get_structure()
 
 
-def write_pdb(path, name: str, aatype: np.ndarray, atom_positions: np.ndarray, atom_mask: np.ndarray,
-              plddt: np.ndarray, residue_index: Optional[np.ndarray] = None, chain_id: str = "A",
-              remarks: Sequence[str] = ()) -> None:
+def write_pdb(
+    path,
+    name: str,
+    aatype: np.ndarray,
+    atom_positions: np.ndarray,
+    atom_mask: np.ndarray,
+    plddt: np.ndarray,
+    residue_index: Optional[np.ndarray] = None,
+    chain_id: str = "A",
+    remarks: Sequence[str] = (),
+) -> None:
     """Write a PDB file (atomically) with pLDDT (0-100) in the B-factor column.
 
     Args: as :func:`build_structure`; ``remarks`` are written as ``REMARK 250`` lines first.

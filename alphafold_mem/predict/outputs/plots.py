@@ -48,8 +48,7 @@ def plot_plddt(path, plddt: np.ndarray, title: str = "") -> None:
     ax.set_xlabel("Residue")
     ax.set_ylabel("pLDDT")
     ax.set_title(f"{title}  mean pLDDT {plddt.mean():.1f}" if title else f"mean pLDDT {plddt.mean():.1f}")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, title="pLDDT",
-              title_fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, title="pLDDT", title_fontsize=7)
     _save(fig, path)
 
 
@@ -60,8 +59,15 @@ def plot_pae(path, pae: np.ndarray, max_pae: float | None = None, title: str = "
     n = pae.shape[0]
     fig = _figure(5.0, 4.2)
     ax = fig.add_subplot(1, 1, 1)
-    im = ax.imshow(pae, cmap="Greens_r", vmin=0.0, vmax=vmax, origin="upper",
-                   extent=(0.5, n + 0.5, n + 0.5, 0.5), interpolation="nearest")
+    im = ax.imshow(
+        pae,
+        cmap="Greens_r",
+        vmin=0.0,
+        vmax=vmax,
+        origin="upper",
+        extent=(0.5, n + 0.5, n + 0.5, 0.5),
+        interpolation="nearest",
+    )
     cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     cbar.set_label("Expected position error (Å)")
     ax.set_xlabel("Scored residue")

@@ -16,8 +16,7 @@ def pae_json(pae: np.ndarray, max_pae: float) -> list[dict[str, Any]]:
     """The AlphaFold DB (v4) PAE layout: ``[{"predicted_aligned_error": [[...]] (Å, row = aligned
     residue, column = scored residue, 2 decimals), "max_predicted_aligned_error": float}]``."""
     pae = np.round(np.asarray(pae, dtype=np.float64), 2)
-    return [{"predicted_aligned_error": pae.tolist(),
-             "max_predicted_aligned_error": round(float(max_pae), 2)}]
+    return [{"predicted_aligned_error": pae.tolist(), "max_predicted_aligned_error": round(float(max_pae), 2)}]
 
 
 def _default(obj):

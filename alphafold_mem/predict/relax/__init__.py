@@ -8,5 +8,11 @@ from .amber import RelaxError, require_openmm
 from .checks import violation_metrics
 from .protocol import MAX_OUTER_ITERATIONS, RelaxResult, relax_structure
 
-__all__ = ["RelaxError", "RelaxResult", "relax_structure", "require_openmm", "violation_metrics",
-           "MAX_OUTER_ITERATIONS"]
+__all__ = [
+    "RelaxError",
+    "RelaxResult",
+    "relax_structure",
+    "require_openmm",
+    "violation_metrics",
+    "MAX_OUTER_ITERATIONS",
+]

@@ -18,12 +18,11 @@ import math
 
 import numpy as np
 
-__all__ = ["RelaxError", "require_openmm", "fix_structure", "minimize", "STIFFNESS", "TOLERANCE_KCAL",
-           "MAX_ATTEMPTS"]
+__all__ = ["RelaxError", "require_openmm", "fix_structure", "minimize", "STIFFNESS", "TOLERANCE_KCAL", "MAX_ATTEMPTS"]
 
-STIFFNESS = 10.0        # kcal/mol/Å², AF2 run_alphafold.py RELAX_STIFFNESS
-TOLERANCE_KCAL = 2.39   # kcal/mol, AF2 run_alphafold.py RELAX_ENERGY_TOLERANCE
-MAX_ATTEMPTS = 100      # AF2 amber_minimize.run_pipeline max_attempts
+STIFFNESS = 10.0  # kcal/mol/Å², AF2 run_alphafold.py RELAX_STIFFNESS
+TOLERANCE_KCAL = 2.39  # kcal/mol, AF2 run_alphafold.py RELAX_ENERGY_TOLERANCE
+MAX_ATTEMPTS = 100  # AF2 amber_minimize.run_pipeline max_attempts
 _KJ_PER_KCAL = 4.184
 
 
@@ -38,8 +37,10 @@ def require_openmm():
         from openmm import app, unit
         from pdbfixer import PDBFixer
     except ImportError as exc:
-        raise RelaxError(f"Amber relaxation needs OpenMM and pdbfixer ({exc.name or exc} is missing): "
-                         "pip install 'alphafold_mem[relax]'  (or: pip install openmm pdbfixer)") from None
+        raise RelaxError(
+            f"Amber relaxation needs OpenMM and pdbfixer ({exc.name or exc} is missing): "
+            "pip install 'alphafold_mem[relax]'  (or: pip install openmm pdbfixer)"
+        ) from None
     return openmm, app, unit, PDBFixer
 
 
@@ -60,22 +61,33 @@ def _platform(openmm, device: str):
     want = "CUDA" if device == "cuda" else "CPU"
     if want not in names:
         if device == "cuda":
-            raise RelaxError(f"OpenMM has no CUDA platform here (platforms: {', '.join(names)}); "
-                             "use --relax-device cpu or install openmm with CUDA")
+            raise RelaxError(
+                f"OpenMM has no CUDA platform here (platforms: {', '.join(names)}); "
+                "use --relax-device cpu or install openmm with CUDA"
+            )
         want = "Reference"
     return openmm.Platform.getPlatformByName(want)
 
 
-def minimize(topology, positions, restrained: np.ndarray, *, stiffness: float = STIFFNESS,
-             tolerance_kcal: float = TOLERANCE_KCAL, max_attempts: int = MAX_ATTEMPTS, device: str = "cpu",
-             threads: int = 0) -> dict:
+def minimize(
+    topology,
+    positions,
+    restrained: np.ndarray,
+    *,
+    stiffness: float = STIFFNESS,
+    tolerance_kcal: float = TOLERANCE_KCAL,
+    max_attempts: int = MAX_ATTEMPTS,
+    device: str = "cpu",
+    threads: int = 0,
+) -> dict:
     """Restrained minimisation of one prepared system.
 
     Args:
         topology, positions: from :func:`fix_structure` (positions in nm or a Quantity).
         restrained: ``[N_atoms]`` bool: atoms held by the harmonic restraint at their start position.
         stiffness: kcal/mol/Å²; tolerance_kcal: kcal/mol (see the module docstring).
-        max_attempts: tries before giving up; device: ``"cpu"`` or ``"cuda"``; threads: CPU threads (0 = OpenMM's choice).
+        max_attempts: tries before giving up; device: ``"cpu"`` or ``"cuda"``; threads: CPU threads (0 = OpenMM's
+        choice).
 
     Returns:
         ``positions`` ``[N_atoms, 3]`` Å, ``initial_energy`` / ``final_energy`` kcal/mol, ``attempts``,
@@ -86,8 +98,9 @@ def minimize(topology, positions, restrained: np.ndarray, *, stiffness: float = 
     """
     openmm, app, unit, _ = require_openmm()
     forcefield = app.ForceField("amber99sb.xml")
-    start = np.asarray(positions.value_in_unit(unit.nanometer) if unit.is_quantity(positions) else positions,
-                       dtype=np.float64)
+    start = np.asarray(
+        positions.value_in_unit(unit.nanometer) if unit.is_quantity(positions) else positions, dtype=np.float64
+    )
     last = "no attempt"
     for attempt in range(1, max_attempts + 1):
         try:
@@ -105,16 +118,24 @@ def minimize(topology, positions, restrained: np.ndarray, *, stiffness: float = 
             props = {"Threads": str(threads)} if threads and platform.getName() == "CPU" else {}
             simulation = app.Simulation(topology, system, integrator, platform, props)
             simulation.context.setPositions(start * unit.nanometer)
-            e0 = simulation.context.getState(getEnergy=True).getPotentialEnergy().value_in_unit(
-                unit.kilocalories_per_mole)
+            e0 = (
+                simulation.context.getState(getEnergy=True)
+                .getPotentialEnergy()
+                .value_in_unit(unit.kilocalories_per_mole)
+            )
             simulation.minimizeEnergy(tolerance=tolerance_kcal * _KJ_PER_KCAL, maxIterations=0)
             state = simulation.context.getState(getEnergy=True, getPositions=True)
             e1 = state.getPotentialEnergy().value_in_unit(unit.kilocalories_per_mole)
             pos = state.getPositions(asNumpy=True).value_in_unit(unit.angstrom)
             if not (math.isfinite(e1) and np.all(np.isfinite(pos))):
                 raise ValueError(f"non-finite energy or coordinates after minimisation (energy {e1})")
-            return {"positions": np.asarray(pos, dtype=np.float64), "initial_energy": float(e0),
-                    "final_energy": float(e1), "attempts": attempt, "platform": platform.getName()}
+            return {
+                "positions": np.asarray(pos, dtype=np.float64),
+                "initial_energy": float(e0),
+                "final_energy": float(e1),
+                "attempts": attempt,
+                "platform": platform.getName(),
+            }
         except (openmm.OpenMMException, ValueError) as exc:
             last = " ".join(str(exc).split())[:200] or type(exc).__name__
     raise RelaxError(f"minimisation failed after {max_attempts} attempts: {last}")

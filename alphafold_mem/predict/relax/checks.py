@@ -15,8 +15,7 @@ from ...losses.violations import find_structural_violations
 __all__ = ["violation_metrics"]
 
 
-def violation_metrics(aatype: np.ndarray, positions: np.ndarray, mask: np.ndarray,
-                      residue_index: np.ndarray) -> dict:
+def violation_metrics(aatype: np.ndarray, positions: np.ndarray, mask: np.ndarray, residue_index: np.ndarray) -> dict:
     """Violation counts of heavy atoms in atom37 layout.
 
     Args:

@@ -23,7 +23,6 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -106,8 +105,10 @@ def _pdb_text(segments, coords) -> str:
             for j in np.flatnonzero(chain.atom37_mask[i]):
                 name = rc.atom_types[j]
                 x, y, z = pos[j]
-                lines.append(f"ATOM  {serial:5d} {name if len(name) == 4 else ' ' + name:<4} {resname} {cid}"
-                             f"{k + 1:4d}    {x:8.3f}{y:8.3f}{z:8.3f}  1.00  0.00          {name[0]:>2}")
+                lines.append(
+                    f"ATOM  {serial:5d} {name if len(name) == 4 else ' ' + name:<4} {resname} {cid}"
+                    f"{k + 1:4d}    {x:8.3f}{y:8.3f}{z:8.3f}  1.00  0.00          {name[0]:>2}"
+                )
                 serial += 1
         lines.append("TER")
     return "\n".join(lines + ["END", ""])
@@ -125,9 +126,18 @@ def _violations(chains, coords) -> dict:
     return violation_metrics(np.concatenate(aatype), np.concatenate(pos), np.concatenate(mask), np.concatenate(index))
 
 
-def relax_structure(path, out_path, *, stiffness: float = STIFFNESS, tolerance_kcal: float = TOLERANCE_KCAL,
-                    max_outer_iterations: int = MAX_OUTER_ITERATIONS, max_attempts: int = MAX_ATTEMPTS,
-                    device: str = "cpu", threads: int = 0, remarks=()) -> RelaxResult:
+def relax_structure(
+    path,
+    out_path,
+    *,
+    stiffness: float = STIFFNESS,
+    tolerance_kcal: float = TOLERANCE_KCAL,
+    max_outer_iterations: int = MAX_OUTER_ITERATIONS,
+    max_attempts: int = MAX_ATTEMPTS,
+    device: str = "cpu",
+    threads: int = 0,
+    remarks=(),
+) -> RelaxResult:
     """Relax the protein chains of a PDB or mmCIF file and write ``out_path`` (PDB with hydrogens).
 
     Args:
@@ -165,11 +175,24 @@ def relax_structure(path, out_path, *, stiffness: float = STIFFNESS, tolerance_k
         top_res = list(topology.residues())
         if len(top_res) != len(residues):
             raise RelaxError(f"pdbfixer returned {len(top_res)} residues for {len(residues)}")
-        restrained = np.array([a.element is not None and a.element.symbol != "H" and
-                               (id(residues[a.residue.index][0]), residues[a.residue.index][1]) not in freed
-                               for a in topology.atoms()])
-        result = minimize(topology, positions, restrained, stiffness=stiffness, tolerance_kcal=tolerance_kcal,
-                          max_attempts=max_attempts, device=device, threads=threads)
+        restrained = np.array(
+            [
+                a.element is not None
+                and a.element.symbol != "H"
+                and (id(residues[a.residue.index][0]), residues[a.residue.index][1]) not in freed
+                for a in topology.atoms()
+            ]
+        )
+        result = minimize(
+            topology,
+            positions,
+            restrained,
+            stiffness=stiffness,
+            tolerance_kcal=tolerance_kcal,
+            max_attempts=max_attempts,
+            device=device,
+            threads=threads,
+        )
         final_positions = result["positions"]
         for res, (chain, i, _) in zip(top_res, residues):
             new = coords[(id(chain), i)].copy()
@@ -186,9 +209,19 @@ def relax_structure(path, out_path, *, stiffness: float = STIFFNESS, tolerance_k
         freed |= {flat[k] for k in after["violating_residue_indices"] if k < len(flat)}
     _write(out_path, chains, top_res, residues, final_positions, coords, remarks, result, iteration)
     ca_rmsd = _ca_rmsd(records, coords)
-    return RelaxResult(os.fspath(out_path), time.perf_counter() - t0, result["initial_energy"],
-                       result["final_energy"], result["attempts"], iteration, ca_rmsd, result["platform"],
-                       before, after, excluded)
+    return RelaxResult(
+        os.fspath(out_path),
+        time.perf_counter() - t0,
+        result["initial_energy"],
+        result["final_energy"],
+        result["attempts"],
+        iteration,
+        ca_rmsd,
+        result["platform"],
+        before,
+        after,
+        excluded,
+    )
 
 
 def _ca_rmsd(records, coords) -> float:
@@ -216,19 +249,25 @@ def _write(out_path, chains, top_res, residues, final_positions, coords, remarks
             sb.init_residue(rc.restype_1to3.get(chain.sequence[i], "UNK"), " ", i + 1, " ")
             res = relaxed.get((id(chain), i))
             if res is None:  # kept as given
-                atoms = [(rc.atom_types[j], coords[(id(chain), i)][j], rc.atom_types[j][0])
-                         for j in np.flatnonzero(chain.atom37_mask[i])]
+                atoms = [
+                    (rc.atom_types[j], coords[(id(chain), i)][j], rc.atom_types[j][0])
+                    for j in np.flatnonzero(chain.atom37_mask[i])
+                ]
             else:
-                atoms = [(a.name, final_positions[a.index], a.element.symbol if a.element else a.name[0])
-                         for a in res.atoms()]
+                atoms = [
+                    (a.name, final_positions[a.index], a.element.symbol if a.element else a.name[0])
+                    for a in res.atoms()
+                ]
             for name, xyz, element in atoms:
                 fullname = name if len(name) == 4 else f" {name:<3}"
                 sb.init_atom(name, np.asarray(xyz, dtype=np.float64), bfac, 1.0, " ", fullname, element=element)
     io = PDBIO()
     io.set_structure(sb.get_structure())
     with atomic_write(out_path) as tmp, open(tmp, "w") as fh:
-        fh.write(f"REMARK 250 alphafold-mem Amber relaxation (Amber99sb, OpenMM {result['platform']}): "
-                 f"{iteration} round(s), energy {result['initial_energy']:.1f} -> {result['final_energy']:.1f} kcal/mol\n")
+        fh.write(
+            f"REMARK 250 alphafold-mem Amber relaxation (Amber99sb, OpenMM {result['platform']}): "
+            f"{iteration} round(s), energy {result['initial_energy']:.1f} -> {result['final_energy']:.1f} kcal/mol\n"
+        )
         fh.write("REMARK 250 B-factor column = the input's per-residue value (pLDDT for predictions)\n")
         for line in remarks:
             fh.write(f"REMARK 250 {' '.join(str(line).split())[:69]}\n")
