@@ -16,9 +16,11 @@ import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, model_config
 from alphafold_mem.ablation import COLUMNS, AblationConfig, Technique, derive_techniques, run_ablation
+from alphafold_mem.ablation import techniques as techniques_module
 from alphafold_mem.ablation.results import MEASURES
-from alphafold_mem.ablation.techniques import quick_techniques, select_techniques
+from alphafold_mem.ablation.techniques import EXCLUDED_VALUES, NOT_ENUMERATED, quick_techniques, select_techniques
 from alphafold_mem.cli.main import main as cli_main
+from alphafold_mem.memory import policy as policy_module
 from alphafold_mem.weights import save_checkpoint
 
 from .conftest import REPO_DATA
@@ -84,6 +86,35 @@ def test_techniques_come_from_the_policy_fields_and_presets():
     assert {"reference", "preset:training", "preset:low_memory_inference"} <= quick
     with pytest.raises(ValueError, match="unknown technique.*valid: reference"):
         select_techniques(techniques, ["chunk_size=3"])
+
+
+def _values_with_rows(techniques) -> set:
+    """``(field, value)`` of every policy value some row (the reference included) runs with."""
+    return {(f.name, getattr(t.policy, f.name)) for t in techniques for f in dataclasses.fields(MemoryPolicy)}
+
+
+def test_every_value_of_every_enumerated_field_is_a_row_or_excluded_with_a_reason():
+    """The list is built from the fields' types (field_choices), not from any docstring."""
+    covered = _values_with_rows(derive_techniques())
+    choices = policy_module.field_choices()
+    assert choices, "no enumerated policy field: field_choices() reads nothing"
+    missing = [(name, v) for name, values in choices.items() for v in values if (name, v) not in covered]
+    assert [m for m in missing if m not in EXCLUDED_VALUES] == []
+    assert all(reason.strip() for reason in EXCLUDED_VALUES.values())
+    # every field is either enumerated (rows from its type) or has its stated treatment
+    fields = {f.name for f in dataclasses.fields(MemoryPolicy)}
+    assert fields == set(choices) | set(NOT_ENUMERATED) and not set(choices) & set(NOT_ENUMERATED)
+    assert ("chunk_size", "auto") not in covered and ("chunk_size", "auto") in EXCLUDED_VALUES
+
+
+def test_a_value_added_to_a_fields_type_becomes_a_row(monkeypatch):
+    """A new ``Literal`` value appears as a technique without touching the ablation or a docstring."""
+    choices = dict(policy_module.field_choices())
+    choices["templates"] = choices["templates"] + ("test-only-mode",)
+    for module in (policy_module, techniques_module):  # the policy's validation and the derivation
+        monkeypatch.setattr(module, "field_choices", lambda: choices)
+    by = {t.name: t for t in derive_techniques()}
+    assert by["templates=test-only-mode"].policy == MemoryPolicy.reference().replace(templates="test-only-mode")
 
 
 def test_techniques_that_cannot_run_here_say_why():

@@ -10,14 +10,16 @@ field or preset added to :mod:`alphafold_mem.memory.policy` appears without edit
   ``checkpoint``). A group's *switch* is what the presets set in it: every field of the group that a
   preset sets to a non-default value, with that value (first preset in :data:`PRESETS` order). A
   non-empty switch is one technique (``checkpoint_*=1``, ``chunk_size=16``, ``attention=chunked``).
-* On top of the switch, every other value a field of the group can take is one technique: a bool's
-  other value; the values an enumerated field's paragraph of the ``MemoryPolicy`` docstring names
-  in double-backquoted quotes (``"update"``, ``"triton"``, ``"bf16-full"``) and the constructor
-  accepts -- only for fields that reject an arbitrary string; and the sizes ``sweeps`` gives for a
-  field (default: ``chunk_size`` 64, 16, 4). ``chunk_size="auto"`` is left out: it resolves to one
-  of the fixed sizes.
-* Fields no preset sets and without such values (``attention_chunks``, ``max_memory``) tune other
-  techniques: no row of their own.
+* On top of the switch, every other value a field of the group can take is one technique. An
+  enumerated field's values come from its type (:func:`alphafold_mem.memory.policy.field_choices`:
+  the ``Literal`` values; a bool's two values). Every value is a row except those
+  :data:`EXCLUDED_VALUES` lists with the reason.
+* Fields without a finite set of values (:data:`NOT_ENUMERATED`, each with its treatment):
+  ``chunk_size`` gets the presets' size and the sizes ``sweeps`` gives (default 64, 16, 4;
+  ``"auto"`` is left out: it resolves to one of the fixed sizes); the ``checkpoint_*`` block counts
+  get the presets' switch (1: every block); ``attention_chunks``, ``max_memory`` and
+  ``max_chunk_size`` tune other techniques: no row of their own. A field added to the policy must
+  be typed with a ``Literal`` or listed there (``tests/test_ablation.py`` checks both).
 * Each preset other than the reference: ``preset:<name>`` (the combinations in use).
 * ``dap=2``, ``dap=4``: the reference policy sharded over P processes. They run through
   ``alphafold_mem.predict(..., dap=P)`` once :mod:`alphafold_mem.distributed` exists and
@@ -36,13 +38,12 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
-import re
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Optional, Sequence
 
 import torch.nn as nn
 
-from ..memory.policy import PRESETS, MemoryPolicy, preset
+from ..memory.policy import PRESETS, MemoryPolicy, field_choices, preset
 
 __all__ = [
     "Technique",
@@ -54,6 +55,8 @@ __all__ = [
     "INFERENCE_ONLY_FIELDS",
     "TRAINING_ONLY_GROUPS",
     "ACCELERATOR_ONLY_FIELDS",
+    "EXCLUDED_VALUES",
+    "NOT_ENUMERATED",
 ]
 
 #: Policy precision -> the Lightning trainer precision a training run uses for it.
@@ -66,8 +69,20 @@ TRAINING_ONLY_GROUPS = ("checkpoint",)
 ACCELERATOR_ONLY_FIELDS = ("offload",)
 #: ``sweeps`` default: extra values tried for a field on top of its group switch.
 DEFAULT_SWEEPS = {"chunk_size": (64, 16, 4)}
-#: Values never derived: a planner choice that resolves to one of the fixed values.
-_EXCLUDED_VALUES = {"chunk_size": ("auto",)}
+#: ``(field, value)`` that never gets a row of its own -> why.
+EXCLUDED_VALUES: dict[tuple[str, object], str] = {
+    ("chunk_size", "auto"): "a planner choice: it resolves to one of the fixed sizes, which have rows",
+}
+#: Policy fields without a ``Literal`` type -> the rows they get.
+NOT_ENUMERATED = {
+    "chunk_size": "the presets' size and the sweep (DEFAULT_SWEEPS, ablate --chunk-sizes)",
+    "attention_chunks": "the query/key chunks of attention='chunked': tunes that row, no row of its own",
+    "checkpoint_evoformer": "blocks per checkpoint: the presets' switch (1, every block)",
+    "checkpoint_extra_msa": "blocks per checkpoint: the presets' switch (1, every block)",
+    "checkpoint_template": "blocks per checkpoint: the presets' switch (1, every block)",
+    "max_memory": "the budget of chunk_size='auto': no row of its own",
+    "max_chunk_size": "the cap of chunk_size='auto': no row of its own",
+}
 _DAP_SIZES = (2, 4)
 
 
@@ -160,7 +175,7 @@ def _triton_reason(device: str) -> Optional[str]:
         )
     import torch
 
-    from kernels import KernelUnavailableError, layer_norm
+    from alphafold_mem.kernels import KernelUnavailableError, layer_norm
 
     try:  # the kernels' own availability check, on a tiny input
         layer_norm(
@@ -188,45 +203,11 @@ def dap_unavailable_reason() -> Optional[str]:
 # -- derivation ------------------------------------------------------------------------------------
 
 
-def _field_paragraphs() -> dict[str, str]:
-    """Field name -> its paragraph of the ``MemoryPolicy`` docstring (``Attributes:`` section)."""
-    doc = inspect.getdoc(MemoryPolicy) or ""
-    body = doc.split("Attributes:", 1)[-1]
-    out: dict[str, str] = {}
-    current: list[str] = []
-    for line in body.splitlines():
-        m = re.match(r"^ {4}([a-z_][a-z0-9_, ]*):(.*)$", line)
-        if m:
-            current = [n.strip() for n in m.group(1).split(",")]
-            for name in current:
-                out[name] = m.group(2)
-        elif line.startswith("     ") and current:
-            for name in current:
-                out[name] += " " + line.strip()
-    return out
-
-
-def _valid(field: str, value) -> bool:
-    try:
-        MemoryPolicy(**{field: value})
-        return True
-    except (ValueError, TypeError):
-        return False
-
-
-def _values(field: dataclasses.Field, paragraphs: dict[str, str], sweeps: dict) -> list:
+def _values(field: dataclasses.Field, sweeps: dict) -> list:
     """Non-default values of ``field`` worth a row (see the module docstring)."""
-    default = field.default
-    values: list = []
-    if isinstance(default, bool):
-        values.append(not default)
-    elif not _valid(field.name, "\x00not-a-value"):  # an enumerated field
-        for quoted in re.findall(r'``"([^"`]+)"``', paragraphs.get(field.name, "")):
-            if quoted not in values and _valid(field.name, quoted):
-                values.append(quoted)
+    values = list(field_choices().get(field.name, ()))
     values += [v for v in sweeps.get(field.name, ()) if v not in values]
-    excluded = _EXCLUDED_VALUES.get(field.name, ())
-    return [v for v in values if v != default and v not in excluded]
+    return [v for v in values if v != field.default and (field.name, v) not in EXCLUDED_VALUES]
 
 
 def _name(changes: dict) -> str:
@@ -260,7 +241,6 @@ def derive_techniques(sweeps: Optional[dict] = None, dap_sizes: Sequence[int] = 
     sweeps = DEFAULT_SWEEPS if sweeps is None else sweeps
     ref = MemoryPolicy.reference()
     presets = {name: preset(name) for name in PRESETS}
-    paragraphs = _field_paragraphs()
     fields = dataclasses.fields(MemoryPolicy)
     groups: dict[str, list[dataclasses.Field]] = {}
     for f in fields:
@@ -283,7 +263,7 @@ def derive_techniques(sweeps: Optional[dict] = None, dap_sizes: Sequence[int] = 
         if switch:
             add(switch, group, "the presets' setting of " + ", ".join(switch))
         for f in members:
-            for v in _values(f, paragraphs, sweeps):
+            for v in _values(f, sweeps):
                 if switch.get(f.name) != v:
                     changes = {**switch, f.name: v}
                     add(changes, group, ", ".join(f"{k}={x!r}" for k, x in changes.items()))
