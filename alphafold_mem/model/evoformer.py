@@ -70,6 +70,15 @@ class EvoformerBlock(nn.Module):
         return m, z
 
 
+def _run_msa_blocks(
+    stack: nn.Module, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor
+) -> tuple[Tensor, Tensor]:
+    """``stack.blocks`` on (m, z); an empty stack (``num_blocks=0``) returns m and z unchanged."""
+    if len(stack.blocks) == 0:
+        return m, z
+    return run_blocks(stack, m, z, msa_mask, pair_mask)
+
+
 class EvoformerStack(nn.Module):
     """The Evoformer trunk (Suppl. Alg. 6, 48 blocks in AF2) and the single projection of m[0].
 
@@ -90,7 +99,7 @@ class EvoformerStack(nn.Module):
         self.single_activations = Linear(c_m, c_s)
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        m, z = run_blocks(self, m, z, msa_mask, pair_mask)
+        m, z = _run_msa_blocks(self, m, z, msa_mask, pair_mask)
         s = run_split(self, "single", self.single_activations, m[..., 0, :, :])
         return m, z, s
 
@@ -111,5 +120,5 @@ class ExtraMsaStack(nn.Module):
         self.blocks = nn.ModuleList([EvoformerBlock(c_e, c_z, cfg, global_column=True) for _ in range(cfg.num_blocks)])
 
     def forward(self, e: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> Tensor:
-        e, z = run_blocks(self, e, z, msa_mask, pair_mask)
+        e, z = _run_msa_blocks(self, e, z, msa_mask, pair_mask)
         return z
