@@ -78,7 +78,7 @@ _MAX_HEAD_DIM = 64
 #: Which bias gradients the dk/dv pass computes from the dS tiles it already holds: ``"per_row"``
 #: (the decision, see the module docstring: a bias with its own row per leading row z), ``"none"``
 #: (every bias gradient in its own pass, as before) or ``"all"`` (shared biases too: one fp32 atomic
-#: add per element per row z). Read when the forward runs. ``python -m kernels.benchmarks.count_ops``
+#: add per element per row z). Read when the forward runs. ``python -m alphafold_mem.kernels.benchmarks.count_ops``
 #: counts each; the GPU check times ``"all"`` beside the default (``bench_attention``'s ``triton-fold-all``).
 BIAS_GRAD_FOLD = "per_row"
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -117,7 +117,8 @@ def _block_config(interpret: bool) -> dict:
         return dict(
             fwd=(16, 16), dq=(16, 16), dkdv=(16, 16), dbias=(16, 16), z_per_program=4, num_warps=1, num_stages=1
         )
-    # Untuned defaults for C <= 64 on sm80+ (not swept; python -m kernels.benchmarks.bench_attention times them).
+    # Untuned defaults for C <= 64 on sm80+ (not swept; python -m alphafold_mem.kernels.benchmarks.bench_attention
+    # times them).
     return dict(fwd=(64, 64), dq=(64, 32), dkdv=(32, 64), dbias=(64, 64), z_per_program=16, num_warps=4, num_stages=2)
 
 

@@ -64,7 +64,7 @@ launch_counts = {"forward": 2, "backward": 4}
 def _block_config(interpret: bool) -> dict:
     if interpret:  # 16-wide blocks so that the CPU tests (N ~ 20-40) cross several of them
         return dict(i=16, j=16, k=16, h=16, rows=16, num_warps=1, num_stages=1)
-    # Untuned defaults (not swept; python -m kernels.benchmarks.bench_triangle times them).
+    # Untuned defaults (not swept; python -m alphafold_mem.kernels.benchmarks.bench_triangle times them).
     return dict(i=16, j=16, k=16, h=32, rows=32, num_warps=4, num_stages=2)
 
 

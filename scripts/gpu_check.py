@@ -121,7 +121,7 @@ def _junit(path: Path) -> list[dict]:
 
 def benchmarks(device: torch.device, dry: bool, deadline: float) -> dict:
     """bench_attention / bench_triangle / bench_layer_norm rows (their ``table`` functions)."""
-    from kernels.benchmarks import bench_attention, bench_layer_norm, bench_triangle
+    from alphafold_mem.kernels.benchmarks import bench_attention, bench_layer_norm, bench_triangle
 
     warmup, reps = (0, 1) if dry else (1, 3)
     dtype = torch.bfloat16
@@ -344,7 +344,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         )
         return 0
     if args.dry:
-        from kernels._interpreter import skip_repatching
+        from alphafold_mem.kernels._interpreter import skip_repatching
 
         skip_repatching()
     device = torch.device("cpu" if args.dry else "cuda")

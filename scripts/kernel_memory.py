@@ -27,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
-import kernels  # noqa: E402
-from alphafold_mem import MemoryPolicy, model_config  # noqa: E402
+from alphafold_mem import MemoryPolicy, kernels, model_config  # noqa: E402
 from alphafold_mem.memory.tracking import StorageTracker  # noqa: E402
 from alphafold_mem.planner.estimate import estimate_breakdown  # noqa: E402
 

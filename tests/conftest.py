@@ -7,7 +7,7 @@ import torch
 if not torch.cuda.is_available():  # CPU machines run the Triton kernels in Triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
 if os.environ.get("TRITON_INTERPRET") == "1":
-    from kernels._interpreter import skip_repatching
+    from alphafold_mem.kernels._interpreter import skip_repatching
 
     skip_repatching()  # about 2x faster interpreted kernels, same results
 

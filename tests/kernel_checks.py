@@ -19,8 +19,8 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-import kernels  # noqa: E402
-from kernels import TriangleMultiplicationWeights, _triton_support  # noqa: E402
+from alphafold_mem import kernels  # noqa: E402
+from alphafold_mem.kernels import TriangleMultiplicationWeights, _triton_support  # noqa: E402
 
 REASON = _triton_support.triton_unavailable_reason()
 #: triton imported (by another module) before the interpreter was switched on cannot interpret here

@@ -25,8 +25,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
-from kernels import KernelUnavailableError, _triton_support, reference
+from alphafold_mem import kernels
+from alphafold_mem.kernels import KernelUnavailableError, _triton_support, reference
 from tests.kernel_checks import DEVICE as _DEVICE  # noqa: I001 (sets TRITON_INTERPRET)
 from tests.kernel_checks import TRITON_PREIMPORTED as _TRITON_PREIMPORTED
 from tests.kernel_checks import assert_close3 as _assert_close3
@@ -103,7 +103,7 @@ def test_triton_not_importable_raises(monkeypatch):
 def test_import_kernels_without_triton_subprocess():
     code = (
         "import sys; sys.modules['triton'] = None\n"
-        "import torch, kernels\n"
+        "import torch\nfrom alphafold_mem import kernels\n"
         "q = torch.randn(1, 2, 3, 4)\n"
         "assert kernels.attention(q, q, q, [], impl='reference').shape == (1, 2, 3, 4)\n"
         "try:\n    kernels.attention(q, q, q, [], impl='triton')\n"
@@ -268,7 +268,7 @@ def test_fused_attention_bias_broadcast_patterns(pattern):
 @needs_triton
 def test_benchmarks_smoke(capsys):
     """The benchmark scripts run their --smoke configuration (tiny shape, interpreter on CPU)."""
-    from kernels.benchmarks import bench_attention, bench_layer_norm
+    from alphafold_mem.kernels.benchmarks import bench_attention, bench_layer_norm
 
     bench_attention.main(["--smoke", "--impls", "triton,reference"])
     bench_layer_norm.main(["--smoke"])
@@ -278,7 +278,7 @@ def test_benchmarks_smoke(capsys):
 
 @needs_triton
 def test_fused_attention_validates_inputs():
-    from kernels.fused_attention import fused_attention
+    from alphafold_mem.kernels.fused_attention import fused_attention
 
     q = torch.randn(1, 2, 5, 8, device=_DEVICE)
     with pytest.raises(ValueError, match="head dims"):
@@ -329,7 +329,7 @@ def test_fused_layer_norm_matches_reference(C, dtype):
 
 @needs_triton
 def test_fused_layer_norm_validates_inputs():
-    from kernels.fused_layer_norm import fused_layer_norm
+    from alphafold_mem.kernels.fused_layer_norm import fused_layer_norm
 
     x = torch.randn(3, 385, device=_DEVICE)
     with pytest.raises(ValueError, match="channels"):
@@ -362,7 +362,7 @@ def test_triton_in_subprocess():
 def test_add_bias_adds_in_place_only_when_the_sum_keeps_the_shape():
     """kernels.reference.add_bias (the attention cores' bias addition): into the logits buffer when the
     bias broadcasts to it without enlarging it, else a new tensor; the values of ``logits + bias`` both ways."""
-    from kernels.reference import add_bias
+    from alphafold_mem.kernels.reference import add_bias
 
     torch.manual_seed(0)
     logits = torch.randn(2, 3, 4, 5)

@@ -17,8 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
-from kernels import TriangleMultiplicationWeights
+from alphafold_mem import kernels
+from alphafold_mem.kernels import TriangleMultiplicationWeights
 from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton, run_triangle, triangle_inputs  # noqa: I001 (sets TRITON_INTERPRET)
 
 DRY = os.environ.get("ALPHAFOLD_MEM_GPU_CHECK_DRY") == "1"

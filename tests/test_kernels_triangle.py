@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import kernels
-from kernels import TriangleMultiplicationWeights, reference
+from alphafold_mem import kernels
+from alphafold_mem.kernels import TriangleMultiplicationWeights, reference
 from tests.kernel_checks import DEVICE, assert_close3, leaf, needs_triton  # noqa: I001 (sets TRITON_INTERPRET)
 from tests.kernel_checks import run_triangle as _run
 from tests.kernel_checks import triangle_inputs as _inputs
@@ -92,7 +92,7 @@ def test_fused_triangle_multiplication_under_fake_tensors_launches_nothing():
 
 @needs_triton
 def test_fused_triangle_multiplication_validates_inputs():
-    from kernels.fused_triangle import fused_triangle_multiplication
+    from alphafold_mem.kernels.fused_triangle import fused_triangle_multiplication
 
     z, mask, weights, _ = _inputs((1,), 5, 8, 8)
     w = TriangleMultiplicationWeights(*[t.to(DEVICE) for t in weights])

@@ -4,8 +4,7 @@ function. fp32 on CPU, sizes that chunk sizes do not divide, masks with both val
 import pytest
 import torch
 
-import kernels
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, kernels, model_config
 from alphafold_mem.memory import chunked, low_memory_attention
 from alphafold_mem.model.msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from alphafold_mem.model.outer_product_mean import OuterProductMean
@@ -313,7 +312,7 @@ def test_triton_policy_dispatches_to_kernels(monkeypatch):
     """``kernels="triton"`` routes LayerNorm, the attention core and the triangle multiplication through
     :mod:`kernels` with impl="triton", whatever ``attention`` says (recorded here; the kernels themselves
     are tested in test_kernels*.py); ``kernels="reference"`` routes nothing to Triton."""
-    from kernels import reference
+    from alphafold_mem.kernels import reference
 
     seen = set()
     monkeypatch.setattr(

@@ -8,11 +8,11 @@ import torch
 from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
 from alphafold_mem.testing import random_features
 
-kernels = pytest.importorskip("kernels")
+kernels = pytest.importorskip("alphafold_mem.kernels")
 
 
 def _triton_reason():
-    from kernels._triton_support import triton_unavailable_reason
+    from alphafold_mem.kernels._triton_support import triton_unavailable_reason
 
     return triton_unavailable_reason()
 

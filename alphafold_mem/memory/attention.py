@@ -24,7 +24,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from kernels.reference import add_bias
+from alphafold_mem.kernels.reference import add_bias
 
 from .chunking import estimating
 

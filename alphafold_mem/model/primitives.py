@@ -22,8 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-import kernels
-from kernels.reference import broadcasts_into
+from alphafold_mem import kernels
+from alphafold_mem.kernels.reference import broadcasts_into
 
 from ..memory.attention import low_memory_attention
 from ..memory.axes import Shard, Slice, Split, declare, exempt, run_split

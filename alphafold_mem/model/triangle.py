@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-import kernels
+from alphafold_mem import kernels
 
 from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_split
 from ..memory.chunking import estimating

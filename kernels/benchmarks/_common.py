@@ -20,7 +20,7 @@ def setup_device(smoke: bool) -> torch.device:
     if not smoke:
         raise SystemExit("no CUDA device: run with --smoke (tiny shapes, Triton interpreter on CPU)")
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels._interpreter import skip_repatching
+    from alphafold_mem.kernels._interpreter import skip_repatching
 
     skip_repatching()
     return torch.device("cpu")

@@ -2,7 +2,7 @@
 
 Commands (from the repository root)::
 
-    python -m kernels.benchmarks.accuracy          # CPU: Triton's interpreter (a few minutes); GPU: compiled
+    python -m alphafold_mem.kernels.benchmarks.accuracy  # CPU: Triton's interpreter (a few minutes); GPU: compiled
 
 Per kernel, case and dtype: the largest error of the kernel to the fp64 oracle over the output and
 every gradient, the torch reference's error at that same tensor, and the worst ratio
@@ -28,8 +28,8 @@ CASES = [
 
 
 def _attention(impl: str, dtype: torch.dtype, device, rows: int, H: int, N: int, C: int) -> list:
-    import kernels
-    from kernels.benchmarks.bench_attention import _inputs
+    from alphafold_mem import kernels
+    from alphafold_mem.kernels.benchmarks.bench_attention import _inputs
 
     q, k, v, mask_bias, pair_bias, d_out = (t.detach().double() for t in _inputs(rows, H, N, C, torch.float32, device))
     leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v, pair_bias)]
@@ -39,8 +39,8 @@ def _attention(impl: str, dtype: torch.dtype, device, rows: int, H: int, N: int,
 
 
 def _triangle(impl: str, dtype: torch.dtype, device, outgoing: bool, n: int, cz: int, ch: int) -> list:
-    import kernels
-    from kernels.benchmarks.bench_triangle import _weights
+    from alphafold_mem import kernels
+    from alphafold_mem.kernels.benchmarks.bench_triangle import _weights
 
     g = torch.Generator(device=device).manual_seed(0)
     w = [t.detach().to(dtype).requires_grad_(True) for t in _weights(cz, ch, torch.float32, device, g)]
@@ -85,7 +85,7 @@ def rows(device) -> list[dict]:
 
 def main(argv=None) -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    from kernels.benchmarks._common import device_name, setup_device
+    from alphafold_mem.kernels.benchmarks._common import device_name, setup_device
 
     device = setup_device(smoke=True)  # CUDA when visible, else the interpreter (before triton is imported)
     print(f"device: {device_name(device)}")

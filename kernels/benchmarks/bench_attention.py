@@ -2,9 +2,9 @@
 
 Commands (from the repository root)::
 
-    python -m kernels.benchmarks.bench_attention                    # GPU, bf16, full AF2 table
-    python -m kernels.benchmarks.bench_attention --dtype fp32
-    python -m kernels.benchmarks.bench_attention --smoke            # CPU: tiny shape, Triton interpreter
+    python -m alphafold_mem.kernels.benchmarks.bench_attention                    # GPU, bf16, full AF2 table
+    python -m alphafold_mem.kernels.benchmarks.bench_attention --dtype fp32
+    python -m alphafold_mem.kernels.benchmarks.bench_attention --smoke            # CPU: tiny shape, Triton interpreter
 
 Prints the device and one table: per shape and implementation, forward time, backward time
 (forward+backward minus forward; grads for q, k, v and the pair bias), and the peak memory of
@@ -36,7 +36,13 @@ from typing import Callable, List, Tuple
 
 import torch
 
-from kernels.benchmarks._common import benchmark_parser, device_name, measure_call, run_settings, run_table
+from alphafold_mem.kernels.benchmarks._common import (
+    benchmark_parser,
+    device_name,
+    measure_call,
+    run_settings,
+    run_table,
+)
 
 # name, rows (leading dim after batch), H, N_res (Q = K), C
 AF2_SHAPES: List[Tuple[str, int, int, int, int]] = [
@@ -104,14 +110,14 @@ def _third_party() -> dict:
 
 
 def _impls() -> dict:
-    import kernels
+    from alphafold_mem import kernels
 
     def sdpa(q, k, v, biases):
         mask = biases[0] + biases[1]  # [*, H, Q, K], materialised
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
 
     def triton_fold_all(q, k, v, biases):  # the shared pair bias's gradient in the dk/dv pass too
-        from kernels import fused_attention
+        from alphafold_mem.kernels import fused_attention
 
         saved, fused_attention.BIAS_GRAD_FOLD = fused_attention.BIAS_GRAD_FOLD, "all"
         try:

@@ -2,8 +2,8 @@
 
 Commands (from the repository root)::
 
-    python -m kernels.benchmarks.bench_layer_norm                  # GPU, bf16 input, fp32 params
-    python -m kernels.benchmarks.bench_layer_norm --smoke          # CPU: tiny shape, Triton interpreter
+    python -m alphafold_mem.kernels.benchmarks.bench_layer_norm                  # GPU, bf16 input, fp32 params
+    python -m alphafold_mem.kernels.benchmarks.bench_layer_norm --smoke          # CPU: tiny shape, Triton interpreter
 
 Prints the device and one table: forward time, backward time (forward+backward minus forward) and
 peak memory above the inputs for the AF2 LayerNorm shapes: pair [N_res, N_res, c_z=128] at N_res
@@ -19,7 +19,13 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from kernels.benchmarks._common import benchmark_parser, device_name, measure_call, run_settings, run_table
+from alphafold_mem.kernels.benchmarks._common import (
+    benchmark_parser,
+    device_name,
+    measure_call,
+    run_settings,
+    run_table,
+)
 
 AF2_SHAPES = [
     ("pair 256x256x128", (256, 256, 128)),
@@ -33,7 +39,7 @@ SMOKE_SHAPES = [("smoke 7x37x100", (7, 37, 100))]
 
 
 def _impls() -> dict:
-    import kernels
+    from alphafold_mem import kernels
 
     def torch_ln(x, w, b):  # what autocast would run: fp32 compute when x is bf16
         return F.layer_norm(x.float(), x.shape[-1:], w, b, 1e-5).to(x.dtype)

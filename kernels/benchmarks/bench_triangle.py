@@ -3,9 +3,9 @@
 
 Commands (from the repository root)::
 
-    python -m kernels.benchmarks.bench_triangle                    # GPU, bf16
-    python -m kernels.benchmarks.bench_triangle --dtype fp32
-    python -m kernels.benchmarks.bench_triangle --smoke            # CPU: tiny shape, Triton interpreter
+    python -m alphafold_mem.kernels.benchmarks.bench_triangle                    # GPU, bf16
+    python -m alphafold_mem.kernels.benchmarks.bench_triangle --dtype fp32
+    python -m alphafold_mem.kernels.benchmarks.bench_triangle --smoke            # CPU: tiny shape, Triton interpreter
 
 Prints the device and one table: per shape and implementation, forward time, backward time
 (forward+backward minus forward; gradients for z and all 16 weights) and the peak memory of
@@ -28,7 +28,13 @@ from typing import Callable
 
 import torch
 
-from kernels.benchmarks._common import benchmark_parser, device_name, measure_call, run_settings, run_table
+from alphafold_mem.kernels.benchmarks._common import (
+    benchmark_parser,
+    device_name,
+    measure_call,
+    run_settings,
+    run_table,
+)
 
 # name, N, c_z, c_hidden
 AF2_SHAPES = [(f"pair N={n}", n, 128, 128) for n in (128, 256, 512, 1024, 2048)]
@@ -36,7 +42,7 @@ SMOKE_SHAPES = [("smoke N=19", 19, 16, 16)]
 
 
 def _weights(cz: int, ch: int, dtype: torch.dtype, device: torch.device, g: torch.Generator):
-    from kernels import TriangleMultiplicationWeights
+    from alphafold_mem.kernels import TriangleMultiplicationWeights
 
     shapes = [(cz,), (cz,)] + [(ch, cz), (ch,)] * 4 + [(ch,), (ch,), (cz, ch), (cz,), (cz, cz), (cz,)]
     ws = [torch.randn(*s, device=device, generator=g) * (s[-1] ** -0.5 if len(s) == 2 else 0.1) for s in shapes]
@@ -72,7 +78,7 @@ def _cueq() -> dict:
 
 
 def _impls() -> dict:
-    import kernels
+    from alphafold_mem import kernels
 
     return {
         "triton": lambda z, m, w: kernels.triangle_multiplication(z, m, w, True, impl="triton"),

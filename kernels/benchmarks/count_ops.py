@@ -3,8 +3,8 @@
 
 Commands (from the repository root; CPU, about a minute)::
 
-    python -m kernels.benchmarks.count_ops                 # both tables
-    python -m kernels.benchmarks.count_ops --only attention
+    python -m alphafold_mem.kernels.benchmarks.count_ops                 # both tables
+    python -m alphafold_mem.kernels.benchmarks.count_ops --only attention
 
 Attention: AF2's two shapes with a pair bias shared across the leading rows (triangle attention,
 MSA row attention; the key-mask bias needs no gradient) and one bias with a row per leading row,
@@ -87,7 +87,7 @@ def _reference_flops(fn: Callable[[], torch.Tensor], d_out: torch.Tensor) -> int
 
 
 def _attention_run(lead, H, N, C, pattern, impl):
-    import kernels
+    from alphafold_mem import kernels
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(*lead, H, N, C, generator=g).requires_grad_(True) for _ in range(3))
@@ -100,7 +100,7 @@ def _attention_run(lead, H, N, C, pattern, impl):
 
 def attention_rows() -> list[dict]:
     """One row per (case, fold setting, kernel) of one attention forward + backward."""
-    from kernels import fused_attention
+    from alphafold_mem.kernels import fused_attention
 
     rows = []
     saved = fused_attention.BIAS_GRAD_FOLD
@@ -121,8 +121,8 @@ def attention_rows() -> list[dict]:
 
 def triangle_rows() -> list[dict]:
     """One row per kernel of one fused triangle multiplication forward + backward."""
-    import kernels
-    from kernels import TriangleMultiplicationWeights
+    from alphafold_mem import kernels
+    from alphafold_mem.kernels import TriangleMultiplicationWeights
 
     label, lead, n, cz, ch = TRIANGLE_CASE
     g = torch.Generator().manual_seed(0)
@@ -169,8 +169,8 @@ def main(argv=None) -> None:
     parser.add_argument("--only", choices=["attention", "triangle"])
     args = parser.parse_args(argv)
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton: counts need the interpreter
-    from kernels._interpreter import skip_repatching
-    from kernels._triton_support import triton_unavailable_reason
+    from alphafold_mem.kernels._interpreter import skip_repatching
+    from alphafold_mem.kernels._triton_support import triton_unavailable_reason
 
     reason = triton_unavailable_reason()
     if reason is not None:
