@@ -8,15 +8,11 @@ Layers, each importing only from those below it: ``config``, ``precision``, ``ge
 ``data``, ``losses``; ``train`` and ``predict``; ``cli``.
 """
 
-from .hugepages import request_huge_pages
-
-request_huge_pages()  # before torch is imported: torch reads its switch once (alphafold_mem.hugepages)
-
-from .config import ModelConfig, model_config  # noqa: E402
-from .memory import MemoryPolicy  # noqa: E402
-from .model import AlphaFold  # noqa: E402
-from .planner import apply_memory_policy  # noqa: E402
-from .predict import predict  # noqa: E402
-from .version import __version__  # noqa: E402
+from .config import ModelConfig, model_config
+from .memory import MemoryPolicy
+from .model import AlphaFold
+from .planner import apply_memory_policy
+from .predict import predict
+from .version import __version__
 
 __all__ = ["AlphaFold", "MemoryPolicy", "ModelConfig", "apply_memory_policy", "model_config", "predict", "__version__"]

@@ -4,31 +4,31 @@ later). With it, c10's CPU allocator advises the kernel to back every allocation
 with 2 MiB pages (``madvise(MADV_HUGEPAGE)``): a tensor freshly handed out by the system costs one
 page fault per 2 MiB instead of one per 4 KiB.
 
-Why here: a CPU training step frees and reallocates activations of many sizes, and every byte the
-allocator takes back from the system is faulted in again (:mod:`alphafold_mem.memory.host`). Measured
-(``scripts/compare_openfold.py --mode training``'s worker, our side, model_1_ptm 48 + 4 blocks, N_res 64,
-``training()``, plain glibc, fresh process, README "Training memory a machine sees"): 1.06 M page faults
-and 3.9 GB of resident-set growth without it (35.9 CPU s), 0.31-0.32 M and 1.0-1.1 GB with it
-(34.0 and 32.0 CPU s, two runs).
+Why: a CPU training step frees and reallocates activations of many sizes, and every byte the
+allocator takes back from the system is faulted in again (:mod:`alphafold_mem.memory.host`); the
+page faults and resident-set growth with and without the switch are in the README ("Training memory
+a machine sees").
 
-This module imports nothing but the standard library: :mod:`alphafold_mem` calls
-:func:`request_huge_pages` first thing, before it imports torch. It does nothing when the user set
-``THP_MEM_ALLOC_ENABLE`` (their value stands), when ``ALPHAFOLD_MEM_MALLOC=default`` asks for plain
-allocators, or when torch was imported before :mod:`alphafold_mem` (too late to know it will be read);
-:func:`huge_pages_status` says what holds in the running process.
+Nothing here runs on import: importing :mod:`alphafold_mem` leaves the environment as it is. The
+command line (:func:`alphafold_mem.cli.main`) and the workers that measure host memory call
+:func:`request_huge_pages` first thing, before the process's first CPU allocation (importing torch
+and :mod:`alphafold_mem` allocates none; c10 reads the switch at the first). It does nothing when
+the user set ``THP_MEM_ALLOC_ENABLE`` (their value stands) or when ``ALPHAFOLD_MEM_MALLOC=default``
+asks for plain allocators; children started afterwards inherit the switch.
+:func:`huge_pages_status` says what holds in the running process. This module imports nothing but
+the standard library (:mod:`alphafold_mem.memory.host` also loads it by file path).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 __all__ = ["OPT_OUT_ENV", "THP_ENV", "environment_as_found", "huge_pages_status", "request_huge_pages"]
 
 #: PyTorch's switch (c10/core/impl/alloc_cpu.cpp): "1" advises huge pages for CPU allocations >= 2 MiB.
 THP_ENV = "THP_MEM_ALLOC_ENABLE"
 #: ``ALPHAFOLD_MEM_MALLOC=default`` asks for plain allocators: no huge pages here, no glibc remedy in
-#: :mod:`alphafold_mem.memory.host` (which takes the name from here: this module loads before torch).
+#: :mod:`alphafold_mem.memory.host` (which takes the name from here).
 OPT_OUT_ENV = "ALPHAFOLD_MEM_MALLOC"
 _SYSFS = "/sys/kernel/mm/transparent_hugepage/enabled"
 _requested: str = "not requested"
@@ -36,14 +36,15 @@ _requested: str = "not requested"
 
 def request_huge_pages() -> str:
     """Set ``THP_MEM_ALLOC_ENABLE=1`` for this process and its children unless the user decided
-    otherwise (module docstring). Returns what was done, one line."""
+    otherwise (module docstring). Call it before the process's first CPU tensor: c10 reads the
+    switch once, at its first allocation; later, the switch reaches only children
+    (:func:`huge_pages_status` then says ``off``). Returns what was done, one line."""
     global _requested
     if THP_ENV in os.environ:
-        _requested = f"left as set: {THP_ENV}={os.environ[THP_ENV]}"
+        if not _requested.startswith("requested"):
+            _requested = f"left as set: {THP_ENV}={os.environ[THP_ENV]}"
     elif os.environ.get(OPT_OUT_ENV, "").lower() == "default":
         _requested = f"not requested: {OPT_OUT_ENV}=default"
-    elif "torch" in sys.modules:
-        _requested = "not requested: torch was imported before alphafold_mem"
     else:
         os.environ[THP_ENV] = "1"
         _requested = f"requested: {THP_ENV}=1"
@@ -96,7 +97,12 @@ def huge_pages_status() -> str:
         advised = _advised(x.data_ptr())
     except OSError:
         return f"unknown: no /proc/self/smaps ({_requested})"
+    late = (
+        "; requested after this process's first CPU allocation, where c10 had read the switch already"
+        if not advised and _requested.startswith("requested")
+        else ""
+    )
     return (
         f"{'on' if advised else 'off'}: large CPU tensors {'' if advised else 'not '}advised MADV_HUGEPAGE "
-        f"(kernel mode {mode}; {_requested})"
+        f"(kernel mode {mode}; {_requested}{late})"
     )

@@ -27,7 +27,7 @@ OpenFold's configuration (model_1_ptm, 48 + 4 blocks, 2 templates, 1 thread)::
 Columns: ``counter`` is the activation peak by the storage counter (bytes of tensor storages created
 during the run, parameters and inputs excluded: :class:`alphafold_mem.memory.tracking.StorageTracker`);
 beside it an independent measure by a different mechanism: on CPU the growth of the peak resident
-set (VmHWM) of one step in a fresh subprocess (``alphafold_mem/ablation/standalone/rss.py``), once per ``--allocator``
+set (VmHWM) of one step in a fresh subprocess (``benchmarks/standalone/rss.py``), once per ``--allocator``
 setting; on CUDA ``torch.cuda.max_memory_allocated``. ``pred`` is
 :func:`alphafold_mem.planner.estimate_breakdown`'s activation prediction for the device (FakeTensorMode,
 nothing allocated), ``pred err`` its largest relative difference to the measures; ``peak / reps``
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import pathlib
 import statistics
 import sys
 import time
@@ -205,11 +206,21 @@ def _rep_bytes(cfg, args, policy) -> int:
     return size * elems
 
 
+def _rss_module():
+    """``benchmarks/standalone/rss.py`` (the repository's measurement tree beside ``scripts/``, not installed)."""
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks.standalone import rss
+
+    return rss
+
+
 def _worker(args) -> int:
     """One fresh process: warm up at a small size, then the peak RSS growth of one step (JSON line)."""
     import json
 
-    from alphafold_mem.ablation.standalone.rss import measure_rss
+    measure_rss = _rss_module().measure_rss
 
     training = args.worker_mode == "training"
     policy = dict(_policies(args.worker_mode, [args.worker], args.precision))[args.worker]
@@ -230,7 +241,7 @@ def _rss_in_fresh_process(args, mode: str, name: str, allocator: str) -> float:
     import os
     import subprocess
 
-    from alphafold_mem.ablation.standalone.rss import ALLOCATORS
+    ALLOCATORS = _rss_module().ALLOCATORS
 
     argv = [sys.executable, os.path.abspath(__file__), "--worker", name, "--worker-mode", mode]
     for key in (

@@ -1,10 +1,9 @@
 """Side by side with OpenFold: time and memory of the same forward (or training step), same inputs,
 same measure, each run in a fresh process; also each side's minor page faults (pages first touched
-after the allocator took them from the system), which explain most time differences on CPU. A command line over
-:mod:`alphafold_mem.ablation.openfold`,
-the driver of ``alphafold-mem ablate``'s OpenFold section; each cell runs the one worker
-``alphafold_mem/ablation/standalone/openfold_worker.py`` (with ``standalone/rss.py``, loadable by file
-path by OpenFold's Python).
+after the allocator took them from the system), which explain most time differences on CPU. A command
+line over :mod:`benchmarks.openfold` (measurement code outside the installed package); each cell runs
+the one worker ``benchmarks/standalone/openfold_worker.py`` (with ``standalone/rss.py``, loadable by
+file path by OpenFold's Python).
 
 OpenFold is imported from a checkout the user names (``--openfold-src``; nothing of it is copied
 here). It is not pip-installable and its CUDA extension cannot be built on a CPU machine; its one
@@ -51,6 +50,12 @@ the same machine at nearly the same moment, so the time ratio (the median of the
 is steadier than across fresh processes on a machine whose speed drifts. Time only (one process has
 one resident set), plain glibc for both.
 
+``--ablation-out DIR`` adds, instead, the OpenFold section to an ``alphafold-mem ablate`` result
+directory: both sides, every ``--settings`` value and ``--n-res``, allocator ``mmap``, one fresh
+process per cell (:func:`benchmarks.openfold.run_openfold`); rows ``openfold:<setting>`` and
+``ours:<setting>`` in its ``results.csv``/``results.json`` (cells already there are kept), then its
+``report.md`` is rewritten with the section "OpenFold side by side".
+
 Example (model_1_ptm, 48 + 4 blocks, N_seq 16, N_extra 64, 2 templates; several minutes per row)::
 
     python scripts/compare_openfold.py --openfold-src ../openfold --openfold-python ../of_venv/bin/python \\
@@ -69,7 +74,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from alphafold_mem.ablation.openfold import (  # noqa: E402
+from benchmarks.openfold import (  # noqa: E402
     ALLOCATORS,
     SETTINGS,
     TRAINING_SETTINGS,
@@ -77,6 +82,7 @@ from alphafold_mem.ablation.openfold import (  # noqa: E402
     median_cell,
     openfold_workspace,
     run_cell,
+    run_openfold,
     run_ratios,
 )
 
@@ -129,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         "the ratios one run of the same program moves by on this machine (the floor under any "
         "one-run comparison)",
     )
+    ap.add_argument(
+        "--ablation-out",
+        metavar="DIR",
+        help="instead: add the OpenFold rows (allocator mmap) to this `alphafold-mem ablate` result directory "
+        "and rewrite its report.md",
+    )
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -146,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         threads=1,
         timeout=args.timeout,
     )
+    if args.ablation_out:
+        if not args.openfold_src:
+            ap.error("--ablation-out needs --openfold-src")
+        return _into_ablation(setup, args)
     if args.same_process:
         if not args.openfold_src:
             ap.error("--same-process needs --openfold-src")
@@ -216,6 +232,18 @@ def _print_head(args, what: str, columns: list) -> None:
 def _cells(args):
     """(N_res, allocator, setting) of every cell, in the table's order."""
     return itertools.product(args.n_res, args.allocator, args.settings)
+
+
+def _into_ablation(setup: OpenFoldSetup, args) -> int:
+    """The OpenFold section of the ablation result directory ``args.ablation_out``, then its report."""
+    from alphafold_mem.ablation.report import load_run_info, write_report
+    from alphafold_mem.ablation.results import ResultStore
+
+    out = pathlib.Path(args.ablation_out)
+    store = ResultStore(out)
+    run_openfold(setup, store, args.n_res, args.settings, tick=lambda label: print(label, file=sys.stderr, flush=True))
+    print(f"report: {write_report(out, store.rows, load_run_info(out))}")
+    return 1 if any(r["section"] == "openfold" and r["status"] == "failed" for r in store.rows) else 0
 
 
 def _same_process(setup: OpenFoldSetup, args) -> int:

@@ -122,10 +122,10 @@ print(rss.host_module().OPT_OUT_ENV, result["rss_bytes"] > 16 * 2 ** 20, "alphaf
 
 
 def test_measure_loads_by_file_path_outside_the_package(tmp_path):
-    """The measure OpenFold's environment runs (ablation/standalone/rss.py, host.py by file path) works in
+    """The measure OpenFold's environment runs (benchmarks/standalone/rss.py, host.py by file path) works in
     a fresh interpreter that cannot import alphafold_mem (cwd elsewhere, no PYTHONPATH) and sees a 32 MB
     tensor."""
-    script = os.path.join(ROOT, "alphafold_mem", "ablation", "standalone", "rss.py")
+    script = os.path.join(ROOT, "benchmarks", "standalone", "rss.py")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-I", "-c", STANDALONE, script],

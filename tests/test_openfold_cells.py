@@ -1,6 +1,8 @@
-"""The OpenFold side-by-side driver's cell arithmetic (alphafold_mem.ablation.openfold)."""
+"""The OpenFold side-by-side driver (benchmarks/openfold.py, outside the installed package): its cell
+arithmetic, scripts/compare_openfold.py's modes, and the rows it adds to an ablation result directory."""
 
-from alphafold_mem.ablation.openfold import ALLOCATORS, median_cell, run_ratios
+from alphafold_mem.ablation.inference import MMAP_ENV
+from benchmarks.openfold import ALLOCATORS, median_cell, run_ratios
 
 
 def test_median_cell_takes_median_of_numbers_and_keeps_labels():
@@ -26,6 +28,8 @@ def test_allocator_environments():
     assert ALLOCATORS["glibc"] == {"ALPHAFOLD_MEM_MALLOC": "default"}
     assert ALLOCATORS["release"] == {"ALPHAFOLD_MEM_MALLOC": "release"}
     assert ALLOCATORS["mmap"]["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    # the standalone measure cannot import the package: its copy of the ablation RSS worker's environment
+    assert ALLOCATORS["mmap"] == MMAP_ENV
 
 
 FAKE_CONFIG = """
@@ -162,3 +166,52 @@ def test_against_itself_openfold_needs_a_checkout():
 
     with pytest.raises(SystemExit):
         _compare_script().main(["--against-itself", "openfold", "--n-res", "12"])
+
+
+def test_ablation_out_adds_the_openfold_section_to_an_ablation_directory(tmp_path, monkeypatch, capsys):
+    """``compare_openfold.py --ablation-out DIR``: one cell per side x setting x N_res (allocator mmap)
+    becomes rows ``openfold:<setting>`` / ``ours:<setting>`` beside the rows already there, and the
+    report gets its OpenFold section. The cells are replaced by a recorder with known results; a
+    second run keeps the finished cells."""
+    import json
+
+    from alphafold_mem.ablation.results import ResultStore, row
+
+    compare = _compare_script()
+    import benchmarks.openfold as driver
+
+    calls = []
+
+    def fake_run_cell(setup, side, n_res, setting, allocator, tmp, alternations=3):
+        calls.append((side, n_res, setting, allocator))
+        seconds = {"openfold": 4.0, "ours": 3.0}[side]
+        return {
+            "seconds": seconds,
+            "cpu_s": seconds,
+            "rss_bytes": 2e8,
+            **({"counter_bytes": 1e8} if side == "ours" else {}),
+        }
+
+    monkeypatch.setattr(driver, "run_cell", fake_run_cell)
+    out = tmp_path / "ablation"
+    ResultStore(out, {}).add([row("inference", "reference", "1lcd_A", "seconds", 1.0)])
+    argv = ["--openfold-src", str(tmp_path), "--n-res", "12", "--settings", "chunk4", "low_memory"]
+    assert compare.main(argv + ["--ablation-out", str(out)]) == 0
+    assert calls == [
+        (side, 12, setting, "mmap") for setting in ("chunk4", "low_memory") for side in ("openfold", "ours")
+    ]
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    got = {(r["technique"], r["measure"]): r["value"] for r in rows if r["section"] == "openfold"}
+    assert got[("openfold:chunk4", "seconds")] == 4.0 and got[("ours:low_memory", "peak_counter_bytes")] == 1e8
+    assert ("reference", "seconds") in {(r["technique"], r["measure"]) for r in rows if r["section"] == "inference"}
+    report = (out / "report.md").read_text()
+    assert "## OpenFold side by side" in report
+    assert f"report: {out / 'report.md'}" in capsys.readouterr().out
+    assert compare.main(argv + ["--ablation-out", str(out)]) == 0 and len(calls) == 4  # finished cells kept
+
+
+def test_ablation_out_needs_a_checkout(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        _compare_script().main(["--ablation-out", str(tmp_path)])

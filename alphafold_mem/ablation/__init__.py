@@ -11,11 +11,12 @@ and kernels included) or DAP setting, derived from the declared policy fields an
   lDDT-Cα, step time and peak;
 * a scaling ablation (:mod:`.scaling`): activation peak against N_res, measured and predicted, with
   published anchors;
-* optionally OpenFold side by side (:mod:`.openfold`, :mod:`.standalone`);
 
 and writes ``results.csv``/``results.json`` (:mod:`.results`), PNG plots (:mod:`.plots`) and
 ``report.md`` (:mod:`.report`). :func:`run_ablation` (:mod:`.runner`) is the entry point. This
-package sits above ``train`` and ``predict``; only ``cli`` imports it.
+package sits above ``train`` and ``predict``; only ``cli`` imports it. The OpenFold side-by-side
+section of a report is a benchmark of another system, outside the installed package
+(``benchmarks/openfold.py``; ``scripts/compare_openfold.py --ablation-out DIR`` adds its rows).
 """
 
 from .results import COLUMNS, MEASURES, ResultStore

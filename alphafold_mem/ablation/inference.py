@@ -39,12 +39,14 @@ from .chains import Chain, chain_features, experimental_chain
 from .planning import Planner, PlannerTimeout
 from .results import ResultStore, row
 from .scores import DEVIATION_MEASURES, Prediction, accuracy, deviation
-from .standalone.rss import MMAP_ENV
 from .techniques import Technique
 
-__all__ = ["InferenceRun", "run_inference", "forward"]
+__all__ = ["InferenceRun", "MMAP_ENV", "run_inference", "forward"]
 
 SECTION = "inference"
+#: Environment of the RSS worker: glibc serves blocks >= 64 KiB by mmap and unmaps them on free, so a
+#: block freed before the measured forward is not reused unseen from the heap.
+MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
 @dataclass

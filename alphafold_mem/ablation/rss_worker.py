@@ -1,6 +1,7 @@
 """Worker process of the second memory measure: the peak-RSS growth of one inference forward per chain
-(:func:`.standalone.rss.measure_rss`), in a fresh process started by :mod:`.inference` with
-``MALLOC_MMAP_THRESHOLD_`` set low.
+(:func:`alphafold_mem.memory.host.rss_growth`), in a fresh process started by :mod:`.inference` with
+``MALLOC_MMAP_THRESHOLD_`` set low (:data:`.inference.MMAP_ENV`) and torch's huge-page switch set
+as the command line sets it (:func:`alphafold_mem.hugepages.request_huge_pages`, before any tensor).
 
 ``python -m alphafold_mem.ablation.rss_worker JOB.json`` where the job holds ``weights``, ``policy``
 (every MemoryPolicy field), ``seed``, ``threads`` and ``chains`` (:class:`.chains.Chain` fields).
@@ -16,15 +17,17 @@ import sys
 
 import torch
 
+from ..hugepages import request_huge_pages
 from ..memory import MemoryPolicy
+from ..memory.host import rss_growth
 from ..planner import apply_memory_policy
 from ..weights import load_weights
 from .chains import Chain, chain_features
 from .inference import forward
-from .standalone.rss import measure_rss
 
 
 def main(argv: list[str]) -> int:
+    request_huge_pages()
     job = json.loads(open(argv[0]).read())
     torch.set_num_threads(int(job["threads"]))
     policy = job["policy"]
@@ -37,8 +40,9 @@ def main(argv: list[str]) -> int:
     forward(model, batches[chains[0].name], cpu)  # warm-up
     result = {}
     for c in chains:
-        _, grown = measure_rss(lambda: forward(model, batches[c.name], cpu))
-        result[c.name] = grown
+        with rss_growth() as grown:
+            forward(model, batches[c.name], cpu)
+        result[c.name] = grown.bytes
     print(json.dumps(result))
     return 0
 

@@ -1,4 +1,4 @@
-"""``run_ablation``: the whole grid (inference, training, scaling, optional OpenFold), a progress bar
+"""``run_ablation``: the whole grid (inference, training, scaling), a progress bar
 over it, rows written as they finish, a re-run that resumes, and ``report.md`` at the end (also after
 an interruption, from the partial grid).
 
@@ -13,8 +13,11 @@ timing repeats     3                                           2
 training steps     6                                           2
 scaling N_res      measured 64, 128, 256; predicted            measured 64, 128; predicted 10240
                    1024, 4096, 10240
-OpenFold           48 + 4 blocks at N_res 64                   4 + 1 blocks at N_res 64
 =================  ==========================================  =========================================
+
+The OpenFold side-by-side rows are measurement of another system, not part of this command:
+``scripts/compare_openfold.py --ablation-out DIR`` adds them to a result directory (section
+``openfold``) and rewrites its ``report.md``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from .techniques import Technique, derive_techniques, quick_techniques, select_t
 
 __all__ = ["AblationConfig", "SECTIONS", "run_ablation"]
 
-SECTIONS = ("inference", "training", "scaling", "openfold")
+SECTIONS = ("inference", "training", "scaling")
 
 
 @dataclass
@@ -55,9 +58,6 @@ class AblationConfig:
     predict_n_res: Optional[Sequence[int]] = None
     training_steps: Optional[int] = None
     train_data: Optional[str] = None
-    openfold_src: Optional[str] = None
-    openfold_python: str = sys.executable
-    openfold_blocks: Optional[tuple[int, int]] = None
     device: str = "cpu"
     repeats: Optional[int] = None
     threads: int = 1
@@ -81,7 +81,6 @@ class AblationConfig:
             training_steps=pick(self.training_steps, 6, 2),
             n_res=tuple(pick(self.n_res, (64, 128, 256), (64, 128))),
             predict_n_res=tuple(pick(self.predict_n_res, (1024, 4096, 10240), (10240,))),
-            openfold_blocks=pick(self.openfold_blocks, (48, 4), (4, 1)),
         )
 
 
@@ -245,18 +244,6 @@ def run_ablation(
             )
             run_scaling(run, techniques)
             progress.sync(store, cells)
-        if "openfold" in cfg.sections and cfg.openfold_src:
-            from .openfold import OpenFoldSetup, run_openfold
-
-            setup = OpenFoldSetup(
-                cfg.openfold_src,
-                cfg.openfold_python,
-                evo_blocks=cfg.openfold_blocks[0],
-                extra_blocks=cfg.openfold_blocks[1],
-                threads=cfg.threads,
-            )
-            run_openfold(setup, store, cfg.n_res[:1], tick=progress.tick)
-            progress.sync(store, cells)
         this_run["finished"] = _now()
     finally:
         progress.bar.close()
@@ -288,10 +275,4 @@ def _cells(cfg: AblationConfig, techniques, chains) -> list[tuple[str, str, str]
     if "scaling" in cfg.sections:
         sizes = sorted(set(cfg.n_res) | set(cfg.predict_n_res))
         out += [("scaling", t.name, f"n_res={n}") for t in techniques for n in sizes]
-    if "openfold" in cfg.sections and cfg.openfold_src:
-        out += [
-            ("openfold", f"{side}:{s}", f"n_res={cfg.n_res[0]}")
-            for s in ("unchunked", "chunk4", "low_memory")
-            for side in ("openfold", "ours")
-        ]
     return out

@@ -6,8 +6,10 @@ Examples::
     alphafold-mem ablate --out out/ablation --quick
     alphafold-mem ablate --out out/ablation
     alphafold-mem ablate --out out/ab --techniques chunk_size=16 precision=bf16 --chains data/fasta/per_entry/1lcd.fasta
-    alphafold-mem ablate --out out/ab --openfold-src ../openfold --openfold-python ../of_venv/bin/python
     alphafold-mem ablate --list-techniques
+
+OpenFold side-by-side rows come from ``scripts/compare_openfold.py --ablation-out DIR`` (a benchmark of
+another system, outside the installed package).
 
 Exit status 0 when the grid finished (rows that cannot run here are rows with a reason, not errors),
 1 when a row failed, 2 for bad options or inputs.
@@ -45,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
         predict_n_res=args.predict_n_res,
         training_steps=args.training_steps,
         train_data=args.train_data,
-        openfold_src=args.openfold_src,
-        openfold_python=args.openfold_python or sys.executable,
         device=args.device,
         repeats=args.repeats,
         threads=args.threads,
@@ -116,8 +116,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--training-steps", type=int, help="fine-tuning steps per technique (default 6; 0: no training)")
     p.add_argument("--train-data", help="training data directory (default: data/)")
-    p.add_argument("--openfold-src", help="an OpenFold checkout: adds the OpenFold side-by-side rows")
-    p.add_argument("--openfold-python", help="a Python with OpenFold's dependencies (default: this one)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--repeats", type=int, help="interleaved timing repeats (default 3)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: stable timings on shared cores)")

@@ -1,7 +1,11 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
 (:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`, :mod:`.ablate`); each
 module's ``register`` adds its options and sets ``func``, which receives the parsed arguments and
-returns the exit status. ``train`` and ``predict`` first set glibc's allocator to return freed memory
+returns the exit status.
+
+First of all, before any CPU tensor exists, :func:`main` sets torch's huge-page switch for this
+process and its children (:func:`alphafold_mem.hugepages.request_huge_pages`; importing the package
+changes no environment). ``train`` and ``predict`` then set glibc's allocator to return freed memory
 (``--malloc trim``, their default, or ``release``: :func:`alphafold_mem.memory.host.apply_malloc_setting`;
 ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
 
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..hugepages import request_huge_pages
 from ..version import __version__
 from . import ablate, memory_plan, predict, relax, search, train
 from .malloc import apply_malloc_option
@@ -30,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    request_huge_pages()  # before torch's first CPU allocation: c10 reads the switch once
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)

@@ -23,7 +23,8 @@ from typing import Callable
 
 __all__ = ["ALLOCATORS", "MMAP_ENV", "host_module", "measure", "measure_rss"]
 
-#: Environment for a measuring process: glibc serves blocks >= 64 KiB by mmap and unmaps them on free.
+#: Environment for a measuring process: glibc serves blocks >= 64 KiB by mmap and unmaps them on free
+#: (the same as ``alphafold_mem.ablation.inference.MMAP_ENV``, which this file cannot import; a test compares).
 MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 #: glibc settings of a measuring process's environment: ``default`` leaves the environment as it is
 #: (glibc's dynamic mmap threshold keeps freed large blocks in the heap; a process of ours then applies
@@ -39,7 +40,7 @@ ALLOCATORS = {
     "mmap": MMAP_ENV,
 }
 
-_HOST = Path(__file__).resolve().parents[2] / "memory" / "host.py"
+_HOST = Path(__file__).resolve().parents[2] / "alphafold_mem" / "memory" / "host.py"
 _HOST_NAME = "_alphafold_mem_host"
 
 

@@ -1,9 +1,9 @@
 """One forward (or training step) of OpenFold's model or ours in a fresh process: wall time, CPU time
 and peak-RSS growth (and, for ours, the storage counter in a second run). Started by
-:mod:`alphafold_mem.ablation.openfold` (and
-``scripts/compare_openfold.py``) as ``PYTHON openfold_worker.py --side openfold|ours ...``; prints one
-JSON line. ``--side both`` (OpenFold's Python, our package on its path) builds both models in one
-process and times them alternately ``--alternations`` times (time only).
+:mod:`benchmarks.openfold` (for ``scripts/compare_openfold.py``) as
+``PYTHON openfold_worker.py --side openfold|ours ...``; prints one JSON line. ``--side both``
+(OpenFold's Python, our package on its path) builds both models in one process and times them
+alternately ``--alternations`` times (time only).
 
 OpenFold is imported from the checkout ``--openfold-src`` names (nothing of it is copied). Its one
 compiled import on the CPU path, ``attn_core_inplace_cuda`` (an in-place softmax), gets the
@@ -32,7 +32,7 @@ try:
 except ImportError:  # run by file path, possibly by OpenFold's Python: rss.py sits next to this file
     from rss import measure
 
-STAND_IN = '''"""Pure-PyTorch stand-in for OpenFold's compiled in-place softmax (written by alphafold_mem.ablation)."""
+STAND_IN = '''"""Pure-PyTorch stand-in for OpenFold's compiled in-place softmax (written by benchmarks.openfold)."""
 import torch
 
 
@@ -108,10 +108,10 @@ def worker_openfold(args, torch) -> dict:
 
 def build_ours(args, torch):
     """Our model for the setting (the memory policy applied), and how to call it."""
+    from alphafold_mem import bind
     from alphafold_mem.config import model_config
     from alphafold_mem.memory import MemoryPolicy
     from alphafold_mem.model import AlphaFold
-    from alphafold_mem.planner import apply_memory_policy
 
     cfg = model_config(
         args.preset, **{"evoformer.num_blocks": args.evo_blocks, "extra_msa.num_blocks": args.extra_blocks}
@@ -131,7 +131,7 @@ def build_ours(args, torch):
             "low_memory": MemoryPolicy.low_memory_inference(),
         }[args.setting]
     torch.manual_seed(0)
-    return apply_memory_policy(AlphaFold(cfg), policy), lambda m, b: m(b, recycle_dim=-1)
+    return bind(AlphaFold(cfg), policy), lambda m, b: m(b, recycle_dim=-1)
 
 
 def worker_ours(args, torch) -> dict:
@@ -198,8 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.setting not in SETTINGS and args.mode != "training":
         ap.error(f"setting {args.setting!r} is a training setting")
-    if args.side == "ours":  # first, as the CLI does: it sets torch's huge-page switch before torch loads
-        from alphafold_mem.hugepages import request_huge_pages  # noqa: F401 (the package's import requests them)
+    if args.side == "ours":  # as the command line does, before the first CPU tensor (alphafold_mem.hugepages)
+        from alphafold_mem.hugepages import request_huge_pages
+
+        request_huge_pages()
     import torch
 
     torch.set_num_threads(args.threads)

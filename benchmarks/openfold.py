@@ -1,7 +1,8 @@
 """Side by side with OpenFold: time, CPU time and peak-RSS growth of the same forward (or training
 step), same inputs, same measure, each run in a fresh process (:mod:`.standalone.openfold_worker`); the
-driver of the ablation's OpenFold section and of ``scripts/compare_openfold.py`` (a CLI over
-:func:`openfold_workspace`, :func:`run_cell` and :func:`median_cell`).
+driver of ``scripts/compare_openfold.py`` (a CLI over :func:`openfold_workspace`, :func:`run_cell` and
+:func:`median_cell`), which with ``--ablation-out`` also adds the OpenFold section to an
+``alphafold-mem ablate`` result directory (:func:`run_openfold`).
 
 OpenFold is imported from a checkout the user names (``openfold_src``; nothing of it is copied). It
 is not pip-installable and its CUDA extension cannot be built on a CPU machine; its one compiled
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
-from ..hugepages import environment_as_found
+from alphafold_mem.hugepages import environment_as_found
+
 from .standalone.openfold_worker import SETTINGS, STAND_IN, TRAINING_SETTINGS
 from .standalone.rss import ALLOCATORS
 
@@ -46,7 +48,7 @@ __all__ = [
 ]
 
 WORKER = Path(__file__).resolve().parent / "standalone" / "openfold_worker.py"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -78,10 +80,10 @@ def write_features(path: str, n_res: int, n_seq: int, n_extra: int, n_templ: int
     import numpy as np
     import torch
 
-    from ..config import model_config
-    from ..geometry import all_atom
-    from ..io import atomic_write
-    from ..testing import random_features
+    from alphafold_mem.config import model_config
+    from alphafold_mem.geometry import all_atom
+    from alphafold_mem.io import atomic_write
+    from alphafold_mem.testing import random_features
 
     batch = random_features(model_config("model_1_ptm"), n_res, n_seq, n_extra, n_templ=n_templ, seed=0)
     batch.update(
@@ -147,8 +149,8 @@ def run_cell(
         "--alternations",
         str(alternations),
     ]
-    # the environment as the user left it (our import added torch's huge-page switch to this process's
-    # environment): OpenFold runs without it; our worker imports alphafold_mem first and sets it itself
+    # the environment as the user left it (without the huge-page switch a request in this process added):
+    # OpenFold runs without it; our worker sets it itself, as the command line does
     env = {
         **environment_as_found(os.environ),
         **ALLOCATORS[allocator],
@@ -192,10 +194,11 @@ def run_openfold(
     tick: Callable[[str], None] = lambda label: None,
     config: Optional[dict] = None,
 ) -> None:
-    """The ablation's OpenFold section: both sides, every setting and size, allocator ``mmap``; rows
-    ``openfold:<setting>`` / ``ours:<setting>`` on chain ``n_res=<N>`` (seconds, CPU seconds, RSS
-    growth; ours also the storage counter)."""
-    from .results import row
+    """The OpenFold section of an ablation result store (:class:`alphafold_mem.ablation.results.ResultStore`):
+    both sides, every setting and size, allocator ``mmap``; rows ``openfold:<setting>`` /
+    ``ours:<setting>`` on chain ``n_res=<N>`` (seconds, CPU seconds, RSS growth; ours also the storage
+    counter); cells already in ``store`` are skipped."""
+    from alphafold_mem.ablation.results import row
 
     cfg = {
         **(config or {}),
