@@ -27,7 +27,16 @@ from ..io import atomic_write
 from ..model.alphafold import AlphaFold
 from .keys import ParameterLoadError, key_mismatch
 
-__all__ = ["PREFIX", "af2_entries", "export_af2_params", "infer_config", "load_af2_arrays", "load_af2_params"]
+__all__ = [
+    "PREFIX",
+    "af2_entries",
+    "export_af2_params",
+    "infer_architecture",
+    "infer_config",
+    "load_af2_arrays",
+    "load_af2_params",
+    "npz_shapes",
+]
 
 PREFIX = "alphafold/alphafold_iteration/"
 
@@ -254,7 +263,19 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], preset: str = "model_1_p
     """Infer every size from AF2 parameter shapes (keys without :data:`PREFIX`).
 
     Channels, heads and head widths, hidden sizes, block counts, IPA points and the resnet width
-    come from the shapes; the rest (e.g. 8 structure-module layers, bins) from ``preset``.
+    come from the shapes (:func:`infer_architecture`); the rest (e.g. 8 structure-module layers,
+    bins) from ``preset``.
+
+    Raises:
+        ParameterLoadError: a key needed to infer a size is missing.
+    """
+    return model_config(preset, **infer_architecture(shapes))
+
+
+def infer_architecture(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, object]:
+    """The config fields that AF2 parameter shapes (keys without :data:`PREFIX`) determine, as dotted
+    paths (``"c_m"``, ``"evoformer.num_blocks"``, ``"template.enabled"``, ``"heads.pae_enabled"``, ...);
+    template sizes only when the file has a template embedding.
 
     Raises:
         ParameterLoadError: a key needed to infer a size is missing.
@@ -317,14 +338,14 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], preset: str = "model_1_p
     o["heads.plddt_num_bins"] = shp("predicted_lddt_head/logits//weights")[1]
     o["heads.distogram_num_bins"] = shp("distogram_head/half_logits//weights")[1]
     o["heads.pae_enabled"] = "predicted_aligned_error_head/logits//weights" in shapes
-    return model_config(preset, **o)
+    return o
 
 
 # ------------------------------------------------------------------------------------------------
 # loading / export
 # ------------------------------------------------------------------------------------------------
-def _npz_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    """Shapes of every array in an .npz without reading the data."""
+def npz_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """Shapes of every array in an .npz (keys as stored, ``.npy`` removed) without reading the data."""
     shapes = {}
     with zipfile.ZipFile(path) as zf:
         for name in zf.namelist():
@@ -356,7 +377,7 @@ def load_af2_params(path: str | os.PathLike, preset: str = "model_1_ptm") -> Alp
             the key and both shapes).
     """
     path = os.fspath(path)
-    shapes = {_strip(k): v for k, v in _npz_shapes(path).items()}
+    shapes = {_strip(k): v for k, v in npz_shapes(path).items()}
     cfg = infer_config(shapes, preset)
     with torch.device("meta"):
         model = AlphaFold(cfg)

@@ -5,8 +5,9 @@ Accepted formats (:func:`detect_format` returns the name in brackets):
 
 * ``af2-npz``: AlphaFold2 parameters (``params_model_*.npz``, Haiku names under
   ``alphafold/alphafold_iteration/``). Sizes are inferred from the shapes
-  (:func:`alphafold_mem.weights.load_af2_params`); the preset (default: guessed from the file name,
-  else ``model_1_ptm``) supplies what shapes cannot.
+  (:func:`alphafold_mem.weights.load_af2_params`); the preset supplies what shapes cannot, and the
+  file must have its layers (:mod:`alphafold_mem.weights.architecture`; default: the preset the file
+  name gives, else the first named preset with the file's layers).
 * ``openfold``: an OpenFold state dict or checkpoint saved with ``torch.save`` (optionally under
   ``state_dict``/``model``/``ema.params``, with ``module.``/``model.`` prefixes), loaded with
   :func:`alphafold_mem.weights.load_openfold_checkpoint`.
@@ -32,18 +33,19 @@ import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 import torch
 
 from ..config import PRESETS, ModelConfig, model_config
 from ..model.alphafold import AlphaFold
 from .af2_npz import PREFIX as _AF2_PREFIX
-from .af2_npz import load_af2_params
+from .af2_npz import infer_config, load_af2_params, npz_shapes
+from .architecture import NAMED_ORDER, ArchitectureMismatch, architecture_differences, choose_preset
 from .checkpoints import FORMAT as _OUR_FORMAT
 from .checkpoints import model_from_state_dict
 from .keys import ParameterLoadError, normalize_state_dict_keys
-from .openfold import load_openfold_checkpoint
+from .openfold import load_openfold_checkpoint, openfold_config
 
 __all__ = [
     "WeightsError",
@@ -106,6 +108,9 @@ class LoadedWeights:
         format: one of :data:`FORMATS`.
         path: the file.
         details: a short human-readable note (e.g. ``"EMA weights, step 1200"``).
+        architecture: ``"architecture <preset>"``, the named preset whose layers the model has
+            (:mod:`alphafold_mem.weights.architecture`), with the presets of the same layers or
+            the config's own preset in brackets; for provenance.
     """
 
     model: AlphaFold
@@ -113,6 +118,7 @@ class LoadedWeights:
     format: str
     path: str
     details: str = ""
+    architecture: str = ""
 
 
 def default_weights_path() -> Path:
@@ -339,41 +345,57 @@ def _classify(obj: Any, path: str) -> tuple[str, dict]:
 # ------------------------------------------------------------------------------------------------
 # loading
 # ------------------------------------------------------------------------------------------------
+def _named(config: ModelConfig) -> str:
+    """``"architecture <preset>"``: the first named preset with ``config``'s layers, else its own preset."""
+    same = [p for p in NAMED_ORDER if not architecture_differences(config, model_config(p))]
+    if config.preset in same or not same:
+        return f"architecture {config.preset}"
+    return f"architecture {same[0]} (preset {config.preset})"
+
+
 def _preset_from_name(path: str) -> Optional[str]:
     m = re.search(r"model_[1-5](_ptm)?", os.path.basename(path))
     return m.group(0) if m else None
 
 
-def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
+def load_weights(path, preset: Union[str, ModelConfig, None] = None) -> LoadedWeights:
     """Load any accepted weights file into an :class:`AlphaFold` (eval mode, CPU, float32).
 
     Args:
         path: the weights file (format detected from its content, see the module docstring).
-        preset: for AF2/OpenFold files, the preset that supplies what the shapes cannot (default:
-            guessed from an AF2 file name such as ``params_model_3_ptm.npz``, else ``model_1_ptm``);
-            for our checkpoints, which hold their config, a different preset is an error.
+        preset: for AF2/OpenFold files, the preset (or config) whose layers the file must have; it
+            supplies what the shapes cannot. Default: the preset an AF2 file name gives
+            (``params_model_3_ptm.npz``; the file must have its layers), else the first named preset
+            with the file's layers (:func:`alphafold_mem.weights.architecture.choose_preset`), so
+            ``config.preset`` names the architecture that runs. For our checkpoints, which hold their
+            config, a different preset is an error.
 
     Raises:
-        WeightsError: unreadable or unrecognised file, a config/preset mismatch, or parameters that
-            do not fit the model (one line naming the file and the parameter).
+        WeightsError: unreadable or unrecognised file, a config/preset mismatch (AF2/OpenFold: one
+            line naming the differing fields), or parameters that do not fit the model (one line
+            naming the file and the parameter).
     """
     path = _check_path(path)
-    if preset is not None and preset not in PRESETS:
+    if isinstance(preset, str) and preset not in PRESETS:
         raise WeightsError(path, f"unknown preset '{preset}'; valid presets: {', '.join(PRESETS)}")
     kind = _sniff(path)
     try:
         if kind == "npz":
             _check_af2_npz(path)
-            use = preset or _preset_from_name(path) or "model_1_ptm"
+            shapes = {k.removeprefix(_AF2_PREFIX): v for k, v in npz_shapes(path).items()}
+            use, note = choose_preset(lambda p: infer_config(shapes, p), preset, _preset_from_name(path))
             model = load_af2_params(path, use)
-            return LoadedWeights(model, model.config, "af2-npz", path, f"sizes inferred, preset {use}")
+            return LoadedWeights(model, model.config, "af2-npz", path, f"sizes inferred, {note}", note)
         obj = _torch_load(path)
         fmt, info = _classify(obj, path)
         if fmt == "openfold":
-            use = preset or "model_1_ptm"
-            model = load_openfold_checkpoint(info["state_dict"], use)
-            details = ", ".join(x for x in (info["details"], f"sizes inferred, preset {use}") if x)
-            return LoadedWeights(model, model.config, "openfold", path, details)
+            sd = info["state_dict"]
+            use, note = choose_preset(lambda p: openfold_config(sd, p), preset)
+            model = load_openfold_checkpoint(sd, use)
+            details = ", ".join(x for x in (info["details"], f"sizes inferred, {note}") if x)
+            return LoadedWeights(model, model.config, "openfold", path, details, note)
+        if isinstance(preset, ModelConfig):
+            preset = preset.preset
         config = info["config"]
         if config is None:
             if preset is None:
@@ -390,8 +412,8 @@ def load_weights(path, preset: Optional[str] = None) -> LoadedWeights:
                 "requested; omit --preset to use the checkpoint's own config",
             )
         model = model_from_state_dict(config, info["state_dict"])
-        return LoadedWeights(model, config, fmt, path, info["details"])
-    except ParameterLoadError as exc:
+        return LoadedWeights(model, config, fmt, path, info["details"], _named(config))
+    except (ParameterLoadError, ArchitectureMismatch) as exc:
         raise WeightsError(path, str(exc)) from None
     except OSError as exc:
         raise WeightsError(path, f"cannot be read ({exc.strerror or exc})") from None

@@ -20,7 +20,7 @@ from ..model.alphafold import AlphaFold
 from .af2_npz import PREFIX, af2_entries, infer_config
 from .keys import ParameterLoadError, normalize_state_dict_keys
 
-__all__ = ["load_openfold_checkpoint", "openfold_state_dict"]
+__all__ = ["load_openfold_checkpoint", "openfold_config", "openfold_state_dict"]
 
 
 def _openfold_names() -> dict[str, str]:
@@ -51,39 +51,13 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm", **
     Raises:
         ParameterLoadError: a parameter is missing, unexpected or mis-shaped (named with both shapes).
     """
-    sd = path_or_state_dict
-    if not isinstance(sd, Mapping):
-        sd = torch.load(sd, map_location="cpu", weights_only=True)
-    for wrapper in ("ema", "state_dict", "model"):
-        if isinstance(sd, Mapping) and wrapper in sd and isinstance(sd[wrapper], Mapping):
-            inner = sd[wrapper]
-            sd = inner.get("params", inner) if wrapper == "ema" else inner
-    sd = normalize_state_dict_keys(sd)
-    names = _openfold_names()
-    # Convert to AF2 layout lazily: the OpenFold tensor has our torch layout already.
-    tensors: dict[str, list[torch.Tensor]] = {}
-    for key, pattern in names.items():
-        if "{i}" in pattern:
-            blocks, i = [], 0
-            while pattern.format(i=i) in sd:
-                blocks.append(sd[pattern.format(i=i)])
-                i += 1
-            if blocks:
-                tensors[key] = blocks
-        elif pattern in sd:
-            tensors[key] = [sd[pattern]]
-    known = {p.format(i=i) for p in names.values() for i in range(64)} | set(names.values())
-    unexpected = sorted(k for k in sd if k not in known)
-    if unexpected:
-        raise ParameterLoadError(f"unexpected OpenFold parameter '{unexpected[0]}' ({len(unexpected)} in all)")
-    probe_shapes = _af2_shapes_from_openfold(tensors, preset, overrides)
-    cfg = infer_config(probe_shapes, preset)
-    if overrides:
-        cfg = model_config(preset, **{**_config_overrides_from(cfg), **overrides})
+    tensors = _openfold_tensors(path_or_state_dict)
+    cfg = _config_of(tensors, preset, overrides)
     with torch.device("meta"):
         model = AlphaFold(cfg)
     model = model.to_empty(device="cpu")
     entries = {e.key: e for e in af2_entries(model)}
+    names = _openfold_names()
     missing = sorted(set(entries) - set(tensors))
     if missing:
         raise ParameterLoadError(f"OpenFold checkpoint lacks '{names[missing[0]]}' (AF2 key '{PREFIX + missing[0]}')")
@@ -101,6 +75,52 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm", **
             with torch.no_grad():
                 p.copy_(t)
     return model.eval()
+
+
+def openfold_config(path_or_state_dict, preset: str = "model_1_ptm", **overrides) -> ModelConfig:
+    """The config :func:`load_openfold_checkpoint` would build for this checkpoint (sizes from the
+    shapes, the rest from ``preset`` and ``overrides``), without building the model.
+
+    Raises:
+        ParameterLoadError: as :func:`load_openfold_checkpoint`.
+    """
+    return _config_of(_openfold_tensors(path_or_state_dict), preset, overrides)
+
+
+def _openfold_tensors(path_or_state_dict) -> dict[str, list[torch.Tensor]]:
+    """The checkpoint's tensors by AF2 key (one per block for stacked keys), our torch layout."""
+    sd = path_or_state_dict
+    if not isinstance(sd, Mapping):
+        sd = torch.load(sd, map_location="cpu", weights_only=True)
+    for wrapper in ("ema", "state_dict", "model"):
+        if isinstance(sd, Mapping) and wrapper in sd and isinstance(sd[wrapper], Mapping):
+            inner = sd[wrapper]
+            sd = inner.get("params", inner) if wrapper == "ema" else inner
+    sd = normalize_state_dict_keys(sd)
+    names = _openfold_names()
+    tensors: dict[str, list[torch.Tensor]] = {}
+    for key, pattern in names.items():
+        if "{i}" in pattern:
+            blocks, i = [], 0
+            while pattern.format(i=i) in sd:
+                blocks.append(sd[pattern.format(i=i)])
+                i += 1
+            if blocks:
+                tensors[key] = blocks
+        elif pattern in sd:
+            tensors[key] = [sd[pattern]]
+    known = {p.format(i=i) for p in names.values() for i in range(64)} | set(names.values())
+    unexpected = sorted(k for k in sd if k not in known)
+    if unexpected:
+        raise ParameterLoadError(f"unexpected OpenFold parameter '{unexpected[0]}' ({len(unexpected)} in all)")
+    return tensors
+
+
+def _config_of(tensors: dict[str, list[torch.Tensor]], preset: str, overrides: dict) -> ModelConfig:
+    cfg = infer_config(_af2_shapes_from_openfold(tensors, preset, overrides), preset)
+    if overrides:
+        cfg = model_config(preset, **{**_config_overrides_from(cfg), **overrides})
+    return cfg
 
 
 def _config_overrides_from(cfg: ModelConfig) -> dict:
