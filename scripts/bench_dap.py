@@ -34,8 +34,8 @@ import time
 
 import torch
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
-from alphafold_mem.distributed import COUNTER, apply_parallel_policy, init_mesh, run_local
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
+from alphafold_mem.distributed import COUNTER, init_mesh, run_local
 from alphafold_mem.memory import track_peak
 from alphafold_mem.planner.dap import block_comm_bytes
 from alphafold_mem.planner.estimate import estimate_breakdown
@@ -96,9 +96,7 @@ def worker(rank: int, world: int, args, mode: str) -> dict:
     if training:
         batch.update(ground_truth_batch(cfg, args.n_res, args.n_seq))  # read by the training loss only
     batch = {k: v.to(dev) for k, v in batch.items()}
-    apply_memory_policy(model, POLICIES[mode])
-    if world > 1:
-        apply_parallel_policy(model, init_mesh(world, dev.type), gather_outputs=training)
+    bind(model, POLICIES[mode], init_mesh(world, dev.type) if world > 1 else None, gather_outputs=training)
     blocks: dict[str, int] = {}
     handles = _block_counter(model.evoformer.blocks[0], blocks, "evoformer") + _block_counter(
         model.extra_msa_stack.blocks[0], blocks, "extra_msa"

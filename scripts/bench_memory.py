@@ -50,7 +50,7 @@ import time
 
 import torch
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
 from alphafold_mem.memory import track_peak
 from alphafold_mem.memory.tracking import StorageTracker
 from alphafold_mem.planner import max_length
@@ -225,7 +225,7 @@ def _worker(args) -> int:
     training = args.worker_mode == "training"
     policy = dict(_policies(args.worker_mode, [args.worker], args.precision))[args.worker]
     cfg, dev, model, batch = _build(args)
-    apply_memory_policy(model, policy)
+    bind(model, policy)
     small = random_features(cfg, 16, 4, 8, n_templ=args.templates)
     small.update(ground_truth_batch(cfg, 16, 4))
     _step(model, {k: v.to(dev) for k, v in small.items()}, training)
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         ref = None
         for name, policy in rows:  # peaks and deviations, one measured run each
-            apply_memory_policy(model, policy)
+            bind(model, policy)
             model.zero_grad(set_to_none=True)
             tracker = StorageTracker()
             with track_peak(dev) if cuda else contextlib.nullcontext() as cuda_mem, tracker:
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             del out, grads
         for rnd in range(args.repeats):  # timed runs interleaved, so load changes hit every policy alike
             for name, policy in rows:
-                apply_memory_policy(model, policy)
+                bind(model, policy)
                 t0 = time.perf_counter()
                 _step(model, batch, training)
                 if cuda:
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['dp']:.1e} | {r['grad']:.1e} |",
                 flush=True,
             )
-        apply_memory_policy(model, MemoryPolicy.reference())
+        bind(model, MemoryPolicy.reference())
     return 0
 
 

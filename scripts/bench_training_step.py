@@ -52,7 +52,7 @@ POLICIES = ("training", "reference")
 def _setup(config_name: str, policy_name: str):
     import torch
 
-    from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+    from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
     from alphafold_mem.planner.training_loss import ground_truth_batch
     from alphafold_mem.testing import random_features
 
@@ -60,7 +60,7 @@ def _setup(config_name: str, policy_name: str):
     cfg = model_config(preset, **{**overrides, "num_recycles": 0})
     policy = getattr(MemoryPolicy, policy_name)()
     torch.manual_seed(0)
-    model = apply_memory_policy(AlphaFold(cfg), policy).train()
+    model = bind(AlphaFold(cfg), policy).train()
 
     def batch(n, s, e):
         b = random_features(cfg, n, s, e)

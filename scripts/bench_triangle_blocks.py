@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from alphafold_mem import MemoryPolicy, apply_memory_policy
+from alphafold_mem import MemoryPolicy, bind
 from alphafold_mem.memory import track_peak
 from alphafold_mem.model import triangle
 from alphafold_mem.model.triangle import TriangleMultiplication
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     mods = _modules(args.channels)
     for tm in mods.values():
-        apply_memory_policy(tm, MemoryPolicy(chunk_size=args.chunk_size, inplace=True))
+        bind(tm, MemoryPolicy(chunk_size=args.chunk_size, inplace=True))
     original = triangle.MATMUL_ROWS
     print(
         f"# in-place triangle multiplication, c_z = c = {args.channels}, chunk_size {args.chunk_size}, "

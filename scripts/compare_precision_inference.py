@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from Bio import SeqIO  # noqa: E402
 
-from alphafold_mem import predict  # noqa: E402
+from alphafold_mem import AutoPolicy, predict  # noqa: E402
 from alphafold_mem.ablation.scores import Prediction, deviation  # noqa: E402
 from alphafold_mem.geometry import residue_constants as rc  # noqa: E402
 from alphafold_mem.metrics import rmsd  # noqa: E402
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             args.msa_dir,
             out / precision,
             weights=args.weights,
-            precision=precision,
+            memory_policy=AutoPolicy(precision=precision),
             device="cpu",
             overwrite=args.overwrite,
             track_memory=False,

@@ -182,7 +182,7 @@ def _policies(training: bool, dry: bool):
 
 def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]:
     """Measured activation peak vs the planner's prediction per (mode, N_res, policy)."""
-    from alphafold_mem import AlphaFold, apply_memory_policy, model_config
+    from alphafold_mem import AlphaFold, bind, model_config
     from alphafold_mem.memory import track_peak
     from alphafold_mem.planner.estimate import estimate_breakdown, proxy_loss
     from alphafold_mem.testing import random_features
@@ -224,7 +224,7 @@ def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]
                     row["error"] = "skipped: time budget"
                     continue
                 row.update(
-                    _measure(model, batch, policy, training, device, apply_memory_policy, track_peak, proxy_loss)
+                    _measure(model, batch, policy, training, device, bind, track_peak, proxy_loss)
                 )
                 try:
                     est = estimate_breakdown(cfg, policy, n_res, n_seq, n_extra, 0, training)
@@ -235,8 +235,8 @@ def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]
     return rows
 
 
-def _measure(model, batch, policy, training, device, apply_memory_policy, track_peak, proxy_loss) -> dict:
-    apply_memory_policy(model, policy)
+def _measure(model, batch, policy, training, device, bind, track_peak, proxy_loss) -> dict:
+    bind(model, policy)
     model.zero_grad(set_to_none=True)
     try:
         t0 = time.perf_counter()

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
 from alphafold_mem.config import PRESETS
 from alphafold_mem.memory import (
     WHOLE,
@@ -79,7 +79,7 @@ def test_declared_steps_cover_what_the_policy_chunks():
         "DistogramHead",
         "PredictedAlignedErrorHead",
     }
-    apply_memory_policy(model, MemoryPolicy(chunk_size=7))
+    bind(model, MemoryPolicy(chunk_size=7))
     chunked_modules = {id(m) for m in model.modules() if getattr(m, "chunk_size", None) == 7}
     assert chunked_modules == {id(m) for _, m, _, _ in steps}
     tri = TriangleMultiplication.memory_spec.splits
@@ -102,10 +102,10 @@ def test_a_module_without_declaration_is_refused():
     bad = undeclared_modules(model)
     assert bad == ["evoformer.blocks.0.msa_transition: _Forgetful"]
     with pytest.raises(UndeclaredModuleError, match=r"declare no memory_spec.*msa_transition: _Forgetful"):
-        apply_memory_policy(model, MemoryPolicy.low_memory_inference())
+        bind(model, MemoryPolicy.low_memory_inference())
     block.msa_transition = _Undeclared()
     with pytest.raises(UndeclaredModuleError, match="_Undeclared"):
-        apply_memory_policy(model, MemoryPolicy.reference())
+        bind(model, MemoryPolicy.reference())
 
 
 def test_removing_a_declaration_breaks_binding_and_forward(monkeypatch):
@@ -115,7 +115,7 @@ def test_removing_a_declaration_breaks_binding_and_forward(monkeypatch):
     monkeypatch.delattr(Transition, "memory_spec")
     assert any(entry.endswith(": Transition") for entry in undeclared_modules(model))
     with pytest.raises(UndeclaredModuleError):
-        apply_memory_policy(model, MemoryPolicy(chunk_size=4))
+        bind(model, MemoryPolicy(chunk_size=4))
     with pytest.raises(AttributeError):
         Transition(4, 2)(torch.zeros(1, 3, 5, 4), torch.ones(1, 3, 5))
 

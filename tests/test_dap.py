@@ -17,11 +17,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
 from alphafold_mem.distributed import (
     RankFailed,
     Sharding,
-    apply_parallel_policy,
     comm,
     init_mesh,
     mesh_shape,
@@ -73,7 +72,7 @@ def _model(name: str, policy: MemoryPolicy, training: bool):
     b["extra_msa_mask"][3:, 2:] = 0
     if t > 1:
         b["template_mask"][-1] = 0
-    apply_memory_policy(model, policy)
+    bind(model, policy)
     return model.train(training), b
 
 
@@ -139,7 +138,7 @@ def _worker(rank: int, world: int) -> dict:
     results = {}
     for name, policy, training in CASES:
         model, b = _model(name, _policy(policy), training)
-        apply_parallel_policy(model, mesh, gather_outputs=True)
+        bind(model, _policy(policy), mesh, gather_outputs=True)
         if training:
             loss, grads = _train(model, b)
             for g in grads.values():  # what DDP does over all processes: the mean
@@ -149,7 +148,7 @@ def _worker(rank: int, world: int) -> dict:
         else:
             results[(name, policy)] = _infer(model, b)
     model, b = _model("tiny", MemoryPolicy.low_memory_inference(chunk_size=4), False)
-    apply_parallel_policy(model, mesh)  # outputs stay distributed: what a device holds
+    bind(model, model.memory_policy, mesh)  # outputs stay distributed: what a device holds
     with torch.no_grad(), track_peak() as mem:
         model(b)
     results["peak"] = mem.peak
@@ -262,20 +261,86 @@ def test_layouts_are_read_from_shapes():
 def test_removing_device_sharding_restores_the_model():
     model, b = _model("tiny", MemoryPolicy.reference(), False)
     ref = _infer(model, b)["final_atom_positions"]
-    apply_parallel_policy(model, comm.simulated_group(2))
-    assert model.evoformer.blocks[0].msa_dropout.dap is not None and model._dap_handles
-    apply_parallel_policy(model, None)
-    assert all(getattr(m, "dap", None) is None for m in model.modules()) and not model._dap_handles
+    bind(model, MemoryPolicy.reference(), comm.simulated_group(2))
+    assert model.evoformer.blocks[0].msa_dropout.dap is not None and model._binding_handles
+    bind(model, MemoryPolicy.reference())
+    assert all(getattr(m, "dap", None) is None for m in model.modules()) and not model._binding_handles
     torch.testing.assert_close(_infer(model, b)["final_atom_positions"], ref, rtol=0, atol=0)
 
 
-def test_fused_kernels_that_bypass_declared_steps_are_off_under_sharding():
-    model, _ = _model("tiny", MemoryPolicy.reference().replace(kernels="triton"), False)
-    apply_parallel_policy(model, comm.simulated_group(2))
-    tri = [m for m in model.modules() if type(m).__name__ == "TriangleMultiplication"]
-    assert tri and all(m.kernel_impl == "reference" for m in tri)
-    # pointwise fused kernels (LayerNorm) run on the shares as they are
-    assert any(type(m).__name__ == "LayerNorm" and m.kernel_impl == "triton" for m in model.modules())
+def _settings(model) -> dict:
+    """Every non-parameter attribute the binder may set, per module path."""
+    names = ("chunk_size", "inplace", "kernel_impl", "attention_impl", "offload", "checkpoint_every", "precision")
+    out = {}
+    for path, m in model.named_modules():
+        out[path] = {n: getattr(m, n) for n in names if n in vars(m) or hasattr(type(m), n)}
+        out[path]["dap"] = getattr(m, "dap", None) is not None
+    out["<hooks>"] = len(model._binding_handles)
+    return out
+
+
+def test_policy_and_mesh_give_the_same_settings_whatever_was_bound_before():
+    """One call binds the policy and the mesh; re-binding replaces everything, so what a model runs
+    with depends on the last call only (there is no order of a policy call and a mesh call to get
+    wrong)."""
+    policy, mesh = MemoryPolicy.low_memory_inference(chunk_size=4, kernels="triton"), comm.simulated_group(2)
+    fresh, _ = _model("tiny", MemoryPolicy.reference(), False)
+    want = _settings(bind(fresh, policy, mesh))
+    for earlier in ([(MemoryPolicy.training(), None)], [(policy, None)], [(MemoryPolicy(), mesh), (policy, None)]):
+        model, _ = _model("tiny", MemoryPolicy.reference(), False)
+        for p, m in earlier:
+            bind(model, p, m)
+        assert _settings(bind(model, policy, mesh)) == want
+    unsharded, _ = _model("tiny", MemoryPolicy.reference(), False)
+    assert _settings(bind(fresh, policy)) == _settings(bind(unsharded, policy))  # the mesh is gone again
+
+
+def test_sharding_keeps_in_place_updates_and_kernels_where_valid():
+    policy = MemoryPolicy.low_memory_inference(chunk_size=4, kernels="triton")
+    model, _ = _model("tiny", policy, False)
+    bind(model, policy, comm.simulated_group(2))
+    kinds = {}
+    for m in model.modules():
+        kinds.setdefault(type(m).__name__, []).append(m)
+    # in-place residual updates of the blocks and the template stack stay: each device adds into its share
+    for name in ("EvoformerBlock", "PairStackUpdates", "TemplateEmbedding"):
+        assert kinds[name] and all(m.inplace for m in kinds[name]), name
+    # pointwise fused kernels (LayerNorm) and the attention core run on the shares as they are
+    assert all(m.kernel_impl == "triton" for m in kinds["LayerNorm"])
+    assert all(m.attention_impl == "triton" for m in kinds["Attention"])
+    # off: the root's in-place embedding, and the fused kernel of a module with declared steps
+    assert model.inplace is False and all(m.kernel_impl == "reference" for m in kinds["TriangleMultiplication"])
+    assert bind(model, policy).inplace is True  # without a mesh the policy's own settings again
+
+
+def test_why_the_root_in_place_embedding_is_off_under_sharding():
+    """It builds the pair representation whole, in one buffer, from features every device holds whole:
+    a device's share-sized embedding cannot be added into it."""
+    policy = MemoryPolicy.low_memory_inference(chunk_size=4)
+    model, b = _model("tiny", policy, False)
+    bind(model, policy, comm.simulated_group(2))
+    model.inplace = True  # what the binder switches off
+    with pytest.raises(RuntimeError, match="must match the size"), torch.no_grad():
+        model(b)
+
+
+def test_why_the_fused_triangle_kernel_is_off_under_sharding():
+    """The fused op computes the whole update from the operands it is given: on a device's row share
+    ``[L, N_res, c_z]`` the outgoing product's j runs over the share's L rows only, so it cannot give
+    the share's ``[L, N_res]`` update (the declared steps gather the other devices' rows instead)."""
+    from alphafold_mem import kernels
+    from alphafold_mem.model.triangle import TriangleMultiplication
+
+    torch.manual_seed(0)
+    module, n, local = TriangleMultiplication(8, 6, outgoing=True), 10, 5
+    z, mask = torch.randn(n, n, 8), torch.ones(n, n)
+    weights = kernels.TriangleMultiplicationWeights.from_module(module)
+    whole = kernels.triangle_multiplication(z, mask, weights, True, module.layer_norm_input.eps, impl="reference")
+    assert whole.shape == (n, n, 8)
+    with pytest.raises(RuntimeError):
+        kernels.triangle_multiplication(
+            z[:local], mask[:local], weights, True, module.layer_norm_input.eps, impl="reference"
+        )
 
 
 def test_per_device_inference_peak_scales_with_p():

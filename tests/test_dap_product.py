@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.distributed import apply_parallel_policy, comm, init_mesh, run_local
+from alphafold_mem import MemoryPolicy, bind
+from alphafold_mem.distributed import comm, init_mesh, run_local
 from alphafold_mem.distributed.product import applies
 from alphafold_mem.model.triangle import TriangleMultiplication
 
@@ -45,7 +46,7 @@ def _worker(rank: int, world: int) -> dict:
     out = {}
     for outgoing in (True, False):
         module, z, mask = _case(outgoing)
-        apply_parallel_policy(module, mesh)
+        bind(module, MemoryPolicy(), mesh)
         sh = module.dap_sharding
         sh.set_residues(N)
         with torch.no_grad():
@@ -53,7 +54,7 @@ def _worker(rank: int, world: int) -> dict:
                 sh.take(z, -3).to(torch.bfloat16), mask.to(torch.bfloat16)
             )[:, : sh.span(N)[1]].float()
         module, z, mask = _case(outgoing)
-        apply_parallel_policy(module, mesh)
+        bind(module, MemoryPolicy(), mesh)
         sh = module.dap_sharding
         sh.set_residues(N)
         start, valid = sh.span(N)

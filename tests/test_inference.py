@@ -17,8 +17,10 @@ from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.MMCIF2Dict import MMCIF2Dict
 
 import alphafold_mem
-from alphafold_mem import AlphaFold, model_config
+from alphafold_mem import AlphaFold, AutoPolicy, MemoryPolicy, model_config
 from alphafold_mem.cli import main
+from alphafold_mem.cli.main import build_parser
+from alphafold_mem.cli.memory_args import predict_request
 from alphafold_mem.data.errors import InputWarning
 from alphafold_mem.data.pdb import parse_pdb
 from alphafold_mem.geometry import residue_constants as rc
@@ -208,8 +210,7 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
 
     cfg = model_config("tiny")
     needs = [
-        preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), "auto", "fp32", torch.device("cpu"), 1).need
-        for n in (7, 60)
+        preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), "auto", torch.device("cpu"), 1).need for n in (7, 60)
     ]  # under the most frugal policy
     budget = (needs[0] + needs[1]) // 2
     from torch._subclasses.fake_tensor import FakeTensor
@@ -301,7 +302,7 @@ def test_bf16_prediction(tmp_path, tiny_weights):
         weights=tiny_weights,
         single_sequence=True,
         num_recycles=0,
-        precision="bf16",
+        memory_policy=AutoPolicy(precision="bf16"),
         device="cpu",
         log=lambda _: None,
     )
@@ -320,7 +321,7 @@ def test_bf16_demo_weights_match_fp32_on_1lcd(tmp_path):
             str(FASTA_1LCD),
             tmp_path / precision,
             msa=str(A3M_1LCD),
-            precision=precision,
+            memory_policy=AutoPolicy(precision=precision),
             device="cpu",
             track_memory=False,
             log=lambda _: None,
@@ -353,6 +354,45 @@ def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, option
         for d in ("ref", "mem")
     ]
     np.testing.assert_allclose(xyz[1], xyz[0], atol=2e-3)
+
+
+@needs_shipped
+def test_chunk_size_flag_and_memory_set_bind_the_same_policy(tmp_path, tiny_weights, monkeypatch):
+    """``--chunk-size 7`` and ``--memory-set chunk_size=7`` are one policy: the one predict binds."""
+    import alphafold_mem.predict.runner as runner
+
+    bound, original = [], runner.bind
+    monkeypatch.setattr(runner, "bind", lambda model, policy, *a, **kw: bound.append(policy) or original(model, policy))
+    common = ["predict", str(PEPTIDE), "--weights", str(tiny_weights), "--single-sequence", "--num-recycles", "0"]
+    for i, options in enumerate((["--chunk-size", "7"], ["--memory-set", "chunk_size=7"])):
+        assert main(common + ["--out", str(tmp_path / str(i))] + options) == 0
+    assert bound == [MemoryPolicy(chunk_size=7)] * 2
+
+
+def _request(*options: str):
+    return predict_request(build_parser().parse_args(["predict", "x.fasta", "--out", "o", *options]))
+
+
+def test_memory_flags_become_the_one_memory_argument():
+    """The command line's memory options are turned into one request in ``cli/`` alone."""
+    assert _request() == AutoPolicy()
+    assert _request("--precision", "bf16", "--max-memory", "2GB") == AutoPolicy(precision="bf16", max_memory=2 * 10**9)
+    assert _request("--chunk-size", "7") == _request("--memory-set", "chunk_size=7") == MemoryPolicy(chunk_size=7)
+    assert _request("--chunk-size", "auto", "--max-memory", "1GB") == MemoryPolicy(chunk_size="auto", max_memory=10**9)
+    assert _request("--low-memory", "--chunk-size", "8") == MemoryPolicy.low_memory_inference(chunk_size=8)
+    assert _request("--memory-policy", "reference", "--memory-set", "attention=chunked") == MemoryPolicy(
+        attention="chunked"
+    )
+    for options, message in [
+        (("--chunk-size", "7", "--memory-set", "chunk_size=8"), "give chunk_size once"),
+        (("--memory-policy", "reference", "--low-memory"), "not both"),
+        (("--memory-set", "offload=disk"), "unknown offload 'disk'"),
+        (("--memory-set", "no_such_field=1"), "no_such_field"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _request(*options)
+    with pytest.raises(SystemExit):  # choices read from the policy's types
+        _request("--precision", "fp16")
 
 
 # -- validation before model work (no model runs) ------------------------------------------------

@@ -101,7 +101,7 @@ def test_layer_norm_compiled(case, dtype):
 def test_model_compiled_matches_reference():
     """The tiny model with every Triton kernel (compiled on the GPU) against the reference policy:
     outputs within 1e-4 (Å for coordinates), parameter gradients within 1e-3 relative."""
-    from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+    from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
     from alphafold_mem.testing import random_features
 
     cfg = model_config("tiny", num_recycles=0, **{"evoformer.num_blocks": 1, "structure_module.num_layers": 2})
@@ -115,7 +115,7 @@ def test_model_compiled_matches_reference():
     batch = {k: t.to(DEVICE) for k, t in batch.items()}
 
     def run(policy):
-        apply_memory_policy(model, policy)
+        bind(model, policy)
         model.zero_grad()
         out = model(batch)
         (out["final_atom_positions"].square().mean() + out["plddt"].mean() + out["distogram_logits"].mean()).backward()

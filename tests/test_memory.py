@@ -4,7 +4,7 @@ function. fp32 on CPU, sizes that chunk sizes do not divide, masks with both val
 import pytest
 import torch
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, kernels, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, kernels, model_config
 from alphafold_mem.memory import chunked, low_memory_attention
 from alphafold_mem.model.msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from alphafold_mem.model.outer_product_mean import OuterProductMean
@@ -135,12 +135,12 @@ def test_every_chunkable_op_matches_unchunked(attention):
     for name, op, inputs in _op_cases():
         _perturbed(op)
         inputs = tuple(x.clone().requires_grad_(x.is_floating_point() and i == 0) for i, x in enumerate(inputs))
-        apply_memory_policy(op, MemoryPolicy())
+        bind(op, MemoryPolicy())
         ref = op(*inputs)
         g = torch.randn_like(ref)
         ref_grads = torch.autograd.grad(ref, [inputs[0], *op.parameters()], g, allow_unused=True)
         for cs in (1, 4, 6):  # 19 and 7 are not multiples of 4 or 6
-            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, attention=attention, attention_chunks=(5, 4)))
+            bind(op, MemoryPolicy(chunk_size=cs, attention=attention, attention_chunks=(5, 4)))
             out = op(*inputs)
             grads = torch.autograd.grad(out, [inputs[0], *op.parameters()], g, allow_unused=True)
             assert (out - ref).abs().max().item() <= 1e-5, (name, cs)
@@ -161,7 +161,7 @@ def model_and_batch():
 
 
 def _run(model, batch, policy, grad=True):
-    apply_memory_policy(model, policy)
+    bind(model, policy)
     model.zero_grad(set_to_none=True)
     with torch.set_grad_enabled(grad):
         out = model(batch)
@@ -197,7 +197,7 @@ def test_presets_match_reference(model_and_batch, reference_run, policy):
     ref_out, ref_grads = reference_run
     out, grads = _run(model, batch, policy)
     inf_out, _ = _run(model, batch, policy, grad=False)  # in-place / offload paths run without autograd
-    apply_memory_policy(model, MemoryPolicy.reference())
+    bind(model, MemoryPolicy.reference())
     for o in (out, inf_out):
         assert (o["final_atom_positions"] - ref_out["final_atom_positions"]).abs().max() <= COORD_TOL
         assert (o["plddt"] - ref_out["plddt"]).abs().max() <= PLDDT_TOL
@@ -238,7 +238,7 @@ def test_low_memory_inference_with_templates_and_offload(n_templ):
         assert (out["plddt"] - ref_out["plddt"]).abs().max() <= PLDDT_TOL
         assert (out["predicted_aligned_error"] - ref_out["predicted_aligned_error"]).abs().max() <= 1e-3
     _, grads = _run(model, b, MemoryPolicy(templates="streamed", chunk_size=5))
-    apply_memory_policy(model, MemoryPolicy.reference())
+    bind(model, MemoryPolicy.reference())
     errs = _grad_rel_errors(grads, ref_grads)
     assert max(errs.values()) <= GRAD_RTOL
 
@@ -252,7 +252,7 @@ def test_checkpointing_changes_no_bit(model_and_batch):
         for every in (0, 1, 2):
             torch.manual_seed(3)
             policy = MemoryPolicy(checkpoint_evoformer=every, checkpoint_extra_msa=every, checkpoint_template=every)
-            apply_memory_policy(model, policy)
+            bind(model, policy)
             model.zero_grad(set_to_none=True)
             loss = proxy_loss(model(batch))
             loss.backward()
@@ -260,7 +260,7 @@ def test_checkpointing_changes_no_bit(model_and_batch):
                 (loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
             )
     finally:
-        apply_memory_policy(model, MemoryPolicy.reference())
+        bind(model, MemoryPolicy.reference())
         model.eval()
     (loss0, g0), *others = results
     for loss, g in others:
@@ -272,29 +272,29 @@ def test_apply_policy_is_rebindable_and_keeps_names():
     cfg = model_config("tiny")
     model = AlphaFold(cfg)
     names = list(model.state_dict())
-    apply_memory_policy(model, MemoryPolicy.training())
+    bind(model, MemoryPolicy.training())
     stacks = (model.evoformer, model.extra_msa_stack, model.template_embedding)
-    assert [s.checkpoint_every for s in stacks] == [1, 1, 1] and model._memory_policy_handles == []
+    assert [s.checkpoint_every for s in stacks] == [1, 1, 1] and model._binding_handles == []
     n_blocks = cfg.evoformer.num_blocks + cfg.extra_msa.num_blocks + cfg.template.pair_stack.num_blocks
-    apply_memory_policy(
+    bind(
         model, MemoryPolicy.training(checkpoint_granularity="update")
     )  # a checkpoint per residual update: 9 per block, 5 per template block
     assert [s.checkpoint_every for s in stacks] == [0, 0, 0]
-    assert len(model._memory_policy_handles) == (
+    assert len(model._binding_handles) == (
         9 * (n_blocks - cfg.template.pair_stack.num_blocks) + 5 * cfg.template.pair_stack.num_blocks
     )
-    n_update_handles = len(model._memory_policy_handles)
-    apply_memory_policy(model, MemoryPolicy.training(checkpoint_granularity="nested"))  # both: blocks and updates
+    n_update_handles = len(model._binding_handles)
+    bind(model, MemoryPolicy.training(checkpoint_granularity="nested"))  # both: blocks and updates
     assert [s.checkpoint_every for s in stacks] == [1, 1, 1]
-    assert len(model._memory_policy_handles) == n_update_handles
-    apply_memory_policy(model, MemoryPolicy.low_memory_inference())
-    assert model._memory_policy_handles == [] and list(model.state_dict()) == names
+    assert len(model._binding_handles) == n_update_handles
+    bind(model, MemoryPolicy.low_memory_inference())
+    assert model._binding_handles == [] and list(model.state_dict()) == names
     assert all("forward" not in vars(m) for m in model.modules())  # update checkpoints removed
     tri = model.evoformer.blocks[0].pair_updates.triangle_attention_starting_node
     assert tri.chunk_size == 16 and tri.attention.attention_impl == "chunked"
     assert model.evoformer.blocks[0].inplace and model.offload == "buffers"
     assert model.template_embedding.templates == "streamed" and model.aux_heads.head_logits == "drop"
-    apply_memory_policy(model, MemoryPolicy.reference())
+    bind(model, MemoryPolicy.reference())
     assert tri.chunk_size is None and tri.attention.attention_impl == "reference" and model.offload == "none"
 
 
@@ -335,7 +335,7 @@ def test_triton_policy_dispatches_to_kernels(monkeypatch):
         (MemoryPolicy(), {("att", "reference"), ("ln", "reference")}),
     ):
         seen.clear()
-        model = apply_memory_policy(AlphaFold(cfg).eval(), policy)
+        model = bind(AlphaFold(cfg).eval(), policy)
         with torch.no_grad():
             model(random_features(cfg, 5, 3, 3))
         assert seen == expected, policy
@@ -350,7 +350,7 @@ def test_bf16_autocast_with_fp32_islands(model_and_batch, reference_run, precisi
     model, batch = model_and_batch
     ref_out, _ = reference_run
     out, _ = _run(model, batch, MemoryPolicy.low_memory_inference(precision=precision), grad=False)
-    apply_memory_policy(model, MemoryPolicy.reference())
+    bind(model, MemoryPolicy.reference())
     assert out["pair"].dtype == rep_dtype and out["msa"].dtype == rep_dtype  # residual streams
     assert out["final_atom_positions"].dtype == torch.float32  # structure module: fp32 island
     assert out["plddt"].dtype == torch.float32

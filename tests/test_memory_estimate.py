@@ -6,16 +6,17 @@ import contextlib
 import pytest
 import torch
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, AutoPolicy, MemoryPolicy, bind, model_config
 from alphafold_mem.memory import track_peak
 from alphafold_mem.planner import (
     InsufficientMemoryWarning,
     PeakEstimate,
+    batch_sizes,
     choose,
     chunk_candidates,
     estimate_breakdown,
     policy_candidates,
-    resolve_auto_chunk,
+    resolve_policy,
 )
 from alphafold_mem.planner.estimate import parameter_bytes
 from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
@@ -66,7 +67,7 @@ def tiny():
 )
 def test_estimate_within_5_percent_of_measured(tiny, policy, training):
     cfg, model, batch = tiny
-    apply_memory_policy(model, policy)
+    bind(model, policy)
     model.zero_grad(set_to_none=True)
     if training:  # the real AF2 loss, as the estimate runs it
         batch = {**batch, **ground_truth_batch(cfg, N_RES, N_SEQ)}
@@ -76,7 +77,7 @@ def test_estimate_within_5_percent_of_measured(tiny, policy, training):
         if training:
             training_loss(cfg, out, batch).backward()
         del out
-    apply_memory_policy(model, MemoryPolicy.reference())
+    bind(model, MemoryPolicy.reference())
     est = estimate_breakdown(cfg, policy, N_RES, N_SEQ, N_EXTRA, N_TEMPL, training=training)
     assert abs(est.activations - mem.peak) <= 0.05 * mem.peak, (est.activations, mem.peak)
     assert est.parameters == sum(p.numel() * 4 for p in model.parameters())
@@ -184,7 +185,7 @@ def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
     cfg = model_config("tiny")
 
     def pick(budget, **kw):
-        return resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=budget, **kw), 200, 6, 10)
+        return resolve_policy(MemoryPolicy(chunk_size="auto", max_memory=budget, **kw), cfg, (200, 6, 10, 0)).chunk_size
 
     assert chunk_candidates(200) == [None, 128, 64, 32, 16, 8, 4]
     assert chunk_candidates(40, max_chunk_size=16) == [None, 16, 8, 4]
@@ -200,37 +201,38 @@ def test_auto_chunk_nothing_fits_takes_the_smallest_peak_not_chunk_1(monkeypatch
     # a profile where small chunks cost more (per-chunk buffers): the smallest peak is chunk 32
     _fake_estimates(monkeypatch, lambda p: 10**6 if p.chunk_size is None else abs(p.chunk_size - 32) + 500)
     with pytest.warns(InsufficientMemoryWarning):
-        assert (
-            resolve_auto_chunk(model_config("tiny"), MemoryPolicy(chunk_size="auto", max_memory=10), 200, 6, 10) == 32
-        )
+        policy = resolve_policy(MemoryPolicy(chunk_size="auto", max_memory=10), model_config("tiny"), (200, 6, 10, 0))
+        assert policy.chunk_size == 32
 
 
-def test_auto_chunk_binds_per_input_size_and_mode(tiny, monkeypatch):
-    import alphafold_mem.planner.chooser as choose_mod
-
+def test_auto_is_resolved_before_binding(tiny):
+    """``bind`` takes concrete chunk sizes only and names the resolver; the resolver returns a
+    concrete policy as it is and resolves ``chunk_size="auto"`` for the input sizes."""
     cfg, model, batch = tiny
-    seen = []
-    monkeypatch.setattr(
-        choose_mod,
-        "resolve_auto_chunk",
-        lambda config, policy, *sizes, training, **kw: seen.append((sizes, training)) or 5,
-    )
-    with torch.no_grad():
-        ref = model(batch)["final_atom_positions"]
-        apply_memory_policy(model, MemoryPolicy(chunk_size="auto", max_memory=10**9))
-        out = model(batch)["final_atom_positions"]
-        model(batch)  # same sizes and mode: resolved once
-    model(batch)  # a training forward of the same sizes: resolved again
-    chunk = model.evoformer.blocks[0].pair_updates.triangle_attention_starting_node.chunk_size
-    apply_memory_policy(model, MemoryPolicy.reference())
-    sizes = (N_RES, N_SEQ, N_EXTRA, N_TEMPL)
-    assert seen == [(sizes, False), (sizes, True)] and chunk == 5
-    assert (out - ref).abs().max() <= 1e-4
+    with pytest.raises(ValueError, match=r"alphafold_mem\.planner\.resolve_policy\(policy, config, sizes, device\)"):
+        bind(model, MemoryPolicy(chunk_size="auto", max_memory=10**9))
+    sizes = batch_sizes(batch)
+    assert sizes == (N_RES, N_SEQ, N_EXTRA, N_TEMPL)
+    concrete = MemoryPolicy(chunk_size=5)
+    assert resolve_policy(concrete, cfg, sizes) is concrete  # not estimated
     # with the real estimator, a generous budget means no chunking
-    assert (
-        resolve_auto_chunk(cfg, MemoryPolicy(chunk_size="auto", max_memory=10**12), N_RES, N_SEQ, N_EXTRA, N_TEMPL)
-        is None
-    )
+    generous = resolve_policy(MemoryPolicy(chunk_size="auto", max_memory=10**12), cfg, sizes)
+    assert generous == MemoryPolicy(chunk_size=None, max_memory=10**12)
+
+
+def test_auto_policy_takes_the_fastest_rung_that_fits(monkeypatch):
+    """``"auto"`` (``AutoPolicy()``): the ladder in the request's precision; nothing fits: said so, and
+    the most frugal rung (the one estimated)."""
+    ladder = policy_candidates(False, "bf16", 200, device="cpu")
+    peaks = {c.policy: 10 * (len(ladder) - i) for i, c in enumerate(ladder)}  # the peak falls down the ladder
+    _fake_estimates(monkeypatch, lambda p: peaks[p])
+    cfg = model_config("tiny")
+    assert resolve_policy(AutoPolicy(precision="bf16", max_memory=10**6), cfg, (200, 6, 10, 0)) == ladder[0].policy
+    assert resolve_policy(AutoPolicy(precision="bf16", max_memory=25), cfg, (200, 6, 10, 0)) == ladder[-2].policy
+    with pytest.warns(InsufficientMemoryWarning, match="nothing fits"):
+        assert resolve_policy(AutoPolicy(precision="bf16", max_memory=5), cfg, (200, 6, 10, 0)) == ladder[-1].policy
+    with pytest.raises(ValueError, match="a memory policy request is"):
+        resolve_policy("reference", cfg, (200, 6, 10, 0))
 
 
 def test_choose_walks_the_ladder_fastest_first(monkeypatch):

@@ -9,7 +9,7 @@ import contextlib
 import pytest
 import torch
 
-from alphafold_mem import MemoryPolicy, apply_memory_policy
+from alphafold_mem import MemoryPolicy, bind
 from alphafold_mem.memory import chunked
 from alphafold_mem.memory.offload import Parked, offload_active, simulated_device, stream, to_host
 from alphafold_mem.memory.tracking import StorageTracker
@@ -64,11 +64,11 @@ def test_add_to_equals_residual_update(attention):
     """``target.add_to_`` (in place, chunk by chunk, the target may be the input) == target + forward."""
     for name, op, target, args in _cases():
         _perturbed(op)
-        apply_memory_policy(op, MemoryPolicy())
+        bind(op, MemoryPolicy())
         with torch.no_grad():
             ref = target + op(*args)
             for cs in (None, 1, 4, 6):
-                apply_memory_policy(op, MemoryPolicy(chunk_size=cs, attention=attention, attention_chunks=(5, 4)))
+                bind(op, MemoryPolicy(chunk_size=cs, attention=attention, attention_chunks=(5, 4)))
                 args_c = tuple(a.clone() for a in args)
                 target_c = args_c[0] if target is args[0] else target.clone()
                 out = op.add_to_(target_c, *args_c)
@@ -86,7 +86,7 @@ def test_triangle_multiplication_streamed_buffer(outgoing):
         ref = z + op(z, pm)
         tracker = StorageTracker()
         for cs in (3, 5):
-            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, offload="buffers"))
+            bind(op, MemoryPolicy(chunk_size=cs, offload="buffers"))
             with simulated_device(tracker):
                 assert offload_active(z.device)
                 out = op.add_to_(z.clone(), z.clone(), pm)
@@ -120,17 +120,17 @@ def test_triangle_multiplication_blocks_of_rows(outgoing):
             (4, "buffers"),
             (5, "buffers"),
         ):
-            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, offload=offload))
+            bind(op, MemoryPolicy(chunk_size=cs, offload=offload))
             with simulated_device(StorageTracker()) if offload == "buffers" else contextlib.nullcontext():
                 out = op.add_to_(z.clone(), z.clone(), pm)
             assert (out - ref).abs().max().item() <= TOL, (cs, offload)
     # bf16-full (bf16 stream and mask under the bf16 autocast): bit for bit, as at one block
     zb, pmb = z.bfloat16(), pm.bfloat16()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        apply_memory_policy(op, MemoryPolicy(precision="bf16-full"))
+        bind(op, MemoryPolicy(precision="bf16-full"))
         ref = zb + op(zb, pmb)
         for cs, offload in ((4, "none"), (5, "none"), (4, "buffers"), (7, "buffers")):
-            apply_memory_policy(op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full"))
+            bind(op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full"))
             with simulated_device(StorageTracker()) if offload == "buffers" else contextlib.nullcontext():
                 out = op.add_to_(zb.clone(), zb.clone(), pmb)
             assert out.dtype == torch.bfloat16 and torch.equal(out, ref), (cs, offload)
@@ -148,13 +148,13 @@ def test_add_to_equals_residual_update_bf16_full():
         args = tuple(a.bfloat16() for a in args)
         target = args[0] if on_input else target.bfloat16()
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            apply_memory_policy(op, MemoryPolicy(precision="bf16-full"))
+            bind(op, MemoryPolicy(precision="bf16-full"))
             ref = target + op(*args)
             assert ref.dtype == torch.bfloat16, name
             for cs in (None, 4, 5):
                 offloads = ("none", "buffers") if isinstance(op, TriangleMultiplication) and cs else ("none",)
                 for offload in offloads:
-                    apply_memory_policy(
+                    bind(
                         op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full")
                     )
                     args_c = tuple(a.clone() for a in args)
@@ -183,7 +183,7 @@ def test_streamed_template_attention_equals_batched(n_templ, chunk):
     """Online softmax over templates, one at a time == attention over the stacked templates, in
     outputs and in gradients (training path), and in place (inference)."""
     op = _perturbed(TemplatePointwiseAttention(C, 6, 4, 2))
-    apply_memory_policy(op, MemoryPolicy(chunk_size=chunk))
+    bind(op, MemoryPolicy(chunk_size=chunk))
     z, t, mask = _templates(n_templ)
     z.requires_grad_(True)
     t.requires_grad_(True)

@@ -5,7 +5,7 @@ multiplication kernels; Triton's interpreter on CPU) matches the reference polic
 import pytest
 import torch
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
 from alphafold_mem.testing import random_features
 
 kernels = pytest.importorskip("alphafold_mem.kernels")
@@ -29,7 +29,7 @@ def test_tiny_model_triton_matches_reference():
     batch["msa_mask"][2, 4:7] = 0  # masks with both values
 
     def run(policy):
-        apply_memory_policy(model, policy)
+        bind(model, policy)
         model.zero_grad()
         out = model(batch)
         loss = out["final_atom_positions"].square().mean() + out["plddt"].mean() + out["distogram_logits"].mean()
@@ -38,7 +38,7 @@ def test_tiny_model_triton_matches_reference():
 
     ref_out, ref_grads = run(MemoryPolicy.reference())
     tri_out, tri_grads = run(MemoryPolicy(kernels="triton"))
-    apply_memory_policy(model, MemoryPolicy.reference())
+    bind(model, MemoryPolicy.reference())
     for k in ("final_atom_positions", "plddt", "pair", "msa"):
         assert (ref_out[k] - tri_out[k]).abs().max().item() <= 1e-4, k
     assert ref_grads.keys() == tri_grads.keys()

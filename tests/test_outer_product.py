@@ -5,7 +5,7 @@ outputs and gradients, mixed precision, the memory it saves, and its errors."""
 import pytest
 import torch
 
-from alphafold_mem import MemoryPolicy, apply_memory_policy
+from alphafold_mem import MemoryPolicy, bind
 from alphafold_mem.memory.outer_product import outer_product_linear, outer_rows
 from alphafold_mem.memory.tracking import track_peak
 from alphafold_mem.model.outer_product_mean import OuterProductMean
@@ -51,7 +51,7 @@ def test_module_equals_reference_with_masks_outputs_and_gradients():
         MemoryPolicy(outer_product="recompute"),
         MemoryPolicy(outer_product="recompute", chunk_size=4),
     ):
-        apply_memory_policy(mod, policy)
+        bind(mod, policy)
         mm = m.clone().requires_grad_()
         out = mod(mm, mask)
         weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))

@@ -170,16 +170,16 @@ def test_misshaped_key_names_both_shapes(tmp_path):
 @pytest.mark.parametrize("preset", ["training", "low_memory_inference", "chunk_3"])
 def test_parity_with_openfold_under_memory_policies(parity_model, preset):
     """Parity holds with each memory-policy preset, within the same 1e-3 tolerance."""
-    from alphafold_mem import MemoryPolicy, apply_memory_policy
+    from alphafold_mem import MemoryPolicy, bind
 
     policy = MemoryPolicy(chunk_size=3) if preset == "chunk_3" else getattr(MemoryPolicy, preset)()
     policy = policy.replace(head_logits="keep")  # the logits are compared too
-    apply_memory_policy(parity_model, policy)
+    bind(parity_model, policy)
     try:
         with torch.no_grad():
             out = parity_model(_inputs(), recycle_dim=-1)
     finally:
-        apply_memory_policy(parity_model, MemoryPolicy.reference())
+        bind(parity_model, MemoryPolicy.reference())
     diffs = _max_diffs(out, PARITY / "outputs.npz")
     bad = {k: v for k, v in diffs.items() if v > TOL}
     assert not bad, f"{preset}: outputs beyond {TOL}: {bad}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from alphafold_mem import AlphaFold, MemoryPolicy, apply_memory_policy, model_config
+from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
 from alphafold_mem.memory import track_peak
 from alphafold_mem.planner import estimate_breakdown
 from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
@@ -16,7 +16,7 @@ N_RES, N_SEQ, N_EXTRA = 40, 6, 10
 
 def _measured(cfg, policy) -> int:
     torch.manual_seed(0)
-    model = apply_memory_policy(AlphaFold(cfg), policy).train()
+    model = bind(AlphaFold(cfg), policy).train()
     batch = {**random_features(cfg, N_RES, N_SEQ, N_EXTRA), **ground_truth_batch(cfg, N_RES, N_SEQ)}
     with track_peak() as mem:  # the outputs stay alive through backward, as in the training step
         out = model(batch)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from alphafold_mem import MemoryPolicy, model_config
+from alphafold_mem import AutoPolicy, MemoryPolicy, model_config
 from alphafold_mem.io import atomic_save
 from alphafold_mem.train import (
     AF2DataModule,
@@ -265,6 +265,34 @@ def test_training_memory_policy_same_losses(data_dir, tmp_path):
         assert abs(a - b) <= 1e-4 * abs(a), (ref, low)
     with pytest.raises(ValueError, match="bf16-mixed"):
         AlphaFoldLightning(_cfg(), tc, MemoryPolicy.training(precision="bf16"))
+
+
+def test_a_planned_policy_is_resolved_at_set_up_for_the_training_sizes(monkeypatch):
+    """``"auto"`` and ``chunk_size="auto"`` are resolved once, in ``configure_model`` on the training
+    device, for the crop and MSA sizes of the config, and the concrete policy is what is bound."""
+    import alphafold_mem.train.lightning_module as lm
+    from alphafold_mem.planner import training_sizes
+
+    asked = []
+
+    def resolve(request, config, sizes, device, training, dap):
+        asked.append((request, sizes, device.type, training, dap))
+        return MemoryPolicy.training(chunk_size=8)
+
+    monkeypatch.setattr(lm, "resolve_policy", resolve)
+    cfg = _cfg()
+    assert training_sizes(cfg) == (32, 8 - cfg.template.max_templates, 8, cfg.template.max_templates)
+    for request in ("auto", MemoryPolicy.training(chunk_size="auto")):
+        asked.clear()
+        module = AlphaFoldLightning(cfg, TrainConfig(), request)
+        assert getattr(module.model, "memory_policy", None) is None  # nothing bound before set-up
+        module.configure_model()
+        module.configure_model()  # once
+        assert module.model.memory_policy == MemoryPolicy.training(chunk_size=8)
+        assert [a[1:] for a in asked] == [(training_sizes(cfg), "cpu", True, 1)]
+    assert asked[0][0] == MemoryPolicy.training(chunk_size="auto")
+    with pytest.raises(ValueError, match="bf16-mixed"):
+        AlphaFoldLightning(cfg, TrainConfig(), AutoPolicy(precision="bf16"))
 
 
 # -- precision -------------------------------------------------------------------------------------

@@ -33,8 +33,9 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from ..binding import bind
 from ..memory import MemoryPolicy, track_peak
-from ..planner import apply_memory_policy, batch_sizes
+from ..planner import batch_sizes
 from .chains import Chain, chain_features, experimental_chain
 from .planning import Planner, PlannerTimeout
 from .results import ResultStore, row
@@ -77,12 +78,12 @@ def forward(model: torch.nn.Module, batch: dict, device: torch.device) -> dict:
 
 @contextlib.contextmanager
 def _bound(run: InferenceRun, t: Technique):
-    apply_memory_policy(run.model, t.policy)
+    bind(run.model, t.policy)
     try:
         with t.prepare(run.model):
             yield
     finally:
-        apply_memory_policy(run.model, MemoryPolicy.reference())
+        bind(run.model, MemoryPolicy.reference())
 
 
 def _pred_path(run: InferenceRun, chain: Chain, t: Technique) -> Path:

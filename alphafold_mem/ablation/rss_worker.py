@@ -17,10 +17,10 @@ import sys
 
 import torch
 
+from ..binding import bind
 from ..hugepages import request_huge_pages
 from ..memory import MemoryPolicy
 from ..memory.host import rss_growth
-from ..planner import apply_memory_policy
 from ..weights import load_weights
 from .chains import Chain, chain_features
 from .inference import forward
@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     policy = job["policy"]
     policy["attention_chunks"] = tuple(policy["attention_chunks"])
     model = load_weights(job["weights"]).model.eval()
-    apply_memory_policy(model, MemoryPolicy(**policy))
+    bind(model, MemoryPolicy(**policy))
     chains = [Chain(**{**c, "msa_files": tuple(c["msa_files"])}) for c in job["chains"]]
     batches = {c.name: chain_features(c, model.config, int(job["seed"])) for c in chains}
     cpu = torch.device("cpu")

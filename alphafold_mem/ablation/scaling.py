@@ -22,10 +22,10 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..binding import bind
 from ..config import model_config
 from ..memory import MemoryPolicy, track_peak
 from ..model import AlphaFold
-from ..planner import apply_memory_policy
 from ..testing import random_features
 from .planning import Planner, PlannerTimeout
 from .results import ResultStore, row
@@ -191,7 +191,7 @@ def _model(config, seed: int, device: str) -> AlphaFold:
 
 def _measure(model: AlphaFold, policy: MemoryPolicy, n: int, run: ScalingRun, config) -> int:
     batch = {k: v.to(run.device) for k, v in random_features(config, n, run.n_seq, run.n_extra, seed=run.seed).items()}
-    apply_memory_policy(model, policy)
+    bind(model, policy)
     threads = torch.get_num_threads()
     torch.set_num_threads(run.measure_threads)
     try:
@@ -200,4 +200,4 @@ def _measure(model: AlphaFold, policy: MemoryPolicy, n: int, run: ScalingRun, co
         return mem.peak
     finally:
         torch.set_num_threads(threads)
-        apply_memory_policy(model, MemoryPolicy.reference())
+        bind(model, MemoryPolicy.reference())

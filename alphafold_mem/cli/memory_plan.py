@@ -26,7 +26,10 @@ import re
 import sys
 import time
 
-PRECISION_CHOICES = ("fp32", "bf16", "bf16-full")
+from ..memory.policy import field_choices
+
+#: ``--precision``: the policy's precision values, read from its type.
+PRECISION_CHOICES = field_choices()["precision"]
 
 
 def parse_bytes(text: str) -> int:

@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
     from ..config import PRESETS
     from ..weights import DEFAULT_WEIGHTS
+    from .memory_args import add_predict_memory_arguments
     from .pipeline_args import add_pipeline_arguments
 
     p = sub.add_parser(
@@ -67,40 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--num-recycles", type=int, metavar="N", help="recycling iterations (default: the model's)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument(
-        "--precision",
-        choices=("fp32", "bf16", "bf16-full"),
-        default="fp32",
-        help="bf16: bf16 matmuls, fp32 representations; bf16-full: bf16 representations too "
-        "(half their memory, predictions move more). Default: fp32",
-    )
     p.add_argument("--seed", type=int, default=0, help="seed of MSA sampling and torch (default: 0)")
-    p.add_argument(
-        "--chunk-size",
-        type=_chunk_size,
-        metavar="N|auto",
-        help="chunk every chunkable op into N rows, or 'auto' (largest chunk predicted to fit "
-        "the free memory); same results, lower peak memory (default: no chunking)",
-    )
-    p.add_argument(
-        "--low-memory",
-        action="store_true",
-        help="low-memory inference policy: low-memory attention, chunk size 16 unless --chunk-size "
-        "is given, in-place updates, streamed templates, offload to host memory (GPU)",
-    )
-    p.add_argument(
-        "--memory-policy",
-        default="auto",
-        choices=("auto", "reference", "low_memory_inference"),
-        help="auto (default): before each target, the fastest policy predicted to fit the memory "
-        "budget; a target that fits under none fails at once and the others run. Or a preset.",
-    )
-    p.add_argument(
-        "--max-memory",
-        type=_memory,
-        metavar="SIZE",
-        help="memory budget, e.g. 2GB, 40GiB (default: the device's free memory)",
-    )
+    add_predict_memory_arguments(p)
     p.add_argument(
         "--no-track-memory",
         dest="track_memory",
@@ -143,27 +112,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _memory(text: str) -> int:
-    from .memory_plan import parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _chunk_size(text: str):
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
     :mod:`alphafold_mem.cli.dap_launch`)."""
@@ -189,10 +137,12 @@ def run_one(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    from .memory_args import predict_request
     from .pipeline_args import pipeline_from_args
 
     try:
         pipeline = pipeline_from_args(args, log)
+        memory_policy = predict_request(args)
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
@@ -207,13 +157,9 @@ def run_one(args: argparse.Namespace) -> int:
             preset=args.preset,
             num_recycles=args.num_recycles,
             device=args.device,
-            precision=args.precision,
             seed=args.seed,
             overwrite=args.overwrite,
-            chunk_size=args.chunk_size,
-            low_memory=args.low_memory,
-            memory_policy=args.memory_policy,
-            max_memory=args.max_memory,
+            memory_policy=memory_policy,
             track_memory=args.track_memory,
             log=log,
             debug=args.debug,

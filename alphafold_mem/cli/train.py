@@ -18,24 +18,10 @@ change on resume (the data position is numbered by them).
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 
 from .malloc import add_malloc_option
-
-
-def _parse_assignments(items: list[str], what: str) -> dict:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise SystemExit(f"error: {what} expects KEY=VALUE, got {item!r}")
-        key, raw = item.split("=", 1)
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = raw
-        out[key.strip()] = value
-    return out
+from .memory_args import parse_assignments, train_request
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,17 +47,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", choices=("32", "bf16-mixed"), default=None, help="default: 32")
     p.add_argument(
         "--memory-policy",
-        choices=("reference", "training"),
+        choices=("auto", "reference", "training"),
         default=None,
         help="training: every Evoformer/extra-MSA/template block checkpointed "
-        "and low-memory attention, same results as reference (default: training)",
+        "and low-memory attention, same results as reference (default: training); auto: the fastest "
+        "policy predicted to fit the device at the crop and MSA sizes (--memory-set max_memory=BYTES), "
+        "chosen at start-up",
     )
     p.add_argument(
         "--memory-set",
         dest="memory_overrides",
         action="append",
         metavar="FIELD=VALUE",
-        help="override a MemoryPolicy field, e.g. checkpoint_granularity=block (repeatable)",
+        help="override a MemoryPolicy field, e.g. checkpoint_granularity=block or chunk_size=auto (sized at "
+        "start-up for the crop and MSA sizes) (repeatable)",
     )
     p.add_argument("--devices", default=None, help="device count per node or 'auto' (default: 1, or the --dap size)")
     p.add_argument(
@@ -200,7 +189,7 @@ def _train_config(args: argparse.Namespace, saved):
     ):
         if getattr(args, name) is not None:
             tc_kwargs[field] = getattr(args, name)
-    train_overrides = _parse_assignments(args.train_overrides, "--train-set")
+    train_overrides = parse_assignments(args.train_overrides, "--train-set")
     check_removed(train_overrides)
     tc_kwargs.update(train_overrides)
     return dataclasses.replace(
@@ -212,7 +201,6 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ..config import apply_overrides, model_config
-    from ..memory.policy import preset
     from ..train import train
     from ..train.init_weights import weights_config
     from ..train.resume import read_saved_run
@@ -222,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         saved = read_saved_run(args.resume) if args.resume else None
         run_settings = _restore_run_settings(args, saved)
-        overrides = _parse_assignments(args.overrides, "--set")
+        overrides = parse_assignments(args.overrides, "--set")
         if saved is not None and args.preset is None:
             cfg = apply_overrides(saved.model_config, overrides)
         elif args.init_weights and args.preset is None:
@@ -232,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         tc = _train_config(args, saved)
         devices = args.devices or str(args.dap)
         devices = devices if devices == "auto" else int(devices)
-        policy = preset(args.memory_policy, **_parse_assignments(args.memory_overrides, "--memory-set"))
+        policy = train_request(args.memory_policy, args.memory_overrides)
         train(
             cfg,
             tc,

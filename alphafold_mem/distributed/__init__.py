@@ -5,12 +5,12 @@ devices, for inference and training, on torch.distributed (gloo on CPU, NCCL on 
 * :mod:`.comm`: the collectives as autograd functions whose backward is the adjoint, with timeouts
   and byte counts;
 * :mod:`.shard` and :mod:`.runner`: layouts, and how a declared step runs on shards;
-* :mod:`.dap`: :func:`apply_parallel_policy`, bound from outside like the memory policy;
+* :mod:`.dap`: the runner and hooks :func:`alphafold_mem.bind` binds with a mesh, and :func:`gather_outputs`;
 * :mod:`.launch`: local multi-process runs (:func:`run_local`) and torchrun.
 """
 
 from .comm import COUNTER, Group
-from .dap import apply_parallel_policy, gather_outputs
+from .dap import gather_outputs
 from .launch import RankFailed, in_torchrun, init_from_env, run_local
 from .mesh import dap_group, dp_coordinates, init_mesh, mesh_shape
 from .shard import Sharding
@@ -20,7 +20,6 @@ __all__ = [
     "Group",
     "RankFailed",
     "Sharding",
-    "apply_parallel_policy",
     "dap_group",
     "dp_coordinates",
     "gather_outputs",

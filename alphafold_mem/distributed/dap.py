@@ -1,8 +1,9 @@
-"""Dynamic axial parallelism (DAP), applied from outside the model like the memory policy:
-:func:`apply_parallel_policy` binds a :class:`~alphafold_mem.distributed.runner.DapRunner` to every
-module that declares splittable steps or the ``dropout`` seam (``memory_spec``,
-:mod:`alphafold_mem.memory.axes`); forwards keep taking data only, and a model without it is the
-single-device model, bit for bit.
+"""Dynamic axial parallelism (DAP), bound from outside the model together with the memory policy
+(:func:`alphafold_mem.bind` with a mesh): a :class:`~alphafold_mem.distributed.runner.DapRunner`
+(:func:`dap_runner`) on every module that declares splittable steps or the ``dropout`` seam
+(``memory_spec``, :mod:`alphafold_mem.memory.axes`) and the root's hooks (:func:`shard_hooks`);
+forwards keep taking data only, and a model bound without a mesh is the single-device model, bit
+for bit.
 
 What happens in one forward of ``AlphaFold`` under DAP (P devices, one protein):
 
@@ -17,7 +18,7 @@ What happens in one forward of ``AlphaFold`` under DAP (P devices, one protein):
   so every device holds them whole; the structure module and the heads read the pair
   representation by rows, so it is never gathered;
 * representation-shaped outputs (``pair``, ``msa``, the distogram / PAE logits, ...: what the model
-  declares in ``memory_spec.outputs``) stay distributed unless ``gather_outputs=True`` (or
+  declares in ``memory_spec.outputs``) stay distributed unless bound with ``gather_outputs=True`` (or
   :func:`gather_outputs` is called), and every device can compute the same loss from gathered
   outputs: the gradients of the shares then sum to P times the single-device gradient, so averaging
   parameter gradients over all processes (DDP) gives the single-device gradient.
@@ -72,54 +73,26 @@ class _Hooks:
         }
 
 
-def apply_parallel_policy(
-    model: nn.Module, mesh: Union[DeviceMesh, Group, None], *, gather_outputs: bool = False
-) -> nn.Module:
-    """Shard ``model``'s computation over the ``"dap"`` dim of ``mesh`` (in place; returns the model).
-
-    Args:
-        model: the whole ``AlphaFold`` (its inputs' residue count is read from ``aatype``), or any
-            module built from declaring modules (then call ``model.dap_sharding.set_residues(n)``
-            before a forward, and pass its representations already distributed).
-        mesh: a ``("dp", "dap")`` :class:`DeviceMesh` (:func:`alphafold_mem.distributed.init_mesh`),
-            a :class:`~alphafold_mem.distributed.comm.Group`, or ``None`` to remove device sharding.
-        gather_outputs: gather the representation-shaped outputs the model declares (``pair``,
-            ``msa``, the distogram and PAE logits, PAE ...) so every device holds them whole (for a
-            loss, or to compare with a single device). Default: they stay distributed.
-
-    Under DAP the updates of the blocks are computed through their declared steps and then added
-    (in place when the memory policy says so), not accumulated chunk by chunk into the
-    representation (``add_to_``), and the root model's in-place embedding and the fused kernels of
-    modules with declared steps (the triangle multiplication) are switched off (bind the memory
-    policy first: re-binding it switches them back on).
-
-    Raises:
-        UndeclaredModuleError: a module declares no ``memory_spec``.
-    """
-    for handle in getattr(model, "_dap_handles", []):
-        handle.remove()
-    model._dap_handles = []
+def dap_runner(mesh: Union[DeviceMesh, Group, None]) -> Optional[DapRunner]:
+    """The runner that shards computation over the ``"dap"`` dim of ``mesh`` (a ``("dp", "dap")``
+    :class:`DeviceMesh` or a :class:`~alphafold_mem.distributed.comm.Group`); ``None`` for no mesh or
+    a group of one device."""
     group = dap_group(mesh) if isinstance(mesh, DeviceMesh) else mesh
-    runner = None if group is None or group.size == 1 else DapRunner(Sharding(group))
-    for module in model.modules():
-        spec = spec_of(module)
-        if spec.splits or "dropout" in spec.seams:
-            module.dap = runner
-    model.dap_sharding = runner.sharding if runner is not None else None
-    if runner is not None and "inplace" in spec_of(model).seams:
-        model.inplace = False  # the root's in-place embedding builds whole representations in one buffer
-    for module in model.modules():  # a fused kernel of a module with declared steps bypasses them
-        spec = spec_of(module)
-        if runner is not None and spec.splits and "kernel" in spec.seams:
-            module.kernel_impl = "reference"
+    return None if group is None or group.size == 1 else DapRunner(Sharding(group))
+
+
+def shard_hooks(model: nn.Module, sharding: Sharding, gather: bool) -> list[Any]:
+    """Register the root model's forward hooks (residue count and generator sync before; with
+    ``gather``, the declared representation outputs gathered after) and return their handles; none
+    for a model that declares no representation outputs."""
     outputs = dict(spec_of(model).outputs)
-    if runner is not None and outputs:
-        hooks = _Hooks(runner.sharding, outputs, gather_outputs)
-        model._dap_handles = [
-            model.register_forward_pre_hook(hooks.before, with_kwargs=True),
-            model.register_forward_hook(hooks.after, with_kwargs=True),
-        ]
-    return model
+    if not outputs:
+        return []
+    hooks = _Hooks(sharding, outputs, gather)
+    return [
+        model.register_forward_pre_hook(hooks.before, with_kwargs=True),
+        model.register_forward_hook(hooks.after, with_kwargs=True),
+    ]
 
 
 def gather_outputs(model: nn.Module, out: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -132,4 +105,4 @@ def gather_outputs(model: nn.Module, out: dict[str, Tensor]) -> dict[str, Tensor
     return {k: sharding.gather_representation(v, declared[k]) if k in declared else v for k, v in out.items()}
 
 
-__all__ = ["apply_parallel_policy", "gather_outputs"]
+__all__ = ["dap_runner", "gather_outputs", "shard_hooks"]

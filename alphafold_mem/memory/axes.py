@@ -5,7 +5,7 @@ checkpointing, precision) it exposes.
 Every module class of the network carries a class attribute ``memory_spec`` (a :class:`MemorySpec`),
 written in its own class body, not inherited. Three readers use it:
 
-* :func:`alphafold_mem.memory.bind.bind_memory_policy` binds a :class:`~alphafold_mem.MemoryPolicy`
+* :func:`alphafold_mem.bind` binds a :class:`~alphafold_mem.MemoryPolicy`
   to a model by reading the declarations (not a list of classes) and refuses a model holding a module
   that declares nothing (:func:`undeclared_modules`): a new module cannot silently opt out;
 * :func:`run_split` is how a module runs one of its declared splittable steps: the row chunks of
@@ -296,14 +296,15 @@ def run_split(
     out: Optional[Result] = None,
     accumulate: bool = False,
     collect: bool = False,
-    chunk_size: Union[int, None, str] = "module",
+    min_rows: int = 1,
 ) -> Union[Result, list]:
     """Run the declared step ``step`` of ``module``: ``fn(*args)``, in slices of ``module.chunk_size``
-    (or of ``chunk_size`` when given: a step whose slices must be larger than the policy's, e.g. to
-    keep a batched product efficient) along the declared axis (``None``: one call on the whole
-    tensors, the reference computation).
+    rows along the declared axis (``None``: one call on the whole tensors, the reference computation);
+    with ``min_rows``, of the smallest multiple of ``module.chunk_size`` that holds at least
+    ``min_rows`` (a step whose slices must be larger than the policy's, e.g. to keep a batched product
+    efficient).
     A module bound to a device-sharding runner (``module.dap``, set by
-    :func:`alphafold_mem.distributed.apply_parallel_policy`) runs the step through it instead.
+    :func:`alphafold_mem.bind` with a mesh) runs the step through it instead.
 
     ``out`` / ``accumulate`` / ``collect`` are passed to :func:`~alphafold_mem.memory.chunking.chunked`:
     results written (or, with ``accumulate``, added) into existing tensors slice by slice, e.g. a
@@ -339,8 +340,9 @@ def run_split(
         if out is not None and not collect and runner.run_into(module, step, split, fn, args, out, accumulate):
             return out  # written slice by slice into this device's share of out
         return _deliver(runner.run(module, step, split, fn, args), out, accumulate, collect)
-    if chunk_size == "module":
-        chunk_size = getattr(module, "chunk_size", None)
+    chunk_size = getattr(module, "chunk_size", None)
+    if chunk_size is not None and chunk_size < min_rows:
+        chunk_size = -(-min_rows // chunk_size) * chunk_size
     return chunked(
         fn, args, split.dims, chunk_size, out_dim=split.out_dim, out=out, accumulate=accumulate, collect=collect
     )

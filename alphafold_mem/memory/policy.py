@@ -1,5 +1,5 @@
 """The memory policy: one frozen object that selects every memory technique. It is bound to a model
-from outside (:func:`alphafold_mem.apply_memory_policy`, which reads each module's declaration in
+from outside (:func:`alphafold_mem.bind`, which reads each module's declaration in
 :mod:`alphafold_mem.memory.axes`) and can be re-bound at run time, e.g. between training and
 inference. Model forwards take data only; the policy is not an ambient context, because activation
 checkpointing recomputes during backward, outside any ``with`` block of the forward.
@@ -64,8 +64,8 @@ class MemoryPolicy:
         chunk_size: ``None`` (no chunking), an int (rows per chunk for every chunkable op: MSA row
             and column attention, extra-MSA attention, triangle attention and multiplication, outer
             product mean, transitions, template pointwise attention) or ``"auto"`` (the largest
-            power of two whose predicted peak fits ``max_memory``; see
-            :func:`alphafold_mem.planner.resolve_auto_chunk`).
+            power of two whose predicted peak fits ``max_memory``, chosen for the input sizes before
+            binding by :func:`alphafold_mem.planner.resolve_policy`).
         attention_chunks: ``(q_chunk, kv_chunk)`` of the ``"chunked"`` attention.
         checkpoint_evoformer, checkpoint_extra_msa, checkpoint_template: activation checkpointing,
             in blocks per checkpoint (0: off, 1: every block, n: segments of n blocks).
@@ -103,8 +103,8 @@ class MemoryPolicy:
             ``"recompute"`` (row blocks of at most one pair representation's worth, both copies
             counted; only the two projections are saved and backward forms each block again:
             :func:`alphafold_mem.memory.outer_product.outer_product_linear`).
-        max_memory: memory budget in bytes for ``chunk_size="auto"``; ``None``: the free memory of
-            the device at the time of the forward.
+        max_memory: the memory budget in bytes (``chunk_size="auto"``, and predict's pre-flight);
+            ``None``: the free memory of the device plus the weights.
         max_chunk_size: the largest chunk ``chunk_size="auto"`` considers (``None``: no limit below
             the largest axis).
     """
@@ -218,6 +218,52 @@ def field_choices() -> dict[str, tuple]:
     return out
 
 
+@dataclass(frozen=True)
+class AutoPolicy:
+    """A request for the planner to choose the whole policy for each input size: the fastest policy
+    of its ladder (:func:`alphafold_mem.planner.policy_candidates`) whose predicted peak fits
+    ``max_memory``, resolved before binding by :func:`alphafold_mem.planner.resolve_policy` (predict's
+    pre-flight, per target). The string ``"auto"`` is ``AutoPolicy()``.
+
+    Attributes:
+        precision: the precision of every candidate (it changes the results, so it is not chosen).
+        max_memory: the memory budget in bytes; ``None``: the device's free memory plus the weights.
+        max_chunk_size: the largest chunk a candidate may have (``None``: the chooser's default).
+    """
+
+    precision: Precision = "fp32"
+    max_memory: Optional[int] = None
+    max_chunk_size: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        MemoryPolicy(precision=self.precision, max_memory=self.max_memory, max_chunk_size=self.max_chunk_size)
+
+    @property
+    def name(self) -> str:
+        return "auto"
+
+
+#: What a run asks for: a policy as it is (``chunk_size="auto"``: sized by the planner), or the
+#: planner's choice (:class:`AutoPolicy`, or ``"auto"`` for ``AutoPolicy()``).
+PolicyRequest = Union[MemoryPolicy, AutoPolicy, Literal["auto"]]
+
+
+def as_request(request: PolicyRequest) -> Union[MemoryPolicy, AutoPolicy]:
+    """``request`` with ``"auto"`` spelled :class:`AutoPolicy` ``()``.
+
+    Raises:
+        ValueError: anything else than a MemoryPolicy, an AutoPolicy or ``"auto"``.
+    """
+    if isinstance(request, (MemoryPolicy, AutoPolicy)):
+        return request
+    if request == "auto":
+        return AutoPolicy()
+    raise ValueError(
+        f"a memory policy request is a MemoryPolicy, an AutoPolicy or 'auto', got {request!r} "
+        "(a preset by name: alphafold_mem.memory.preset(name))"
+    )
+
+
 PRESETS = ("reference", "training", "low_memory_inference")
 
 
@@ -231,13 +277,16 @@ def preset(name: str, **overrides: Any) -> MemoryPolicy:
 __all__ = [
     "ATTENTION_IMPLS",
     "Attention",
+    "AutoPolicy",
     "ChunkSize",
     "Granularity",
     "HeadLogits",
     "Kernels",
     "Offload",
     "OuterProduct",
+    "PolicyRequest",
     "TemplateMode",
+    "as_request",
     "field_choices",
     "HEAD_LOGITS",
     "KERNELS",

@@ -2,7 +2,7 @@
 
 This is the only file that wires the modules together. Forwards take data only: memory behaviour
 (chunking, checkpointing, kernels, precision) is bound to the modules from outside by
-:func:`alphafold_mem.apply_memory_policy`; the model-level seams are ``precision`` (the one autocast
+:func:`alphafold_mem.bind`; the model-level seams are ``precision`` (the one autocast
 is entered here, around the whole recycling loop), ``inplace`` (inference: the pair representation
 is built in the storage of the recycled one, the MSA representation in one buffer with the
 template rows) and ``offload`` (inference on an accelerator: the recycled state waits in host
@@ -75,7 +75,7 @@ class AlphaFold(nn.Module):
     Args:
         config: a :class:`alphafold_mem.config.ModelConfig` (see :func:`alphafold_mem.model_config`).
 
-    Memory attributes (set by :func:`alphafold_mem.apply_memory_policy`): ``precision`` (``"fp32"``,
+    Memory attributes (set by :func:`alphafold_mem.bind`): ``precision`` (``"fp32"``,
     ``"bf16"`` or ``"bf16-full"``, see :mod:`alphafold_mem.precision`), ``offload`` (see
     :data:`alphafold_mem.memory.offload.OFFLOAD_LEVELS`) and ``inplace`` (bool).
     """

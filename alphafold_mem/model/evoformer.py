@@ -3,7 +3,7 @@
 The stacks hold their blocks in ``self.blocks`` (a ``ModuleList``) and run them through
 :func:`alphafold_mem.memory.checkpoint.run_blocks`, in order; whether segments of blocks are
 activation checkpoints is the memory policy's choice, bound from outside
-(:func:`alphafold_mem.apply_memory_policy`) as ``checkpoint_every``. The blocks' one memory seam is
+(:func:`alphafold_mem.bind`) as ``checkpoint_every``. The blocks' one memory seam is
 ``inplace`` (also set by the policy): residual updates then modify m and z in place when no gradient
 is recorded, and each chunk's update is added as soon as it is computed (no update-sized buffer).
 Seam ``offload`` (inference on an accelerator, ``"idle"`` or more): the block's MSA representation

@@ -8,7 +8,7 @@ The attention *core* (``softmax(q k^T + biases) v``) is delegated to :mod:`kerne
 point between the plain PyTorch reference and the fused Triton kernel, or to the low-memory
 (chunked, online-softmax) attention of :mod:`alphafold_mem.memory.attention`. Which implementation
 runs, and every chunk size, is a runtime memory choice bound to the modules from outside by
-:func:`alphafold_mem.apply_memory_policy` (non-parameter attributes), never a forward argument; each
+:func:`alphafold_mem.bind` (non-parameter attributes), never a forward argument; each
 class states what it takes in its ``memory_spec`` (:mod:`alphafold_mem.memory.axes`).
 """
 

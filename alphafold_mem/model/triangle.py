@@ -29,12 +29,13 @@ from ..precision import autocast_dtype, fp32_region
 from .primitives import Attention, LayerNorm, Linear, mask_bias, sigmoid_gate
 
 
-def _normalise_once(norm: LayerNorm, z: Tensor, chunk_size: Optional[int]) -> tuple[Callable[[Tensor], Tensor], Tensor]:
+def _normalise_once(
+    norm: LayerNorm, z: Tensor, chunk_size: Optional[int], per_slice: bool = False
+) -> tuple[Callable[[Tensor], Tensor], Tensor]:
     """``(f, x)`` with ``f(x[rows]) == norm(z)[rows]``: unchunked, z is normalised once (``f`` is the
-    identity, as in the reference); chunked (``chunk_size`` 0 means: always per slice, as the
-    in-place paths do), each slice normalises its own rows so no normalised copy of the whole pair
-    representation is kept."""
-    if chunk_size is None or (chunk_size and chunk_size >= z.shape[-3]):
+    identity, as in the reference); chunked (or ``per_slice``, as the in-place paths do), each slice
+    normalises its own rows so no normalised copy of the whole pair representation is kept."""
+    if not per_slice and (chunk_size is None or chunk_size >= z.shape[-3]):
         return (lambda x: x), norm(z)
     return norm, z
 
@@ -218,8 +219,7 @@ class TriangleMultiplication(nn.Module):
         step, rows = (
             ("outgoing_inplace", self._outgoing_rows) if outgoing else ("incoming_inplace", self._incoming_columns)
         )
-        block = None if self.chunk_size is None else -(-MATMUL_ROWS // self.chunk_size) * self.chunk_size
-        run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True, chunk_size=block)
+        run_split(self, step, rows, z, b, pair_mask, out=target, accumulate=True, min_rows=MATMUL_ROWS)
         if streamed and estimating():
             host_bytes(-rest * b[-1].element_size())
         return target
@@ -339,7 +339,7 @@ class TriangleAttention(nn.Module):
             z, pair_mask = z.transpose(-2, -3), pair_mask.transpose(-1, -2)
             target = None if target is None else target.transpose(-2, -3)
         node = "starting" if self.starting else "ending"
-        norm, z = _normalise_once(self.query_norm, z, self.chunk_size if target is None else 0)
+        norm, z = _normalise_once(self.query_norm, z, self.chunk_size, per_slice=target is not None)
         tri_bias = run_split(self, f"{node}_bias", lambda zc: self.feat_2d_weights(norm(zc)), z)  # [*, N_res, N_res, H]
 
         def rows(zq: Tensor, zkv: Tensor, mask_c: Tensor, bias: Tensor) -> Tensor:

@@ -1,21 +1,23 @@
 """The memory planner: predicts peaks by running the model under FakeTensorMode
-(:mod:`.estimate`), chooses policies and chunk sizes with one chooser (:mod:`.chooser`: used by
-``chunk_size="auto"``, ``memory-plan`` and predict's pre-flight), and binds a policy with
-``chunk_size="auto"`` (:func:`apply_memory_policy`). It sits above :mod:`alphafold_mem.model` (it
-builds models); nothing below imports it.
+(:mod:`.estimate`) and chooses policies and chunk sizes with one chooser (:mod:`.chooser`: used by
+``memory-plan``, predict's pre-flight and training's set-up). A request for the planner's choice
+(``"auto"``, :class:`~alphafold_mem.memory.policy.AutoPolicy`, ``chunk_size="auto"``) is resolved
+for the input sizes by :func:`resolve_policy` before binding (:func:`alphafold_mem.bind`). It sits
+above :mod:`alphafold_mem.model` (it builds models); nothing below imports it.
 """
 
-from .bind import AutoChunk, apply_memory_policy
 from .chooser import (
     Candidate,
     Choice,
     InsufficientMemoryWarning,
     Row,
+    budget_of,
     choose,
     chunk_candidates,
     max_length,
+    plan,
     policy_candidates,
-    resolve_auto_chunk,
+    resolve_policy,
 )
 from .estimate import (
     PeakEstimate,
@@ -26,18 +28,18 @@ from .estimate import (
     feature_batch,
     parameter_bytes,
     proxy_loss,
+    training_sizes,
 )
 
 __all__ = [
-    "AutoChunk",
     "Candidate",
     "Choice",
     "InsufficientMemoryWarning",
     "PeakEstimate",
     "Row",
-    "apply_memory_policy",
     "available_memory",
     "batch_sizes",
+    "budget_of",
     "choose",
     "chunk_candidates",
     "estimate_breakdown",
@@ -45,7 +47,9 @@ __all__ = [
     "feature_batch",
     "max_length",
     "parameter_bytes",
+    "plan",
     "policy_candidates",
     "proxy_loss",
-    "resolve_auto_chunk",
+    "resolve_policy",
+    "training_sizes",
 ]

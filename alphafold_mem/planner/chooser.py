@@ -1,8 +1,10 @@
 """The one chooser: which memory policy (and chunk size) to run, given sizes and a memory budget.
 
-``chunk_size="auto"`` (:func:`resolve_auto_chunk`, the :class:`~alphafold_mem.planner.bind.AutoChunk`
-hook), ``alphafold-mem memory-plan`` and predict's pre-flight all call :func:`choose` on candidate
-lists built here: the same chunk sizes (:func:`chunk_candidates`), the same policy ladder
+A request (``"auto"``, an :class:`~alphafold_mem.memory.policy.AutoPolicy`, or a policy with
+``chunk_size="auto"``) is resolved here, before binding, where the input sizes are known
+(:func:`resolve_policy`: predict's pre-flight per target, training at set-up from its crop sizes).
+:func:`plan`, ``alphafold-mem memory-plan`` and :func:`resolve_policy` all call :func:`choose` on
+candidate lists built here: the same chunk sizes (:func:`chunk_candidates`), the same policy ladder
 (:func:`policy_candidates`), the same estimates (:func:`~alphafold_mem.planner.estimate.estimate_breakdown`,
 cached per config, policy, sizes, training or inference, precision and device).
 
@@ -11,8 +13,8 @@ chunked, larger chunks before smaller, less offload before more; precision is th
 choice, as it changes the results). :func:`choose` returns the first that fits. Within a run of
 candidates that differ only in chunk size it bisects (the peak falls with the chunk size), so a
 choice costs a handful of estimates, not one per candidate. When nothing fits it says so: the
-:class:`Choice` carries the smallest predicted need and the budget, and :func:`resolve_auto_chunk`
-warns and takes the smallest-peak chunk instead of silently using chunk 1.
+:class:`Choice` carries the smallest predicted need and the budget, and :func:`resolve_policy`
+warns and takes the smallest-peak candidate instead of silently using chunk 1.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import Optional, Sequence
 import torch
 
 from ..config import ModelConfig
-from ..memory.policy import MemoryPolicy
-from .estimate import PeakEstimate, estimate_breakdown
+from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
+from .estimate import PeakEstimate, available_memory, estimate_breakdown, parameter_bytes
 
 #: Default largest chunk the chooser considers (``MemoryPolicy.max_chunk_size`` overrides it).
 MAX_CHUNK_SIZE = 256
@@ -236,51 +238,100 @@ def _choose(
     return Choice(ordered, budget, chosen)
 
 
-def resolve_auto_chunk(
+Sizes = tuple[int, int, int, int]
+
+
+def budget_of(request: PolicyRequest, config: ModelConfig, device: torch.device | str | None = None) -> int:
+    """The memory budget of ``request`` in bytes: its ``max_memory``, else the free memory of
+    ``device`` (default CPU) plus the parameters of ``config`` (already resident when it is used)."""
+    request = as_request(request)
+    if request.max_memory is not None:
+        return int(request.max_memory)
+    return available_memory(torch.device(device) if device is not None else "cpu") + parameter_bytes(config)
+
+
+def plan(
+    request: PolicyRequest,
     config: ModelConfig,
-    policy: MemoryPolicy,
-    n_res: int,
-    n_seq: int,
-    n_extra_seq: int,
-    n_templ: int = 0,
-    training: bool = False,
+    sizes: Sizes,
     device: torch.device | str | None = None,
-    budget: Optional[int] = None,
-) -> Optional[int]:
-    """The chunk size for ``chunk_size="auto"``: the largest of :func:`chunk_candidates` (``None``,
-    unchunked, first; at most ``policy.max_chunk_size``) whose predicted peak fits the budget.
+    *,
+    training: bool = False,
+    dap: int = 1,
+    evaluate_all: bool = False,
+) -> Choice:
+    """The chooser's answer to ``request`` for inputs of ``sizes`` = ``(N_res, N_seq, N_extra, N_templ)``
+    within :func:`budget_of` ``(request)``:
 
-    Budget (total bytes): ``budget`` if given, else ``policy.max_memory``, else the free memory of
-    ``device`` plus the parameters (already resident there). When nothing fits, an
-    :class:`InsufficientMemoryWarning` names the need and the budget and the chunk with the smallest
-    predicted peak is returned (not blindly the smallest chunk).
+    * ``"auto"`` / :class:`~alphafold_mem.memory.policy.AutoPolicy`: the ladder of
+      :func:`policy_candidates` in the request's precision (the most frugal estimated first: when it
+      does not fit, nothing else is estimated);
+    * a :class:`MemoryPolicy` with ``chunk_size="auto"``: that policy unchunked, then at every chunk
+      of :func:`chunk_candidates` (at most its ``max_chunk_size``), bisected;
+    * a concrete :class:`MemoryPolicy`: that policy, checked.
+
+    ``dap``: the peak of each of that many devices sharing the protein; ``evaluate_all``: estimate
+    every candidate (tables).
     """
+    request = as_request(request)
     dev = torch.device(device) if device is not None else torch.device("cpu")
-    if budget is None:
-        budget = policy.max_memory
-    if budget is None:
-        from .estimate import available_memory, parameter_bytes
-
-        budget = available_memory(dev) + parameter_bytes(config)
-    n_max = max(n_res, n_seq, n_extra_seq, 1)
-    candidates = [
-        Candidate(f"chunk {c}", policy.replace(chunk_size=c), "chunks" if c else "")
-        for c in chunk_candidates(n_max, policy.max_chunk_size)
-    ]
-    choice = choose(config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev)
-    if choice.chosen is not None:
-        return choice.policy.chunk_size
-    choice = choose(
-        config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training=training, device=dev, evaluate_all=True
+    budget = budget_of(request, config, dev)
+    n_max = max(*sizes[:3], 1)
+    if isinstance(request, AutoPolicy):
+        candidates = policy_candidates(training, request.precision, n_max, request.max_chunk_size, device=dev)
+    elif request.chunk_size == "auto":
+        candidates = [
+            Candidate(f"chunk {c}", request.replace(chunk_size=c), "chunks" if c else "")
+            for c in chunk_candidates(n_max, request.max_chunk_size)
+        ]
+    else:
+        candidates = [Candidate(request.name, request)]
+    frugal = isinstance(request, AutoPolicy)
+    return choose(
+        config,
+        *sizes,
+        budget,
+        candidates,
+        training=training,
+        device=dev,
+        evaluate_all=evaluate_all,
+        frugal_last=frugal,
+        dap=dap,
     )
+
+
+def resolve_policy(
+    request: PolicyRequest,
+    config: ModelConfig,
+    sizes: Sizes,
+    device: torch.device | str | None = None,
+    *,
+    training: bool = False,
+    dap: int = 1,
+) -> MemoryPolicy:
+    """The concrete policy (a concrete chunk size) to bind for inputs of ``sizes`` = ``(N_res, N_seq,
+    N_extra, N_templ)`` on ``device``: the one resolver of ``"auto"`` (a concrete policy is returned as
+    it is, not estimated). What fits is :func:`plan`'s choice; when nothing fits, an
+    :class:`InsufficientMemoryWarning` names the need and the budget, and the evaluated candidate with
+    the smallest predicted peak is returned (not blindly the smallest chunk).
+    """
+    request = as_request(request)
+    if isinstance(request, MemoryPolicy) and request.chunk_size != "auto":
+        return request
+    choice = plan(request, config, sizes, device, training=training, dap=dap)
+    if choice.chosen is not None:
+        return choice.policy
+    if isinstance(request, MemoryPolicy):  # every chunk size, for the smallest peak among them
+        choice = plan(request, config, sizes, device, training=training, dap=dap, evaluate_all=True)
+    n_res, n_seq, n_extra, _ = sizes
     warnings.warn(
-        f"chunk_size='auto': no chunk size fits N_res {n_res}, N_seq {n_seq}, N_extra {n_extra_seq} "
-        f"({'training' if training else 'inference'}, {policy.precision}): {choice.shortfall()}; "
+        f"{request.name} policy: nothing fits N_res {n_res}, N_seq {n_seq}, N_extra {n_extra} "
+        f"({'training' if training else 'inference'}, {request.precision}): {choice.shortfall()}; "
         f"using the smallest-peak one ({choice.smallest.candidate.label})",
         InsufficientMemoryWarning,
         stacklevel=2,
     )
-    return choice.smallest.candidate.policy.chunk_size
+    return choice.smallest.candidate.policy
 
 
 def max_length(
@@ -325,6 +376,8 @@ __all__ = [
     "choose",
     "chunk_candidates",
     "max_length",
+    "budget_of",
+    "plan",
     "policy_candidates",
-    "resolve_auto_chunk",
+    "resolve_policy",
 ]

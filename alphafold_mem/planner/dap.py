@@ -1,9 +1,9 @@
 """The planner under dynamic axial parallelism (DAP): per-device peaks and communication volumes.
 
-* :func:`bind_simulated` -- the estimator's fake run is one device (rank 0) of a simulated group of
-  P (:func:`alphafold_mem.distributed.comm.simulated_group`): every collective allocates its
-  buffers exactly as on a real group and communicates nothing, so the predicted peak is the
-  per-device peak, communication buffers included.
+* the estimator's fake run (:mod:`.estimate`) is one device (rank 0) of a simulated group of P
+  (:func:`alphafold_mem.distributed.comm.simulated_group`, bound by :func:`alphafold_mem.bind`):
+  every collective allocates its buffers exactly as on a real group and communicates nothing, so
+  the predicted peak is the per-device peak, communication buffers included.
 * :func:`block_comm_bytes` -- the bytes one device receives in the forward of one Evoformer-type
   block, derived by hand from the layouts (:mod:`alphafold_mem.distributed.runner`), independent
   of the counter in :mod:`alphafold_mem.distributed.comm` that ``scripts/bench_dap.py`` compares
@@ -14,19 +14,8 @@ from __future__ import annotations
 
 import math
 
-import torch.nn as nn
-
 from ..config import ModelConfig
-from ..distributed.comm import simulated_group
-from ..distributed.dap import apply_parallel_policy
 from ..distributed.product import PRODUCT_BLOCKS
-
-
-def bind_simulated(model: nn.Module, dap: int, training: bool) -> nn.Module:
-    """Bind device sharding over a simulated group of ``dap`` devices (this process plays rank 0).
-    Training gathers the representation-shaped outputs (every device computes the loss from them,
-    as the trainer does); inference leaves them distributed. ``dap=1`` removes a binding."""
-    return apply_parallel_policy(model, simulated_group(dap) if dap > 1 else None, gather_outputs=training)
 
 
 def product_comm_elements(n_res: int, c_hidden: int, dap: int, outgoing: bool, rank: int = 0) -> int:
@@ -95,4 +84,4 @@ def block_comm_bytes(
     return itemsize * sum(block_comm_terms(config, stack, n_res, n_rows, dap, inference).values())
 
 
-__all__ = ["bind_simulated", "block_comm_bytes", "block_comm_terms", "product_comm_elements"]
+__all__ = ["block_comm_bytes", "block_comm_terms", "product_comm_elements"]

@@ -41,14 +41,14 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..binding import bind
 from ..config import ModelConfig, apply_overrides
-from ..memory.bind import bind_memory_policy
+from ..distributed.comm import simulated_group
 from ..memory.chunking import first_chunk_only
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..memory.tracking import StorageTracker
 from ..model.alphafold import AlphaFold
-from .dap import bind_simulated
 from .training_loss import ground_truth_batch, training_loss
 
 
@@ -134,6 +134,16 @@ def batch_sizes(batch: dict[str, Tensor], recycle_dim: Optional[int] = None) -> 
     return n_res, n_seq, n_extra, n_templ
 
 
+def training_sizes(config: ModelConfig) -> tuple[int, int, int, int]:
+    """``(N_res, N_seq, N_extra, N_templ)`` of a training sample of ``config``: the crop, the MSA
+    clusters (fewer by the templates when the config says so), the extra sequences and the templates
+    (AF2 Suppl. 1.2.8, 1.11.3), the largest a training step sees."""
+    d = config.data
+    n_templ = config.template.max_templates if config.template.enabled else 0
+    n_seq = d.max_msa_clusters - (n_templ if d.reduce_msa_clusters_by_max_templates else 0)
+    return d.crop_size, max(1, n_seq), d.max_extra_msa, n_templ
+
+
 def proxy_loss(out: dict[str, Tensor]) -> Tensor:
     """A stand-in loss (mean squares of the structure-module positions and of every head's output),
     kept for comparisons with OpenFold's model alone; the training estimate runs the real loss."""
@@ -203,8 +213,10 @@ def _activation_peak(
     with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group)."""
     mode, model = _fake_model(config, dtype)
     with mode:
-        bind_memory_policy(model, policy)
-        bind_simulated(model, dap, training)  # dap 1: removes the cached model's earlier binding
+        # under DAP this process plays rank 0 of a simulated group: every collective allocates its
+        # buffers as on a real group and communicates nothing; training gathers the outputs (the loss
+        # reads them whole), inference leaves them distributed
+        bind(model, policy, simulated_group(dap) if dap > 1 else None, gather_outputs=training)
         model.train(training)
         model.zero_grad(set_to_none=True)
         batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
@@ -252,12 +264,12 @@ def estimate_breakdown(
 
     Raises:
         ValueError: ``policy.chunk_size == "auto"`` (resolve it first:
-        :func:`alphafold_mem.planner.resolve_auto_chunk`).
+        :func:`alphafold_mem.planner.resolve_policy`).
     """
     if policy.chunk_size == "auto":
         raise ValueError(
             "estimate_breakdown needs a concrete chunk size; resolve chunk_size='auto' first "
-            "(alphafold_mem.planner.resolve_auto_chunk)"
+            "(alphafold_mem.planner.resolve_policy)"
         )
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace, dap)
@@ -362,4 +374,5 @@ __all__ = [
     "feature_batch",
     "parameter_bytes",
     "proxy_loss",
+    "training_sizes",
 ]

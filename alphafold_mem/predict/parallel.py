@@ -3,7 +3,7 @@ parallelism, ``predict(..., dap=P)``; the processes are started by ``alphafold-m
 or torchrun, see :mod:`alphafold_mem.cli.dap_launch`).
 
 Every process reads the inputs, builds the same features (same seed) and runs the model on its
-share of the representations (:func:`alphafold_mem.distributed.apply_parallel_policy`); rank 0
+share of the representations (:func:`alphafold_mem.bind` with :attr:`Parallel.mesh`); rank 0
 alone logs and writes the outputs and ``timings.json``, which records ``dap`` and every rank's
 seconds and memory per stage. Which targets to run is rank 0's decision (its output directory),
 sent to all. A failure during a target ends the whole run on every rank (the other ranks would
@@ -90,13 +90,6 @@ class Parallel:
             return todo, skipped
         names = self.agree([t.name for t in todo])
         return [t for t in targets if t.name in names], [t for t in targets if t.name not in names]
-
-    def bind(self, model: nn.Module) -> None:
-        """Shard the model's computation over the DAP group."""
-        if self.active:
-            from ..distributed import apply_parallel_policy
-
-            apply_parallel_policy(model, self.mesh)
 
     def gather(self, model: nn.Module, out: dict, keys: tuple[str, ...]) -> dict:
         """The outputs named ``keys``, whole (representation-shaped ones are gathered)."""

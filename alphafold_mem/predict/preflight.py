@@ -3,28 +3,27 @@
 fits is chosen, or the target fails at once with one line naming its length, the predicted need and
 the budget.
 
-Budget: ``max_memory`` bytes if given; otherwise the device's free memory (CUDA:
+Budget: the request's ``max_memory`` bytes if given; otherwise the device's free memory (CUDA:
 ``torch.cuda.mem_get_info``; CPU: MemAvailable of the host) plus the bytes of the parameters, which
 are already resident when the check runs. The sizes are those the feature pipeline will produce:
 N_seq = min(MSA depth, max clusters), N_extra = min(the rest, max extra sequences), one placeholder
 template when the model uses templates and none are given.
 
-The policy request is ``"auto"`` (the fastest policy of :func:`alphafold_mem.planner.policy_candidates`
-that fits, in the requested precision) or a :class:`~alphafold_mem.MemoryPolicy` (checked as given;
-``chunk_size="auto"`` takes the largest chunk that fits).
+The policy request is ``"auto"`` or an :class:`~alphafold_mem.AutoPolicy` (the fastest policy of
+:func:`alphafold_mem.planner.policy_candidates` that fits, in the requested precision) or a
+:class:`~alphafold_mem.MemoryPolicy` (checked as given; ``chunk_size="auto"`` takes the largest chunk
+that fits): :func:`alphafold_mem.planner.plan`, the one chooser.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Optional
 
 import torch
 
 from ..config import ModelConfig
-from ..memory.policy import MemoryPolicy
-
-PolicyRequest = Union[str, MemoryPolicy]
+from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
 
 
 class DoesNotFit(Exception):
@@ -47,48 +46,6 @@ class Preflight:
         return self.policy is not None
 
 
-def policy_request(memory_policy, precision: str, chunk_size, low_memory: bool) -> PolicyRequest:
-    """The policy request of :func:`alphafold_mem.predict` from its options: ``"auto"`` (the
-    pre-flight chooses) or a MemoryPolicy.
-
-    Raises:
-        PredictError: contradictory or invalid options.
-    """
-    from ..memory import preset
-    from .targets import PredictError
-
-    explicit = chunk_size is not None or low_memory
-    if memory_policy is not None and memory_policy != "auto":
-        if explicit:
-            raise PredictError("give either memory_policy or chunk_size/low_memory, not both")
-        if isinstance(memory_policy, str):
-            try:
-                return preset(memory_policy, precision=precision)
-            except ValueError as exc:
-                raise PredictError(f"--memory-policy: {exc}") from None
-        if not isinstance(memory_policy, MemoryPolicy):
-            raise PredictError(
-                f"memory_policy must be 'auto', a preset name or a MemoryPolicy, got {type(memory_policy).__name__}"
-            )
-        if precision != "fp32" and memory_policy.precision != precision:
-            raise PredictError("give the precision either in memory_policy or as precision, not both")
-        return memory_policy
-    if not explicit:
-        return "auto"
-    if isinstance(chunk_size, str) and chunk_size != "auto":
-        try:
-            chunk_size = int(chunk_size)
-        except ValueError:
-            raise PredictError(f"--chunk-size {chunk_size!r}: expected a positive integer or 'auto'") from None
-    try:
-        if low_memory:
-            extra = {} if chunk_size is None else {"chunk_size": chunk_size}
-            return MemoryPolicy.low_memory_inference(precision=precision, **extra)
-        return MemoryPolicy.reference(precision=precision, chunk_size=chunk_size)
-    except ValueError as exc:
-        raise PredictError(f"memory options: {exc}") from None
-
-
 def feature_sizes(
     config: ModelConfig, length: int, msa_depth: int, n_templ: Optional[int] = None
 ) -> tuple[int, int, int, int]:
@@ -105,71 +62,39 @@ def feature_sizes(
     return length, n_seq, n_extra, n_templ
 
 
-def device_budget(device: torch.device, config: ModelConfig, max_memory: Optional[int] = None) -> int:
+def budget_of(request: PolicyRequest, config: ModelConfig, device: torch.device) -> int:
     """Bytes a forward may use on ``device`` (see the module docstring)."""
-    from ..planner import available_memory, parameter_bytes
+    from ..planner import budget_of as planner_budget
 
-    if max_memory is not None:
-        return int(max_memory)
-    return available_memory(device) + parameter_bytes(config)
+    return planner_budget(request, config, device)
 
 
 def check(
-    config: ModelConfig,
-    sizes: tuple[int, int, int, int],
-    request: PolicyRequest,
-    precision: str,
-    device: torch.device,
-    budget: int,
-    dap: int = 1,
+    config: ModelConfig, sizes: tuple[int, int, int, int], request: PolicyRequest, device: torch.device, dap: int = 1
 ) -> Preflight:
-    """Choose (``"auto"``) or check (a policy) the memory policy of one target (``dap``: the peak of
-    each of that many devices sharing it).
+    """Choose (``"auto"`` / :class:`~alphafold_mem.memory.policy.AutoPolicy`, or ``chunk_size="auto"``)
+    or check (a concrete policy) the memory policy of one target with the planner's chooser
+    (:func:`alphafold_mem.planner.plan`; ``dap``: the peak of each of that many devices sharing it).
 
     Raises:
-        ValueError: an unknown request string.
+        ValueError: ``request`` is not a policy request.
     """
-    from ..planner import Candidate, choose, policy_candidates, resolve_auto_chunk
+    from ..planner import plan
 
-    n_res, n_seq, n_extra, n_templ = sizes
-    if isinstance(request, str):
-        if request != "auto":
-            raise ValueError(f"memory policy request must be 'auto' or a MemoryPolicy, got {request!r}")
-        candidates = policy_candidates(False, precision, max(sizes[:3]), device=device)
-    else:
-        if request.chunk_size == "auto":
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a shortfall is reported below, as for any policy
-                chunk = resolve_auto_chunk(
-                    config, request, n_res, n_seq, n_extra, n_templ, device=device, budget=budget
-                )
-            request = request.replace(chunk_size=chunk)
-        candidates = [Candidate(request.name, request)]
-    choice = choose(
-        config,
-        n_res,
-        n_seq,
-        n_extra,
-        n_templ,
-        budget,
-        candidates,
-        device=device,
-        frugal_last=isinstance(request, str),
-        dap=dap,
-    )
+    request = as_request(request)
+    n_res, n_seq, n_extra, _ = sizes
+    choice = plan(request, config, sizes, device, dap=dap)
     if choice.chosen is not None:
-        return Preflight(choice.policy, int(choice.chosen.estimate.total), budget)
+        return Preflight(choice.policy, int(choice.chosen.estimate.total), choice.budget)
     best = choice.smallest
     return Preflight(
         None,
         int(best.estimate.total),
-        budget,
+        choice.budget,
         f"{n_res} residues need {best.estimate.total / 1e9:.2f} GB (predicted, "
-        f"{best.candidate.label}, {precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
-        f"{budget / 1e9:.2f} GB",
+        f"{best.candidate.label}, {request.precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
+        f"{choice.budget / 1e9:.2f} GB",
     )
 
 
-__all__ = ["DoesNotFit", "Preflight", "PolicyRequest", "check", "device_budget", "feature_sizes", "policy_request"]
+__all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "feature_sizes"]

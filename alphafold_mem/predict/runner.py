@@ -36,8 +36,8 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from ..memory.policy import MemoryPolicy
-from ..precision import PRECISIONS
+from ..binding import bind
+from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
 from . import preflight
 from .outputs import output_paths, write_json, write_target_outputs
 from .parallel import Parallel
@@ -154,13 +154,9 @@ def predict(
     preset: Optional[str] = None,
     num_recycles: Optional[int] = None,
     device: str = "auto",
-    precision: str = "fp32",
     seed: int = 0,
     overwrite: bool = False,
-    chunk_size=None,
-    low_memory: bool = False,
-    memory_policy="auto",
-    max_memory: Optional[int] = None,
+    memory_policy: PolicyRequest = "auto",
     track_memory: bool = True,
     log: Optional[Callable[[str], None]] = None,
     debug: bool = False,
@@ -184,21 +180,18 @@ def predict(
             checkpoints it must match the stored config (or be None).
         num_recycles: recycling iterations after the first (default: the model config's).
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
-        precision: ``"fp32"``, ``"bf16"`` (the model's one autocast, fp32 islands and fp32
-            representations) or ``"bf16-full"`` (bf16 representations too; see :mod:`alphafold_mem.precision`).
         seed: seed of MSA cluster sampling/masking and of torch.
         overwrite: re-run finished targets (default: skip them if their provenance matches, else fail them).
-        chunk_size: ``None``, an int (rows per chunk of every chunkable op) or ``"auto"`` (largest
-            chunk whose predicted peak fits the free device memory); results equal unchunked ones.
-        low_memory: :meth:`MemoryPolicy.low_memory_inference` (chunked low-memory attention, chunk 4
-            unless ``chunk_size`` is given, in-place updates, offload of idle representations on GPU).
-        memory_policy: ``"auto"`` (default: before each target the pre-flight picks the fastest
-            policy predicted to fit, :mod:`alphafold_mem.predict.preflight`), a preset name
-            (``"reference"``, ``"low_memory_inference"``) or a :class:`alphafold_mem.MemoryPolicy`
-            (then ``chunk_size`` and ``low_memory`` must be left at their defaults). A given
-            ``chunk_size`` or ``low_memory`` also fixes the policy. Either way a target whose predicted
-            peak does not fit fails at once, before any model work, and the others still run.
-        max_memory: the memory budget in bytes (default: the device's free memory plus the weights).
+        memory_policy: the one memory argument (chunking, precision, in-place updates, offload, the
+            memory budget ``max_memory``...): ``"auto"`` (default) or an
+            :class:`alphafold_mem.AutoPolicy` (its precision and budget): before each target the
+            pre-flight picks the fastest policy predicted to fit (:mod:`alphafold_mem.predict.preflight`);
+            or a :class:`alphafold_mem.MemoryPolicy`, run as given (``chunk_size="auto"``: the largest
+            chunk predicted to fit, per target). Precision ``"bf16"`` is the model's one autocast with
+            fp32 islands and representations, ``"bf16-full"`` bf16 representations too
+            (:mod:`alphafold_mem.precision`). Either way a target whose predicted peak does not fit
+            the budget (default: the device's free memory plus the weights) fails at once, before any
+            model work, and the others still run.
         track_memory: on CPU, measure the forward's activation peak with
             :func:`alphafold_mem.memory.track_peak` (a dispatch mode that slows the CPU forward; CUDA
             measurements are free and always on).
@@ -217,16 +210,18 @@ def predict(
         PredictError: bad options, unusable weights, or no input at all (one line).
     """
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    if precision not in PRECISIONS:
-        raise PredictError(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    try:
+        request = as_request(memory_policy)
+    except ValueError as exc:
+        raise PredictError(f"memory_policy: {exc}") from None
     if msa is not None and msa_dir is not None:
         raise PredictError("give either --msa or --msa-dir, not both")
     if single_sequence and (msa is not None or msa_dir is not None):
         raise PredictError("--single-sequence cannot be combined with --msa/--msa-dir")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
-    request = preflight.policy_request(memory_policy, precision, chunk_size, low_memory)
-    policy = MemoryPolicy(precision=precision) if request == "auto" else request
+    chosen = not isinstance(request, MemoryPolicy)  # the pre-flight chooses the policy per target
+    policy = MemoryPolicy(precision=request.precision) if chosen else request
     par, dev, log = Parallel.start(dap, _resolve_device(device), log)
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
@@ -271,7 +266,6 @@ def predict(
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise PredictError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
-    from ..planner import apply_memory_policy
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
 
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
@@ -312,14 +306,12 @@ def predict(
         if num_recycles is not None:
             model.config = dataclasses.replace(model.config, num_recycles=num_recycles)
         model = model.to(dev).eval()
-        apply_memory_policy(model, policy)
-        par.bind(model)
         cfg = model.config
-        budget = preflight.device_budget(dev, cfg, max_memory)
+        budget = preflight.budget_of(request, cfg, dev)
         log(
             f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
-            f"memory policy {'auto (chosen per target)' if request == 'auto' else policy.name}, "
+            f"memory policy {'auto (chosen per target)' if chosen else policy.name}, "
             f"budget {budget / 1e9:.1f} GB, "
             f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run"
             + (f"; one protein shared by {par.dap} processes (DAP)" if par.dap > 1 else "")
@@ -340,20 +332,13 @@ def predict(
         try:
             # before any model work: a target predicted not to fit fails here, the others still run
             fit = preflight.check(
-                cfg,
-                preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth),
-                request,
-                precision,
-                dev,
-                budget,
-                dap=par.dap,
+                cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request, dev, par.dap
             )
             if not fit.fits:
                 raise preflight.DoesNotFit(fit.message)
-            if fit.policy != policy:
-                policy = fit.policy
-                apply_memory_policy(model, policy)
-                par.bind(model)
+            policy = fit.policy
+            if getattr(model, "memory_policy", None) != policy:
+                bind(model, policy, par.mesh)  # and device sharding under DAP
             _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
             if par.active:  # ... except under DAP: the other ranks would wait for this one
@@ -370,7 +355,7 @@ def predict(
                 f"mean pLDDT {r.mean_plddt:.1f}"
                 + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
                 + f", {r.seconds:.1f} s"
-                + (f", memory policy {policy.name}" if request == "auto" else "")
+                + (f", memory policy {policy.name}" if chosen else "")
             )
 
     # 5. Timings and summary.
@@ -472,7 +457,7 @@ def _run_target(
     )
     scores = {
         "id": t.name,
-        "description": t.description,
+        **t.description_fields(),  # capped: alphafold_mem.predict.targets.description_fields
         "source": t.source,
         "sequence": t.sequence,
         "length": len(t.sequence),

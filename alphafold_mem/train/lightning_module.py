@@ -22,15 +22,16 @@ import lightning as L
 import numpy as np
 import torch
 
+from ..binding import bind
 from ..config import ModelConfig
 from ..data import Batch
 from ..data.features.recycling import first_iterations, last_iteration
 from ..data.features.values import feature_value_problem
 from ..losses import AlphaFoldLoss
-from ..memory.policy import MemoryPolicy
+from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
 from ..metrics import ca_rmsd, lddt_ca
 from ..model import AlphaFold
-from ..planner import apply_memory_policy
+from ..planner import resolve_policy, training_sizes
 from ..weights import normalize_state_dict_keys
 from .checkpoint import check_config_compatible
 from .config import TrainConfig
@@ -76,8 +77,12 @@ class AlphaFoldLightning(L.LightningModule):
         train_config: optimiser, schedule, EMA and sampling settings.
         memory_policy: a :class:`alphafold_mem.MemoryPolicy` bound to ``self.model`` (e.g.
             ``MemoryPolicy.training()``: checkpointing + low-memory attention); ``None``: the
-            reference computation. Its precision must stay ``"fp32"``: mixed precision in training
-            is the Trainer's ``precision="bf16-mixed"``.
+            reference computation. A request for the planner's choice (``"auto"``,
+            :class:`alphafold_mem.AutoPolicy`, ``chunk_size="auto"``) is resolved in
+            :meth:`configure_model`, on the training device, for the largest sample a step sees
+            (:func:`alphafold_mem.planner.training_sizes`: the crop and the MSA sizes of the config).
+            Its precision must stay ``"fp32"``: mixed precision in training is the Trainer's
+            ``precision="bf16-mixed"``.
         dap: devices sharing each sample (dynamic axial parallelism). The processes form a
             ``("dp", "dap")`` mesh in :meth:`configure_model`; every device of a DAP group computes
             the loss from the gathered outputs, and averaging gradients over all processes (DDP)
@@ -92,21 +97,24 @@ class AlphaFoldLightning(L.LightningModule):
         self,
         model_config: ModelConfig,
         train_config: TrainConfig = TrainConfig(),
-        memory_policy: Optional[MemoryPolicy] = None,
+        memory_policy: Optional[PolicyRequest] = None,
         dap: int = 1,
     ):
         super().__init__()
-        if memory_policy is not None and memory_policy.precision != "fp32":
+        request = as_request(memory_policy) if memory_policy is not None else MemoryPolicy.reference()
+        if request.precision != "fp32":
             raise ValueError(
-                f"memory policy precision {memory_policy.precision!r}: in training, set mixed precision "
+                f"memory policy precision {request.precision!r}: in training, set mixed precision "
                 "with the trainer (--precision bf16-mixed) and leave the policy's precision at fp32"
             )
         self.automatic_optimization = False
         self.model_config, self.train_config = model_config, train_config
         self.save_hyperparameters({"model_config": model_config.to_dict(), "train_config": train_config.to_dict()})
         self.model = AlphaFold(model_config)
-        if memory_policy is not None:
-            apply_memory_policy(self.model, memory_policy)
+        self.memory_request = request
+        self.planned = isinstance(request, AutoPolicy) or request.chunk_size == "auto"
+        if not self.planned:
+            bind(self.model, request)
         self.loss_fn = AlphaFoldLoss(model_config.loss, model_config.heads)
         self.ema = EMA(self.model, train_config.ema_decay)
         self.dap, self.dp_rank, self.dp_size = dap, 0, 1
@@ -122,13 +130,23 @@ class AlphaFoldLightning(L.LightningModule):
         check_strategy(self.trainer.strategy)
 
     def configure_model(self) -> None:
-        """Under DAP: build the ``("dp", "dap")`` mesh of the processes and shard the model over "dap"."""
-        if self.dap > 1 and getattr(self.model, "dap_sharding", None) is None:
-            from ..distributed import apply_parallel_policy, dp_coordinates, init_mesh
+        """Bind what needs the run's processes or device (once): a policy the planner chooses,
+        resolved for the training sizes on this device, and under DAP device sharding over the
+        ``"dap"`` dim of the processes' ``("dp", "dap")`` mesh (the outputs gathered for the loss)."""
+        if getattr(self, "_run_bound", False) or (self.dap == 1 and not self.planned):
+            return
+        mesh, policy = None, self.memory_request
+        if self.dap > 1:
+            from ..distributed import dp_coordinates, init_mesh
 
             mesh = init_mesh(self.dap, self.device.type)
             self.dp_rank, self.dp_size = dp_coordinates(mesh)
-            apply_parallel_policy(self.model, mesh, gather_outputs=True)
+        if self.planned:
+            sizes = training_sizes(self.model_config)
+            policy = resolve_policy(policy, self.model_config, sizes, self.device, training=True, dap=self.dap)
+            log.info("memory policy for training sizes %s on %s: %s", sizes, self.device, policy.name)
+        bind(self.model, policy, mesh, gather_outputs=True)
+        self._run_bound = True
 
     # -- the step ---------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

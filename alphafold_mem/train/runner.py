@@ -11,7 +11,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ..config import ModelConfig
-from ..memory.policy import MemoryPolicy
+from ..memory.policy import PolicyRequest
 from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkpoint_config
 from .config import TrainConfig
 from .data_module import AF2DataModule
@@ -108,15 +108,16 @@ def train(
     loggers: Sequence[str] = ("csv",),
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
-    memory_policy: Optional[MemoryPolicy] = None,
+    memory_policy: Optional[PolicyRequest] = None,
     run_settings: Optional[dict] = None,
     init_weights: Optional[str] = None,
     num_nodes: int = 1,
     log: Optional[Callable[[str], None]] = None,
     dap: int = 1,
 ) -> AlphaFoldLightning:
-    """Train (or resume) and return the trained module. ``memory_policy`` is bound to the model
-    (see :class:`AlphaFoldLightning`); ``None``: the reference computation. ``run_settings`` (data
+    """Train (or resume) and return the trained module. ``memory_policy``, the one memory argument, is
+    bound to the model (see :class:`AlphaFoldLightning`: ``"auto"`` and ``chunk_size="auto"`` are
+    resolved for the training sizes at set-up); ``None``: the reference computation. ``run_settings`` (data
     directory, steps, precision, ...; :mod:`.resume`) are stored in every checkpoint. On resume every
     setting that differs from the checkpoint's is logged as an ``override:`` line (``log``, default
     stderr). At start-up the dropped training data are reported (:mod:`.data_report`).
