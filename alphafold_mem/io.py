@@ -14,6 +14,8 @@ import os
 import tempfile
 from typing import Any, Iterator
 
+import torch
+
 _UMASK: list[int] = []
 
 
@@ -64,8 +66,6 @@ def atomic_write(path: str | os.PathLike) -> Iterator[str]:
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save(obj)`` through :func:`atomic_write`: ``path`` holds the old file or the whole new one."""
-    import torch
-
     with atomic_write(path) as tmp, open(tmp, "wb") as fh:
         torch.save(obj, fh)
 

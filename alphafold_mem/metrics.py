@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+import tmtools
 import torch
 from torch import Tensor
 
@@ -184,8 +185,6 @@ def tm_score(pred_ca, true_ca, sequence: str, true_sequence: Optional[str] = Non
     Returns:
         TM-score in (0, 1], 1 for identical structures.
     """
-    import tmtools
-
     a = np.ascontiguousarray(np.asarray(pred_ca.detach().cpu() if torch.is_tensor(pred_ca) else pred_ca, np.float64))
     b = np.ascontiguousarray(np.asarray(true_ca.detach().cpu() if torch.is_tensor(true_ca) else true_ca, np.float64))
     res = tmtools.tm_align(a, b, sequence, true_sequence or sequence)

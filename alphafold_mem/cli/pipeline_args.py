@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..predict.stages import PipelineOptions
+
 __all__ = [
     "add_search_arguments",
     "add_template_arguments",
@@ -87,8 +89,6 @@ def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
 
 def pipeline_from_args(args: argparse.Namespace, log):
     """:class:`PipelineOptions` from parsed arguments, or None when no search/template/relax option is set."""
-    from ..predict.stages import PipelineOptions
-
     wanted = args.db or args.template_db or args.mmcif_dir or args.relax
     if not wanted:
         return None

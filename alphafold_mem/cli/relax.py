@@ -16,6 +16,10 @@ import argparse
 import os
 import sys
 
+from ..data import InputError
+from ..predict.outputs import write_json
+from ..predict.relax import RelaxError, relax_structure, require_openmm
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``relax`` subcommand."""
@@ -34,9 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``relax``; returns the exit status."""
-    from ..data import InputError
-    from ..predict.outputs import write_json
-    from ..predict.relax import RelaxError, relax_structure, require_openmm
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

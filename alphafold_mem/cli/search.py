@@ -16,11 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..data import InputError, parse_fasta
+from ..data.names import unique_name
+from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
+from .pipeline_args import add_search_arguments
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``search`` subcommand."""
-    from .pipeline_args import add_search_arguments
-
     p = sub.add_parser(
         "search",
         help="MSA and template search with pyhmmer (jackhmmer, hmmsearch)",
@@ -37,9 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``search``; returns the exit status."""
-    from ..data import InputError, parse_fasta
-    from ..data.names import unique_name
-    from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -16,7 +16,9 @@ import os
 from pathlib import Path
 
 import numpy as np
+from Bio import Align, SeqIO
 from Bio.Data.PDBData import protein_letters_3to1_extended
+from Bio.PDB import PDBParser
 
 from ..geometry import residue_constants as rc
 from .errors import InputError, warn_input
@@ -44,7 +46,6 @@ def _map_to_seqres(observed: str, numbers: list[int], seqres: str) -> np.ndarray
                 return p
         if best is not None and best[0] >= 0.95:
             return best[1]
-    from Bio import Align
 
     aligner = Align.PairwiseAligner(mode="global", match_score=2.0, mismatch_score=-1.0)
     aligner.target_end_gap_score = 0.0
@@ -86,9 +87,6 @@ def read_pdb(path, *, model: int | None = None) -> Structure:
         InputError: unreadable file, missing model, no protein chain, or residues that cannot be
             placed on the SEQRES.
     """
-    from Bio import SeqIO
-    from Bio.PDB import PDBParser
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise InputError("file not found", file=path)

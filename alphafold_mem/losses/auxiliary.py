@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..geometry import residue_constants as rc
+from ..geometry.rigid import Rigid
 from ..metrics import lddt
 
 
@@ -194,8 +195,6 @@ def tm_loss(
     Returns:
         ``[*]``.
     """
-    from ..geometry.rigid import Rigid
-
     pred = Rigid.from_tensor_4x4(sm_final_frames.detach())
     true = Rigid.from_tensor_4x4(backbone_rigid_tensor)
     with torch.no_grad():

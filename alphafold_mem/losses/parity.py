@@ -29,6 +29,8 @@ from torch import Tensor
 from ..config import ModelConfig, apply_overrides, model_config
 from ..geometry.rigid import Rigid
 from . import AlphaFoldLoss, LossConstants
+from .fape import backbone_fape
+from .violations import find_structural_violations
 
 __all__ = [
     "LossVectors",
@@ -199,9 +201,6 @@ def loss_parity(directory: str | os.PathLike, dtype: torch.dtype = torch.float32
     Raises:
         FileNotFoundError: see :func:`load_loss_vectors`.
     """
-    from .fape import backbone_fape
-    from .violations import find_structural_violations
-
     v = load_loss_vectors(directory, dtype)
     cfg, const = loss_setup(v.reference, v.config.get("preset", "model_1_ptm"))
     batch = dict(v.batch)

@@ -59,11 +59,11 @@ def _hugepages():
     """:mod:`alphafold_mem.hugepages` (standard library only), also when this file was loaded by path
     outside the package (:mod:`alphafold_mem.ablation.standalone.rss`, in any Python with torch)."""
     if __package__:
-        from .. import hugepages
+        from .. import hugepages  # here, not at the top: this file is also loaded by path, outside the package
 
         return hugepages
-    import importlib.util
-    from pathlib import Path
+    import importlib.util  # only for the by-path load
+    from pathlib import Path  # only for the by-path load
 
     spec = importlib.util.spec_from_file_location(
         "_alphafold_mem_hugepages", Path(__file__).parents[1] / "hugepages.py"

@@ -16,6 +16,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..data.msa import parse_msa
+from ..data.template_hits import read_template_hits
+from ..data.templates_from_hits import parse_obsolete, select_templates
+from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
+from .outputs import write_json
+
 __all__ = ["PipelineOptions", "TEMPLATE_HIT_FILES"]
 
 TEMPLATE_HIT_FILES = ("pdb70_hits.hhr", "hmm_output.sto", "pdb_hits.sto")
@@ -59,9 +65,6 @@ class PipelineOptions:
     def search(self, targets, out_dir: str, overwrite: bool = False) -> list:
         """Search every target (``--db``/``--template-db``); targets without an MSA get the search's
         A3Ms. Returns ``[(target, error message)]`` for targets whose search failed (they are left out)."""
-        from ..data.msa import parse_msa
-        from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
-
         failed = []
         for t in targets:
             folder = os.path.dirname(t.msa_files[0]) if t.msa_files else None
@@ -89,9 +92,6 @@ class PipelineOptions:
     def templates(self, t):
         """:class:`~alphafold_mem.data.templates_from_hits.TemplateSelection` for target ``t`` (or None
         without hits or mmCIF directories)."""
-        from ..data.template_hits import read_template_hits
-        from ..data.templates_from_hits import parse_obsolete, select_templates
-
         hits_path = self._hits.get(t.name)
         if hits_path is None:
             return None
@@ -133,8 +133,7 @@ class PipelineOptions:
     def relax_target(self, outputs: dict, name: str) -> dict:
         """Relax ``outputs["pdb"]`` into ``<id>_relaxed.pdb`` and add a ``relax`` entry to the scores
         JSON (written again, atomically). A failure keeps the unrelaxed model and records the reason."""
-        from .outputs import write_json
-        from .relax import RelaxError, relax_structure
+        from .relax import RelaxError, relax_structure  # optional: Amber relaxation needs the relax extra (OpenMM)
 
         relaxed = os.path.join(os.path.dirname(outputs["pdb"]), f"{name}_relaxed.pdb")
         try:

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from tqdm import tqdm
+
 from .alignments import stockholm_to_a3m_rows
 from .settings import JackhmmerSettings, SearchError, require_pyhmmer
 
@@ -131,7 +133,6 @@ def search_database(
         SearchError: pyhmmer missing, the database unreadable or not protein.
     """
     pyhmmer = require_pyhmmer()
-    from tqdm import tqdm
 
     settings = settings or JackhmmerSettings()
     database = os.fspath(database)

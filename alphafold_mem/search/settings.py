@@ -72,7 +72,7 @@ MAX_HITS_BY_DATABASE = {"uniref90": 10_000, "mgnify": 501}
 def require_pyhmmer():
     """The ``pyhmmer`` module, or :class:`SearchError` with the install command."""
     try:
-        import pyhmmer
+        import pyhmmer  # optional: pyhmmer is not installed on Windows
     except ImportError:
         raise SearchError(
             "MSA/template search needs the 'pyhmmer' package (HMMER3 in Python): "

@@ -23,8 +23,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import numpy as np
+
+from ..data import parse_msa
+from ..data.formats import FASTA, stem
+from ..data.msa import Msa
 from ..io import atomic_write
 from .alignments import write_a3m, write_stockholm
+from .hmmsearch import search_templates
 from .jackhmmer import search_database
 from .settings import JackhmmerSettings, SearchError
 
@@ -55,11 +61,11 @@ class SearchOutcome:
 
 
 def database_name(path) -> str:
-    """``uniref90.fasta.gz`` -> ``uniref90``; ``pdb_seqres.txt`` -> ``pdb_seqres``."""
-    base = os.path.basename(os.fspath(path))
-    for suffix in (".gz", ".fasta", ".fa", ".faa", ".fas", ".txt", ".seq"):
-        if base.lower().endswith(suffix):
-            base = base[: -len(suffix)]
+    """``uniref90.fasta.gz`` -> ``uniref90``; ``pdb_seqres.txt`` -> ``pdb_seqres``: the file name without
+    ``.gz`` and a FASTA suffix of :mod:`alphafold_mem.data.formats` or ``.txt`` (``pdb_seqres.txt``)."""
+    base = stem(os.fspath(path), FASTA)
+    if base.lower().endswith(".txt"):
+        base = base[: -len(".txt")]
     return base or "db"
 
 
@@ -160,8 +166,6 @@ def search_target(
 
 
 def _template_search(name, sequence, folder, msa_files, options, old, record, reused, log) -> str:
-    from ..data import parse_msa
-    from .hmmsearch import search_templates
 
     db = os.fspath(options.template_db)
     if not os.path.isfile(db):
@@ -187,8 +191,5 @@ def _template_search(name, sequence, folder, msa_files, options, old, record, re
 
 
 def _query_only(sequence: str):
-    import numpy as np
-
-    from ..data.msa import Msa
 
     return Msa((sequence.upper(),), np.zeros((1, len(sequence)), np.int32), ("query",))

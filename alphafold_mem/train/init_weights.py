@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..config import ModelConfig
 from ..weights import load_weights
+from ..weights.detect import detect_format
 from .checkpoint import check_config_compatible
 from .ema import EMA
 
@@ -32,7 +33,6 @@ def weights_config(path: str | os.PathLike, preset: Optional[str] = None) -> Mod
 
 
 def _npz_or_openfold(path) -> bool:
-    from ..weights.detect import detect_format
 
     return detect_format(path) in ("af2-npz", "openfold")
 
@@ -46,7 +46,7 @@ def init_from_weights(module, path: str | os.PathLike) -> str:
         ValueError: the file's architecture differs from ``module.model_config`` (one sentence naming
             the differing fields; loss weights, data sizes and recycling may differ).
     """
-    preset = module.model_config.preset if _npz_or_openfold(path) else None
+    preset = module.model_config if _npz_or_openfold(path) else None  # the file must have the module's layers
     loaded = load_weights(path, preset)
     check_config_compatible(loaded.config, module.model_config, what="--init-weights file")
     module.model.load_state_dict(loaded.model.state_dict(), strict=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Optional
 
+from lightning.pytorch.strategies import DDPStrategy
+
 __all__ = ["UNSUPPORTED", "make_strategy", "check_strategy"]
 
 #: Name prefixes of the Lightning strategies that shard parameters, with why they are refused.
@@ -43,8 +45,6 @@ def make_strategy(name: Any, timeout_s: Optional[float] = None) -> Any:
     """
     check_strategy(name)
     if name == "ddp":
-        from lightning.pytorch.strategies import DDPStrategy
-
         kwargs = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
         return DDPStrategy(find_unused_parameters=True, **kwargs)
     return name

@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from Bio import Align
+from Bio.Align import substitution_matrices
 from torch import Tensor
 
 from ...geometry import all_atom
@@ -24,9 +26,6 @@ __all__ = ["align_template", "make_template_features", "empty_template_features"
 def align_template(query: str, template: str) -> np.ndarray:
     """Query index -> template index (-1 where unaligned) by a global alignment with free end gaps
     (Biopython ``PairwiseAligner``, BLOSUM62, gap open -11 / extend -1)."""
-    from Bio import Align
-    from Bio.Align import substitution_matrices
-
     aligner = Align.PairwiseAligner(mode="global")
     aligner.substitution_matrix = substitution_matrices.load("BLOSUM62")
     aligner.open_gap_score, aligner.extend_gap_score = -11.0, -1.0

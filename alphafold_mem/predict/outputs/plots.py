@@ -19,6 +19,7 @@ PLDDT_BANDS = (
 
 
 def _figure(width: float, height: float):
+    # heavy: matplotlib takes about half a second to import, and only plotting needs it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -25,12 +25,14 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from Bio.PDB.PDBIO import PDBIO
+from Bio.PDB.StructureBuilder import StructureBuilder
 
 from ...data import InputWarning, read_structure
 from ...geometry import residue_constants as rc
 from ...io import atomic_write
 from .amber import MAX_ATTEMPTS, STIFFNESS, TOLERANCE_KCAL, RelaxError, fix_structure, minimize
-from .checks import violation_metrics
+from .checks import nonfinite_atoms, violation_metrics
 
 __all__ = ["RelaxResult", "relax_structure", "MAX_OUTER_ITERATIONS"]
 
@@ -152,7 +154,8 @@ def relax_structure(
         :class:`RelaxResult` (energies, Cα-RMSD to the input, violation counts before/after).
 
     Raises:
-        RelaxError: OpenMM/pdbfixer missing, nothing to relax, or the minimisation failed.
+        RelaxError: OpenMM/pdbfixer missing, nothing to relax, an atom with non-finite coordinates
+            (refused before OpenMM runs), or the minimisation failed.
         InputError: the input cannot be read.
     """
     t0 = time.perf_counter()
@@ -160,6 +163,12 @@ def relax_structure(
         warnings.filterwarnings("ignore", message=".*no SEQRES.*", category=InputWarning)
         structure = read_structure(path)
     chains = list(structure.chains.values())
+    bad = nonfinite_atoms(chains)
+    if bad:
+        raise RelaxError(
+            f"{path}: {len(bad)} atom(s) with non-finite (NaN or infinite) coordinates, first {bad[0]}; "
+            "such a model cannot be relaxed (OpenMM needs finite positions)"
+        )
     records = _residue_records(chains)
     segments = _segments(records)
     if not segments:
@@ -231,8 +240,6 @@ def _ca_rmsd(records, coords) -> float:
 
 
 def _write(out_path, chains, top_res, residues, final_positions, coords, remarks, result, iteration) -> None:
-    from Bio.PDB.PDBIO import PDBIO
-    from Bio.PDB.StructureBuilder import StructureBuilder
 
     relaxed = {(id(c), i): res for res, (c, i, _) in zip(top_res, residues)}
     sb = StructureBuilder()
