@@ -56,6 +56,10 @@ __all__ = ["ChainIndex", "build_chain_index", "ProteinChainDataset"]
 
 INDEX_VERSION = 1
 
+#: The shortest chain :class:`ProteinChainDataset` trains on by default: one residue has no residue
+#: pairs (distogram, pair representation) to learn from.
+MIN_CHAIN_LENGTH = 2
+
 
 def _folder_query(folder: Path) -> str | None:
     """Query sequence (first row, insertions removed) of a folder's first alignment, or None."""
@@ -301,6 +305,8 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         max_resolution: drop chains with a resolution above this (Å; unknown passes), AF2 Suppl. 1.2.5.
         max_single_residue_fraction: drop chains where one residue type exceeds this fraction.
         min_resolved: drop chains with fewer resolved residues.
+        min_length: drop chains with fewer residues, as ``"too short"`` (checked before the
+            residue-type fraction, which says nothing about a chain of one or two residues).
         recycling_slices: ``None``, or ``R``: every sample carries a trailing recycling dim of size
             ``R`` with one MSA cluster draw per slice (see ``make_features``; training uses
             ``config.num_recycles + 1``).
@@ -320,6 +326,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         max_single_residue_fraction: float = 0.8,
         min_resolved: int = 1,
         recycling_slices: int | None = None,
+        min_length: int = MIN_CHAIN_LENGTH,
     ):
         if mode not in ("train", "eval"):
             raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
@@ -334,7 +341,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         self.entries = []
         self.rejected: list[dict] = []  # drop entries (.drops) of the index entries left out
         for entry in self.index.entries:
-            found = self._reject(entry, max_resolution, max_single_residue_fraction, min_resolved)
+            found = self._reject(entry, max_resolution, max_single_residue_fraction, min_resolved, min_length)
             if found is not None:
                 self.num_skipped += 1
                 self.rejected.append(drop(found[0], entry.get("name", "?"), found[1]))
@@ -354,7 +361,9 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 + ")"
             )
 
-    def _reject(self, e: dict, max_res: float, max_frac: float, min_resolved: int) -> tuple[str, str] | None:
+    def _reject(
+        self, e: dict, max_res: float, max_frac: float, min_resolved: int, min_length: int
+    ) -> tuple[str, str] | None:
         """``(reason, detail)`` (:mod:`.drops`) when the entry cannot be used, else None."""
         required = ("name", "chain_id", "structure", "sequence")
         if any(k not in e for k in required):
@@ -368,6 +377,8 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         if e.get("resolution") and e["resolution"] > max_res:
             return "resolution above the limit", f"resolution {e['resolution']} Å > {max_res} Å"
         seq = e["sequence"]
+        if len(seq) < min_length:
+            return "too short", f"{len(seq)} residue(s), fewer than {min_length}"
         if seq and max(seq.count(c) for c in set(seq)) / len(seq) > max_frac:
             return "one residue type dominates", f"one residue type makes up more than {max_frac:.0%} of the sequence"
         if e.get("num_resolved", min_resolved) < min_resolved:

@@ -23,6 +23,7 @@ REASONS = (
     "structure file not found",
     "alignment folder not found",
     "resolution above the limit",
+    "too short",
     "one residue type dominates",
     "too few resolved residues",
 )

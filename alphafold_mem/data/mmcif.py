@@ -121,6 +121,18 @@ def _numbering_gaps(keys: list[tuple[str, str]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(nums[:-1], nums[1:]) if b > a + 1]
 
 
+def _check_atom_site_complete(d: dict, path: str) -> None:
+    """Every ``_atom_site`` column has one value per atom; a file cut inside the loop does not."""
+    lengths = {k: len(v) for k, v in d.items() if k.startswith("_atom_site.") and isinstance(v, list)}
+    if len(set(lengths.values())) > 1:
+        short = min(lengths, key=lengths.get)
+        raise InputError(
+            f"truncated file: the _atom_site table ends inside a row ({lengths[short]} values of {short}, "
+            f"{max(lengths.values())} of others)",
+            file=path,
+        )
+
+
 def read_mmcif(path, *, model: int | None = None) -> Structure:
     """Parse the protein chains of an mmCIF file (optionally ``.gz``).
 
@@ -142,8 +154,8 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
         ``Structure.dropped``.
 
     Raises:
-        InputError: unreadable file, no ``_atom_site`` loop, the requested model absent, or no
-            protein chain.
+        InputError: unreadable file, no ``_atom_site`` loop, an ``_atom_site`` loop cut inside a row
+            (a truncated file), the requested model absent, or no protein chain.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -151,6 +163,7 @@ def read_mmcif(path, *, model: int | None = None) -> Structure:
     d = _read_mmcif_dict(path)
     if "_atom_site.Cartn_x" not in d:
         raise InputError("no _atom_site coordinates", file=path)
+    _check_atom_site_complete(d, path)
     pdb_id = (_valid(d.get("_entry.id")) or [Path(path).name.split(".")[0]])[0].lower()
     pdb_id = pdb_id.split("-")[0]
     n_atoms = len(d["_atom_site.Cartn_x"])

@@ -6,11 +6,14 @@ its chain from an mmCIF directory and returns ``(chain, mapping)`` pairs for
 Checks, in AF2's order (``templates._assess_hhsearch_hit``, ``_process_single_hit``):
 
 1. obsolete ids are replaced by their successor from an optional ``obsolete.dat`` (wwPDB format:
-   ``OBSLTE    31-JUL-94 116L     216L``, :func:`parse_obsolete`); an entry withdrawn without
-   successor is dropped;
+   ``OBSLTE    31-JUL-94 116L     216L``, :func:`parse_obsolete`), followed to the end of the chain
+   (``9aaa -> 9bbb -> 9ccc`` uses 9ccc); an entry withdrawn without successor at any step, or a
+   chain of successors that loops, is dropped;
 2. the mmCIF (``<dir>/<pdb_id>.cif[.gz]``, or the PDB mirror layout ``<dir>/<id[1:3]>/<pdb_id>.cif.gz``)
    must exist and parse;
-3. release date (first release in the mmCIF) after ``max_template_date`` -> dropped;
+3. release date (first release in the mmCIF) after ``max_template_date`` -> dropped; under a
+   ``max_template_date``, a template whose mmCIF has no release date is **dropped** too (it cannot
+   be shown to predate the cut-off), with the reason logged;
 4. ``aligned_cols / N_res <= 0.1`` -> dropped (AF2 ``min_align_ratio``);
 5. the hit's residues are a subsequence of the query and cover more than 95 % of its length ->
    dropped as identical to the query (AF2 ``max_subsequence_ratio``);
@@ -38,13 +41,14 @@ from .errors import InputError
 from .features.templates import align_template
 from .mmcif import read_mmcif
 from .structure import ProteinChain, Structure
-from .template_hits import TemplateHit
+from .template_hits import TemplateHit, read_template_hits
 from .text import check_file, open_text
 
 __all__ = [
     "TemplateChoice",
     "TemplateSelection",
     "select_templates",
+    "templates_from_hit_file",
     "parse_obsolete",
     "find_mmcif",
     "MAX_SUBSEQUENCE_RATIO",
@@ -134,6 +138,22 @@ def _date(text: Optional[str]) -> Optional[_dt.date]:
         return None
 
 
+def _successor(pdb_id: str, obsolete: dict) -> tuple[Optional[str], str]:
+    """``(current id, note)`` following obsolete ids to the end; ``(None, reason)`` when an entry on
+    the way is withdrawn without successor or the successors loop."""
+    path = [pdb_id]
+    while path[-1] in obsolete:
+        nxt = obsolete[path[-1]]
+        if nxt is None:
+            return None, f"PDB entry {' -> '.join(path)} is obsolete without a successor (obsolete.dat)"
+        if nxt in path:
+            return None, f"obsolete successors loop ({' -> '.join(path + [nxt])}; obsolete.dat)"
+        path.append(nxt)
+    if len(path) == 1:
+        return pdb_id, ""
+    return path[-1], f"obsolete {' -> '.join(path[:-1])} replaced by {path[-1]}"
+
+
 def _chain_for(structure: Structure, hit: TemplateHit) -> Optional[ProteinChain]:
     try:
         return structure.chain(hit.chain_id)
@@ -193,7 +213,8 @@ def select_templates(
         hits: from :func:`~.template_hits.read_template_hits` or the search.
         mmcif_dirs: one directory or a list, searched in order (:func:`find_mmcif`).
         max_templates: how many to keep (AF2: 4 at inference, 20 candidates in training).
-        max_template_date: ``YYYY-MM-DD``; templates released later are dropped.
+        max_template_date: ``YYYY-MM-DD``; templates released later, or without a release date, are
+            dropped.
         obsolete: :func:`parse_obsolete` output.
         log: receives one line per dropped hit (``template <name>: dropped: <reason>``).
         structure_cache: dict reused across calls (pdb id -> parsed :class:`Structure`).
@@ -224,12 +245,10 @@ def select_templates(
         if len(hit.mapping) != n_res:
             drop(hit, f"mapping covers {len(hit.mapping)} residues, the query has {n_res}")
             continue
-        pdb_id, note = hit.pdb_id, ""
-        if pdb_id in obsolete:
-            if obsolete[pdb_id] is None:
-                drop(hit, f"PDB entry {pdb_id} is obsolete without a successor (obsolete.dat)")
-                continue
-            pdb_id, note = obsolete[pdb_id], f"obsolete {hit.pdb_id} replaced by {obsolete[pdb_id]}"
+        pdb_id, note = _successor(hit.pdb_id, obsolete)
+        if pdb_id is None:
+            drop(hit, note)
+            continue
         path = find_mmcif(pdb_id, dirs)
         if path is None:
             drop(hit, f"no mmCIF for {pdb_id} in {', '.join(map(str, dirs)) or '(no --mmcif-dir)'}")
@@ -244,7 +263,12 @@ def select_templates(
             drop(hit, f"mmCIF unreadable: {structure}")
             continue
         date = structure.release_date
-        if cutoff is not None and _date(date) is not None and _date(date) > cutoff:
+        if cutoff is not None and _date(date) is None:
+            drop(
+                hit, f"no release date in {path.name}, so not shown to predate --max-template-date {cutoff.isoformat()}"
+            )
+            continue
+        if cutoff is not None and _date(date) > cutoff:
             drop(hit, f"released {date}, after --max-template-date {cutoff.isoformat()}", date)
             continue
         if hit.aligned_cols / n_res <= MIN_ALIGN_RATIO:
@@ -273,3 +297,22 @@ def select_templates(
         reason = "; ".join(x for x in (note, how) if x)
         out.choices.append(TemplateChoice(hit.name, "used", reason, hit.rank, date, int((mapping >= 0).sum())))
     return out
+
+
+def templates_from_hit_file(
+    query: str, hits_path, mmcif_dirs, *, log: Callable[[str], None], **options
+) -> Optional[TemplateSelection]:
+    """:func:`~.template_hits.read_template_hits` then :func:`select_templates` (``options``: its
+    keyword arguments). A hit file that cannot be read (damaged or truncated ``.hhr``/``.sto``)
+    degrades the target to no templates: one ``warning:`` line naming the file goes to ``log`` and
+    the result is ``None``; the target still runs.
+
+    Raises:
+        InputError: as :func:`select_templates` (a bad ``max_template_date``).
+    """
+    try:
+        hits = read_template_hits(hits_path, len(query))
+    except (InputError, OSError) as exc:
+        log(f"warning: {' '.join(str(exc).split())}; running without templates")
+        return None
+    return select_templates(query, hits, mmcif_dirs, log=log, **options)

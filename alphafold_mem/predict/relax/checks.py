@@ -10,9 +10,23 @@ import numpy as np
 import torch
 
 from ...geometry import all_atom
+from ...geometry import residue_constants as rc
 from ...losses.violations import find_structural_violations
 
-__all__ = ["violation_metrics"]
+__all__ = ["nonfinite_atoms", "violation_metrics"]
+
+
+def nonfinite_atoms(chains) -> list[str]:
+    """``"<chain>:<residue><number> <atom>"`` for each present atom (``atom37_mask``) whose coordinates
+    are not finite (NaN or infinite), in chain order; ``chains`` are
+    :class:`~alphafold_mem.data.structure.ProteinChain` (``atom37_positions`` ``[N_res, 37, 3]`` Å)."""
+    bad = []
+    for chain in chains:
+        present = np.asarray(chain.atom37_mask) > 0
+        broken = present & ~np.isfinite(np.asarray(chain.atom37_positions)).all(axis=-1)
+        for i, j in zip(*np.nonzero(broken)):
+            bad.append(f"{chain.chain_id}:{chain.sequence[i]}{i + 1} {rc.atom_types[j]}")
+    return bad
 
 
 def violation_metrics(aatype: np.ndarray, positions: np.ndarray, mask: np.ndarray, residue_index: np.ndarray) -> dict:
