@@ -136,6 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 #: Run settings a checkpoint stores (:mod:`alphafold_mem.train.resume`): CLI attribute -> (key, default).
 _RUN_SETTINGS = {
     "data": ("data_dir", "data"),
+    "threads": ("threads", 0),  # helper E (resume restores threads): 0 = torch's default
     "max_steps": ("max_steps", 1000),
     "precision": ("precision", "32"),
     "ckpt_every": ("ckpt_every_steps", 200),
@@ -166,6 +167,7 @@ def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
         "memory_policy": args.memory_policy,
         "memory_overrides": list(args.memory_overrides or []),
         "out_dir": str(Path(args.out).resolve()),
+        "threads": args.threads,  # helper E
     }
 
 
@@ -203,13 +205,16 @@ def run(args: argparse.Namespace) -> int:
     from ..config import apply_overrides, model_config
     from ..train import train
     from ..train.init_weights import weights_config
-    from ..train.resume import read_saved_run
+    from ..train.resume import read_saved_run, resolve_resume
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     try:
+        # helper E: a missing/damaged last.ckpt falls back to the newest complete step=N.ckpt (logged)
+        if args.resume:
+            args.resume = resolve_resume(args.resume, lambda line: print(line, file=sys.stderr, flush=True))
         saved = read_saved_run(args.resume) if args.resume else None
         run_settings = _restore_run_settings(args, saved)
+        if args.threads:  # helper E: after the restore, so a resumed run keeps the checkpoint's threads
+            torch.set_num_threads(args.threads)
         overrides = parse_assignments(args.overrides, "--set")
         if saved is not None and args.preset is None:
             cfg = apply_overrides(saved.model_config, overrides)

@@ -24,6 +24,7 @@ __all__ = [
     "check_config_compatible",
     "read_checkpoint_config",
     "export_weights",
+    "load_training_checkpoint",
     "load_model",
     "load_weights",
 ]
@@ -68,9 +69,39 @@ def check_config_compatible(saved: dict | ModelConfig, current: ModelConfig, wha
         )
 
 
+def _damaged(path, exc: BaseException) -> ValueError:
+    text = " ".join(str(exc).split())[:160] or type(exc).__name__
+    return ValueError(f"{path}: damaged or truncated checkpoint ({text}); resume from an earlier step=N.ckpt")
+
+
+def load_training_checkpoint(path: str | os.PathLike, mmap: bool = True) -> dict:
+    """``torch.load`` of a training checkpoint (memory-mapped where the format allows).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is damaged or truncated, or not a checkpoint (one line naming it).
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: checkpoint not found")
+    try:
+        try:  # memory-mapped: only the entries used are read from a large checkpoint
+            ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+        except (RuntimeError, ValueError):  # not the zip format
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - whatever torch.load raises on a cut file, one line
+        raise _damaged(path, exc) from None
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path}: holds a {type(ckpt).__name__}, not a training checkpoint")
+    return ckpt
+
+
 def read_checkpoint_config(path: str | os.PathLike) -> tuple[ModelConfig, dict]:
-    """The model config and the raw checkpoint dict of a training checkpoint or weights file."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    """The model config and the raw checkpoint dict of a training checkpoint or weights file.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: damaged, truncated, or without a model config.
+    """
+    ckpt = load_training_checkpoint(path, mmap=False)
     meta = ckpt.get("alphafold_mem") or {}
     cfg = meta.get("model_config") or ckpt.get("model_config") or ckpt.get("config")
     if cfg is None:

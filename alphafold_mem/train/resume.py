@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -25,12 +27,17 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from ..config import ModelConfig
-from .checkpoint import _flatten
+from .checkpoint import _flatten, load_training_checkpoint
 from .config import TrainConfig
 
 __all__ = [
     "RUN_KEY",
+    "NUMERICS_KEY",
     "FIXED_ON_RESUME",
+    "numeric_settings",
+    "restore_numeric_settings",
+    "remove_stale_temporaries",
+    "resolve_resume",
     "RunSettingsCallback",
     "ApplyTrainConfig",
     "SavedRun",
@@ -40,6 +47,8 @@ __all__ = [
 ]
 
 RUN_KEY = "alphafold_mem_run"
+#: Checkpoint entry of the torch settings that change numbers (:func:`numeric_settings`).
+NUMERICS_KEY = "alphafold_mem_numerics"
 _NOT_SETTINGS = {"out_dir"}  # recorded, but a run directory that moved is not a changed setting
 
 #: TrainConfig fields a resumed run may not change, with the reason.
@@ -58,36 +67,164 @@ class SavedRun:
     model_config: ModelConfig
     train_config: Optional[TrainConfig]
     run: dict
+    numerics: dict = dataclasses.field(default_factory=dict)
 
 
 def read_saved_run(path: str | os.PathLike) -> SavedRun:
     """The saved configuration of a training checkpoint.
 
     Raises:
-        ValueError: the file holds no alphafold-mem model config.
+        FileNotFoundError: no such file.
+        ValueError: the file holds no alphafold-mem model config, or is damaged or truncated.
     """
-    try:  # memory-mapped: only the small entries below are read from a large checkpoint
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except (RuntimeError, ValueError):  # not the zip format
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = load_training_checkpoint(path)
     meta = ckpt.get("alphafold_mem") or {}
     cfg = meta.get("model_config") or ckpt.get("model_config") or ckpt.get("config")
     if cfg is None:
         raise ValueError(f"{path} holds no alphafold_mem model config (not written by alphafold-mem train)")
     tc = meta.get("train_config")
     return SavedRun(
-        ModelConfig.from_dict(cfg), TrainConfig.from_dict(tc) if tc is not None else None, dict(ckpt.get(RUN_KEY) or {})
+        ModelConfig.from_dict(cfg),
+        TrainConfig.from_dict(tc) if tc is not None else None,
+        dict(ckpt.get(RUN_KEY) or {}),
+        dict(ckpt.get(NUMERICS_KEY) or {}),
     )
 
 
+def numeric_settings() -> dict:
+    """The process-wide torch settings that change a run's numbers: CPU threads (reductions split
+    differently), deterministic algorithms, float32 matmul precision, cuDNN and TF32 flags."""
+    return {
+        "threads": torch.get_num_threads(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    }
+
+
+def restore_numeric_settings(saved: dict, log: Callable[[str], None], keep: tuple[str, ...] = ()) -> list[str]:
+    """Set the :func:`numeric_settings` of a checkpoint (``saved``) that differ now, except those in
+    ``keep`` (given again explicitly); one ``resume:`` line each, returned."""
+    now, lines = numeric_settings(), []
+    for key, value in saved.items():
+        if key in keep or key not in now or now[key] == value:
+            continue
+        if key == "threads":
+            torch.set_num_threads(int(value))
+        elif key in ("deterministic_algorithms", "deterministic_warn_only"):
+            on = saved.get("deterministic_algorithms", now["deterministic_algorithms"])
+            torch.use_deterministic_algorithms(on, warn_only=saved.get("deterministic_warn_only", False))
+        elif key == "float32_matmul_precision":
+            torch.set_float32_matmul_precision(value)
+        elif key == "cudnn_deterministic":
+            torch.backends.cudnn.deterministic = value
+        elif key == "cudnn_benchmark":
+            torch.backends.cudnn.benchmark = value
+        elif key == "cuda_matmul_allow_tf32":
+            torch.backends.cuda.matmul.allow_tf32 = value
+        elif key == "cudnn_allow_tf32":
+            torch.backends.cudnn.allow_tf32 = value
+        lines.append(f"resume: {key} {value!r} restored from the checkpoint (was {now[key]!r})")
+    for line in lines:
+        log(line)
+    return lines
+
+
+def _complete(path: Path) -> bool:
+    """The file is a whole torch zip checkpoint (its central directory, written last, is there)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(n.endswith("data.pkl") for n in zf.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+_STEP = re.compile(r"^step=(\d+)\.ckpt$")
+
+
+def _newest_complete(folder: Path) -> Optional[Path]:
+    steps = sorted(
+        ((int(m.group(1)), p) for p in folder.glob("step=*.ckpt") if (m := _STEP.match(p.name))), reverse=True
+    )
+    return next((p for _, p in steps if _complete(p)), None)
+
+
+def resolve_resume(path: str | os.PathLike, log: Callable[[str], None]) -> str:
+    """The checkpoint to resume from: ``path`` when it is complete; for a ``last.ckpt`` that is
+    missing or damaged (a run killed while writing it), the newest complete ``step=N.ckpt`` beside it,
+    with a ``resume:`` line saying so.
+
+    Raises:
+        FileNotFoundError / ValueError: ``path`` is missing or damaged and there is no complete
+            checkpoint to fall back to (one line naming it and, for a damaged ``step=N.ckpt``, the newest
+            complete one).
+    """
+    p = Path(path)
+    if p.is_file() and _complete(p):
+        return str(path)
+    state = "missing" if not p.exists() else "damaged or truncated"
+    folder = p.parent
+    fallback = _newest_complete(folder) if folder.is_dir() else None
+    if p.name == "last.ckpt" and fallback is not None:
+        log(f"resume: {path} is {state}; resuming from {fallback}, the newest complete checkpoint")
+        return str(fallback)
+    if not p.exists():
+        raise FileNotFoundError(
+            f"{path}: checkpoint not found" + (f"; the newest complete one is {fallback}" if fallback else "")
+        )
+    if p.is_file() and p.stat().st_size and not zipfile.is_zipfile(p):
+        try:  # the legacy (non-zip) torch format: no quick completeness check, read it whole
+            load_training_checkpoint(p, mmap=False)
+            return str(path)
+        except ValueError:
+            pass
+    raise ValueError(
+        f"{path}: damaged or truncated checkpoint"
+        + (f"; the newest complete one is {fallback}" if fallback else "; no complete checkpoint beside it")
+    )
+
+
+#: Temporary files of :func:`alphafold_mem.io.atomic_write` for checkpoints (``.<name>.<random>.tmp``).
+_OWN_TEMPORARY = re.compile(r"^\.(last|step=\d+)(-v\d+)?\.ckpt\.[A-Za-z0-9_]+\.tmp$")
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, log: Callable[[str], None]) -> list[str]:
+    """Delete the temporary checkpoint files an interrupted write left in ``folder`` (only this
+    program's naming pattern, ``.last.ckpt.<random>.tmp`` / ``.step=N.ckpt.<random>.tmp``); one line
+    saying how many. Two runs writing the same checkpoint folder at once are not supported."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for p in sorted(folder.iterdir()):
+        if _OWN_TEMPORARY.match(p.name) and p.is_file():
+            try:
+                p.unlink()
+                removed.append(p.name)
+            except OSError:
+                pass
+    if removed:
+        log(
+            f"removed {len(removed)} temporary file(s) of an interrupted checkpoint write in {folder}: "
+            + ", ".join(removed)
+        )
+    return removed
+
+
 class RunSettingsCallback(Callback):
-    """Stores the run settings (JSON-able dict) in every checkpoint under :data:`RUN_KEY`."""
+    """Stores the run settings (JSON-able dict) in every checkpoint under :data:`RUN_KEY`, and the
+    :func:`numeric_settings` under :data:`NUMERICS_KEY`."""
 
     def __init__(self, settings: dict):
         self.settings = dict(settings)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         checkpoint[RUN_KEY] = dict(self.settings)
+        checkpoint[NUMERICS_KEY] = numeric_settings()
 
 
 class ApplyTrainConfig(Callback):
@@ -127,7 +264,8 @@ def resume_overrides(
     log: Callable[[str], None] = print,
 ) -> list[str]:
     """Compare the configuration a resumed run was given with the checkpoint's; log one
-    ``override:`` line per difference and return those lines.
+    ``override:`` line per difference and return those lines. The checkpoint's numeric settings
+    (:func:`restore_numeric_settings`) are restored, threads too unless ``run`` records them.
 
     Raises:
         ValueError: a field of :data:`FIXED_ON_RESUME` differs (one sentence naming it, both values
@@ -155,6 +293,8 @@ def resume_overrides(
         ]
     for line in lines:
         log(line)
+    # threads travel in the run settings when the caller records them (an explicit --threads wins)
+    restore_numeric_settings(saved.numerics, log, keep=("threads",) if run is not None and "threads" in run else ())
     return lines
 
 

@@ -18,7 +18,7 @@ from .data_module import AF2DataModule
 from .init_weights import init_from_weights
 from .lightning_module import AlphaFoldLightning
 from .progress import StepTimer, make_loggers
-from .resume import ApplyTrainConfig, RunSettingsCallback, resume_overrides
+from .resume import ApplyTrainConfig, RunSettingsCallback, remove_stale_temporaries, resume_overrides
 from .strategies import make_strategy
 
 __all__ = ["build_trainer", "train", "PRECISIONS"]
@@ -133,6 +133,7 @@ def train(
     if resume is not None and init_weights is not None:
         raise ValueError("--init-weights starts a new run from given weights and --resume continues a run: give one")
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    remove_stale_temporaries(Path(out_dir) / "checkpoints", log)  # helper E: leftovers of a killed write
     if resume is not None:
         saved, _ = read_checkpoint_config(resume)
         check_config_compatible(saved, model_config)
