@@ -278,6 +278,23 @@ def test_outputs_hold_no_local_paths_unless_asked(tmp_path, tiny_weights):
     assert scores["weights"] == str(tiny_weights)
 
 
+def test_a_long_header_is_capped_in_the_scores_json(tmp_path, tiny_weights):
+    from alphafold_mem.predict.targets import DESCRIPTION_CHARS, DESCRIPTION_FULL_CHARS
+
+    header = "p " + "w" * 2_000_000
+    fasta = tmp_path / "in.fasta"
+    fasta.write_text(f">{header}\nMKVLAGH\n")
+    run, _, _ = _predict(fasta, tmp_path / "out", tiny_weights)
+    assert run.exit_code == 0
+    text = (tmp_path / "out" / "p_scores.json").read_text()
+    scores = json.loads(text)
+    assert len(text) < DESCRIPTION_FULL_CHARS + 20_000
+    more = len(header) - DESCRIPTION_CHARS
+    assert scores["description"] == header[:DESCRIPTION_CHARS] + f" [... {more} more characters]"
+    assert scores["description_full"].startswith(header[:DESCRIPTION_FULL_CHARS] + " [... ")
+    assert scores["description_length"] == len(header)
+
+
 def test_a_nan_template_coordinate_never_reaches_the_model(tmp_path, tiny_weights, monkeypatch):
     import alphafold_mem.data as data
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..data import InputError, make_features, parse_msa, read_structure
+from ..data.formats import GZIP_SUFFIX, STRUCTURE, suffixes
 from ..data.structure import ProteinChain
 from ..predict import collect_targets
 
@@ -34,7 +35,8 @@ __all__ = ["Chain", "REPO_DATA", "discover_chains", "chain_features", "experimen
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 
 _STRUCTURE_DIRS = ("mmcif", "pdb")
-_STRUCTURE_SUFFIXES = (".cif", ".mmcif", ".pdb", ".ent", ".cif.gz", ".pdb.gz")
+#: The structure suffixes of :mod:`alphafold_mem.data.formats`, uncompressed ones first.
+_STRUCTURE_SUFFIXES = suffixes(STRUCTURE) + tuple(s + GZIP_SUFFIX for s in suffixes(STRUCTURE))
 
 
 @dataclass

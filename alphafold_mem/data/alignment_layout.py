@@ -21,11 +21,12 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from .formats import MSA, format_of
+
 __all__ = ["alignment_files", "msa_row_cap", "template_hits_file", "MSA_ROW_CAPS", "TEMPLATE_HIT_NAMES"]
 
 MSA_ROW_CAPS = {"uniref90": 10_000, "mgnify": 501}
 TEMPLATE_HIT_NAMES = ("pdb70_hits.hhr", "hmm_output.sto", "pdb_hits.sto")
-_MSA_SUFFIXES = (".a3m", ".sto", ".a3m.gz", ".sto.gz")
 _PAIRING_ONLY = ("pairing.", "uniprot_hits.")
 
 
@@ -36,13 +37,14 @@ def msa_row_cap(path) -> Optional[int]:
 
 
 def alignment_files(folder) -> list[tuple[Path, Optional[int]]]:
-    """The MSA files of a chain folder in AF2 merge order, with their row caps. Template hit files
-    and multimer-only files (``pairing.a3m``, ``uniprot_hits.sto``) are left out."""
+    """The MSA files of a chain folder (alignment suffixes of :mod:`.formats`, optionally ``.gz``) in AF2
+    merge order, with their row caps. Template hit files and multimer-only files (``pairing.a3m``,
+    ``uniprot_hits.sto``) are left out."""
     folder = Path(folder)
     files = [
         p
         for p in sorted(folder.iterdir())
-        if p.name.lower().endswith(_MSA_SUFFIXES)
+        if format_of(p.name, MSA) is not None
         and not p.name.lower().startswith(_PAIRING_ONLY)
         and p.name not in TEMPLATE_HIT_NAMES
     ]
@@ -53,7 +55,7 @@ def alignment_files(folder) -> list[tuple[Path, Optional[int]]]:
             return 0
         if n.startswith("mgnify"):
             return 2
-        if n.startswith(("bfd", "small_bfd")) or n.endswith((".a3m", ".a3m.gz")):
+        if n.startswith(("bfd", "small_bfd")) or format_of(n, MSA).name == "A3M":
             return 1
         return 3
 

@@ -224,10 +224,11 @@ def parse_fasta(path, *, skip_nucleic: bool = True, allow_chain_breaks: bool = F
         The protein records in file order.
 
     Raises:
-        InputError: missing or empty file, text before the first header, an empty record, no protein
-            record, or an invalid character; the message names file, record and line:column.
+        InputError: missing, empty or binary file (:func:`~.text.check_file`), text before the first
+            header, an empty record, no protein record, or an invalid character; the message names
+            file, record and line:column.
     """
-    path = check_file(path)
+    path = check_file(path, "FASTA text")
     with open_text(path) as handle:
         return _fasta_from_lines(handle, path, skip_nucleic=skip_nucleic, allow_chain_breaks=allow_chain_breaks)
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 from Bio import AlignIO
 
 from .errors import InputError, note_input, warn_input
+from .formats import ALIGNED, FASTA, MSA, require_format
 from .names import sanitize_name
 from .text import check_file, describe_char, open_text, split_records
 
@@ -336,17 +336,15 @@ def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None
 
 
 def parse_msa(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
-    """Parse an alignment by extension: ``.a3m`` / ``.fasta`` / ``.fa`` (A3M rules) or ``.sto`` /
-    ``.stockholm`` (optionally ``.gz``). See :func:`parse_a3m`, :func:`parse_stockholm`.
+    """Parse an alignment by its suffix (:mod:`.formats`, optionally ``.gz``): A3M rules for ``.a3m``,
+    aligned FASTA (``.afa``, ``.aln``) and the FASTA suffixes; :func:`parse_stockholm` for ``.sto``,
+    ``.stockholm``, ``.stk``. See :func:`parse_a3m`.
 
     Raises:
-        InputError: unknown extension, or any error of the format's parser.
+        InputError: unknown suffix (one line listing the accepted ones), or any error of the format's
+            parser.
     """
     name = os.fspath(path)
-    base = name[:-3] if name.endswith(".gz") else name
-    suffix = Path(base).suffix.lower()
-    if suffix in (".a3m", ".fasta", ".fa", ".afa", ".aln"):
-        return parse_a3m(name, query=query, max_sequences=max_sequences)
-    if suffix in (".sto", ".stockholm", ".stk"):
-        return parse_stockholm(name, query=query, max_sequences=max_sequences)
-    raise InputError(f"unknown alignment format {suffix!r} (expected .a3m or .sto)", file=name)
+    found = require_format(name, MSA, ALIGNED, FASTA, what="alignment")
+    reader = parse_stockholm if found.reader == "parse_stockholm" else parse_a3m  # FASTA: A3M rules
+    return reader(name, query=query, max_sequences=max_sequences)

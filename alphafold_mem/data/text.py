@@ -1,8 +1,9 @@
 """Low-level text input shared by the FASTA and A3M/Stockholm parsers: opening plain or ``.gz``
-files, checking that a path names a readable file, and splitting ``>``-records with Biopython's
-``SimpleFastaParser`` while remembering the 1-based line and column every character came from, so
-that errors can point at it. ``;``, ``#`` and ``!`` lines in column 1 are comments (Pearson/BLAST
-conventions) and CRLF endings are normalised.
+files (``.gz`` in any letter case, :mod:`.formats`), checking that a path names a readable text file
+(:func:`check_file`; binary content is refused in one line, :func:`binary_content`), and splitting
+``>``-records with Biopython's ``SimpleFastaParser`` while remembering the 1-based line and column
+every character came from, so that errors can point at it. ``;``, ``#`` and ``!`` lines in column 1
+are comments (Pearson/BLAST conventions) and CRLF endings are normalised.
 """
 
 from __future__ import annotations
@@ -10,15 +11,35 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import zlib
 from typing import Iterable, Iterator
 
 from Bio.SeqIO.FastaIO import SimpleFastaParser
 
 from .errors import InputError
+from .formats import is_gzip
 
-__all__ = ["TrackedLines", "open_text", "check_file", "split_records", "describe_char"]
+__all__ = [
+    "TrackedLines",
+    "NotTextError",
+    "open_text",
+    "check_file",
+    "binary_content",
+    "split_records",
+    "describe_char",
+    "HEAD_BYTES",
+]
 
 _COMMENT_STARTS = (";", "#", "!")
+#: How much of a file :func:`check_file` reads to tell text from binary content.
+HEAD_BYTES = 65536
+_C0 = bytes(b for b in range(32) if b not in b"\t\n\v\f\r") + b"\x7f"
+_C1 = bytes(range(0x80, 0xA0))
+
+
+class NotTextError(InputError):
+    """The file is missing, a directory, or not text (binary, compressed without ``.gz``, UTF-16):
+    nothing in it can be located by line, so callers report this one line for the whole file."""
 
 
 class TrackedLines:
@@ -67,21 +88,70 @@ class TrackedLines:
 
 
 def open_text(path) -> io.TextIOBase:
-    """Open ``path`` (``.gz`` decompressed) as UTF-8 text, bad bytes replaced, newlines untranslated."""
+    """Open ``path`` (``.gz`` decompressed, any letter case) as UTF-8 text, bad bytes replaced, newlines
+    untranslated."""
     path = os.fspath(path)
-    if path.endswith(".gz"):
+    if is_gzip(path):
         return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
     return open(path, "r", encoding="utf-8", errors="replace", newline="")
 
 
-def check_file(path) -> str:
-    """``path`` as a string; :class:`InputError` when it does not exist or is a directory."""
+def check_file(path, what: str = "text") -> str:
+    """``path`` as a string, once its first :data:`HEAD_BYTES` (decompressed for ``.gz``) read as text.
+
+    Args:
+        path: the file.
+        what: what the file should hold, for the message (``"FASTA text"``).
+
+    Raises:
+        NotTextError: the file does not exist, is a directory, cannot be read, is named ``.gz`` but is
+            not gzip data, or its content is not text (:func:`binary_content`); one line naming the
+            file and what to do, no raw bytes.
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise InputError("file not found", file=path)
+        raise NotTextError("file not found", file=path)
     if os.path.isdir(path):
-        raise InputError("is a directory, expected a file", file=path)
+        raise NotTextError("is a directory, expected a file", file=path)
+    try:
+        with gzip.open(path, "rb") if is_gzip(path) else open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except gzip.BadGzipFile as exc:
+        raise NotTextError("named .gz but not gzip-compressed: rename it without .gz", file=path) from exc
+    except (EOFError, zlib.error) as exc:
+        raise NotTextError("gzip data truncated or corrupt: download or compress it again", file=path) from exc
+    except OSError as exc:
+        raise NotTextError(f"cannot be read ({exc.strerror or exc})", file=path) from exc
+    why = binary_content(head)
+    if why:
+        raise NotTextError(f"{why}; expected {what}", file=path)
     return path
+
+
+def binary_content(head: bytes) -> str | None:
+    """Why ``head`` (the first bytes of a file) is not text, or None for text.
+
+    Not text: gzip data (magic ``1f 8b``), UTF-16 (a byte-order mark), a NUL byte, or more than 5 %
+    control bytes (C0 other than tab, line and page breaks; DEL; and C1 ``0x80-0x9f`` unless the bytes
+    are valid UTF-8). Latin-1 or Windows-1252 text with a few accented letters is text.
+    """
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip-compressed content in a file not named .gz: rename it to end in .gz, or decompress it"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text (byte-order mark): save it as UTF-8 or ASCII"
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        return f"binary content, not text (a NUL byte at offset {nul})"
+    try:
+        head.decode("utf-8")
+        controls = _C0
+    except UnicodeDecodeError as exc:
+        truncated = exc.reason == "unexpected end of data" and exc.start >= len(head) - 3
+        controls = _C0 if truncated else _C0 + _C1
+    count = len(head) - len(head.translate(None, controls))
+    if count > max(2, len(head) // 20):
+        return f"binary content, not text ({count} control bytes in the first {len(head)})"
+    return None
 
 
 def split_records(lines: Iterable[str]) -> tuple[TrackedLines, list[tuple[str, str]]]:

@@ -1,5 +1,6 @@
 """Which files of the prediction inputs are read, and as what: FASTA, alignment (``.a3m``/``.sto``,
-first row = query) or structure (``.cif``/``.pdb``: one target per protein chain).
+first row = query) or structure (``.cif``/``.pdb``: one target per protein chain), by the suffix
+table of :mod:`alphafold_mem.data.formats` (optionally ``.gz``, any letter case).
 
 A file named on the command line is read by its extension (FASTA for anything that is neither an
 alignment nor a structure). In an input directory every entry is either used or listed as ignored
@@ -15,46 +16,41 @@ import gzip
 import os
 from typing import Callable
 
+from ..data.formats import FASTA, MSA, STRUCTURE, format_of, is_gzip, suffixes
+from ..data.text import HEAD_BYTES, binary_content
 from .errors import PredictError
 
 __all__ = ["FASTA_SUFFIXES", "MSA_SUFFIXES", "STRUCTURE_SUFFIXES", "file_kind", "input_files", "sniff_fasta"]
 
-FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fas", ".fsa", ".seq")
-MSA_SUFFIXES = (".a3m", ".sto", ".stockholm")
-STRUCTURE_SUFFIXES = (".cif", ".mmcif", ".pdb", ".ent")
-_SNIFF_BYTES = 65536
-
-
-def _base(path: str) -> str:
-    name = os.path.basename(path).lower()
-    return name[:-3] if name.endswith(".gz") else name
+#: The suffixes of :mod:`alphafold_mem.data.formats` by kind (lower case, without ``.gz``).
+FASTA_SUFFIXES = suffixes(FASTA)
+MSA_SUFFIXES = suffixes(MSA)
+STRUCTURE_SUFFIXES = suffixes(STRUCTURE)
 
 
 def file_kind(path: str) -> str:
-    """``"msa"``, ``"structure"``, ``"fasta"`` (by extension) or ``""`` (unknown extension)."""
-    base = _base(path)
-    if base.endswith(MSA_SUFFIXES):
-        return "msa"
-    if base.endswith(STRUCTURE_SUFFIXES):
-        return "structure"
-    if base.endswith(FASTA_SUFFIXES):
-        return "fasta"
-    return ""
+    """``"msa"``, ``"structure"``, ``"fasta"`` (by suffix, :mod:`alphafold_mem.data.formats`) or ``""``
+    (a suffix that is no prediction input, aligned FASTA included)."""
+    found = format_of(path, FASTA, MSA, STRUCTURE)
+    return found.kind if found else ""
 
 
 def sniff_fasta(path: str) -> tuple[bool, str]:
     """``(True, "")`` when the first non-blank, non-comment line of ``path`` (optionally ``.gz``) is a
     ``>`` header; else ``(False, reason)``."""
     try:
-        opener = gzip.open if path.endswith(".gz") else open
+        opener = gzip.open if is_gzip(path) else open
         with opener(path, "rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
-    except OSError as exc:
-        return False, f"cannot be read ({exc.strerror or exc})"
+            head = fh.read(HEAD_BYTES)
+    except (OSError, EOFError) as exc:
+        return False, f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
     if not head.strip():
         return False, "empty file"
     if b"\x00" in head:
         return False, "binary file"
+    why = binary_content(head)
+    if why:
+        return False, why
     for line in head.decode("utf-8", errors="replace").splitlines():
         text = line.strip()
         if not text or text.startswith((";", "#", "!")):
@@ -77,15 +73,15 @@ def _directory(path: str, log: Callable[[str], None]) -> list[tuple[str, str]]:
             ignored.append((entry + "/", "a directory (input directories are not searched recursively)"))
         elif not os.path.isfile(full):
             ignored.append((entry, "not a regular file"))
-        elif kind == "msa":
+        elif kind == MSA:
             ignored.append((entry, "an alignment: give it as the input itself, or with --msa / --msa-dir"))
-        elif kind in ("fasta", "structure"):
+        elif kind in (FASTA, STRUCTURE):
             used.append((full, kind))
         else:
             ok, why = sniff_fasta(full)
             if ok:
                 log(f"note: {full}: no FASTA extension, but its content starts with a '>' header: read as FASTA")
-                used.append((full, "fasta"))
+                used.append((full, FASTA))
             else:
                 ignored.append((entry, why))
     shown = ", ".join(os.path.basename(f) for f, _ in used) or "none"
@@ -120,5 +116,5 @@ def input_files(inputs, log: Callable[[str], None] = print) -> list[tuple[str, s
         elif not os.path.exists(path):
             raise PredictError(f"{path}: input not found")
         else:
-            files.append((path, file_kind(path) or "fasta"))
+            files.append((path, file_kind(path) or FASTA))
     return files

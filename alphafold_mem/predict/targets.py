@@ -17,10 +17,12 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from ..data.alignment_layout import msa_row_cap
+from ..data.formats import FASTA, GZIP_SUFFIX, MSA, STRUCTURE, is_gzip, strip_gzip
 from ..data.neff import neff
+from ..data.text import NotTextError
 from .errors import PredictError
 from .inputs import FASTA_SUFFIXES, MSA_SUFFIXES, input_files
 
@@ -33,7 +35,15 @@ __all__ = [
     "measure_searched",
     "FASTA_SUFFIXES",
     "MSA_SUFFIXES",
+    "DESCRIPTION_CHARS",
+    "DESCRIPTION_FULL_CHARS",
+    "description_fields",
 ]
+
+#: Characters of a header kept in the scores JSON's ``description`` (:func:`description_fields`).
+DESCRIPTION_CHARS = 200
+#: Characters of a longer header kept in ``description_full``.
+DESCRIPTION_FULL_CHARS = 10_000
 
 
 @dataclass
@@ -52,6 +62,8 @@ class Target:
         order: position among the run's inputs (for the summary table).
         provenance: what produced (will produce) the outputs (:mod:`.provenance`), set by the run.
         record_paths: write local paths (inputs, weights) into the output files.
+        input_id: the record id as the input gives it (first header token, ``<file stem>_<chain>``),
+            before :func:`alphafold_mem.data.names.sanitize_name` made ``name`` from it.
     """
 
     name: str
@@ -67,6 +79,30 @@ class Target:
     provenance: dict = field(default_factory=dict, repr=False)
     record_paths: bool = False
     measured_files: tuple = field(default=(), repr=False)
+    input_id: Optional[str] = field(default=None, repr=False)
+
+    def description_fields(self) -> dict:
+        """The description's fields of the scores JSON (:func:`description_fields`)."""
+        return description_fields(self.description)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} [... {len(text) - limit} more characters]"
+
+
+def description_fields(description: str) -> dict:
+    """A header for the scores JSON, capped: ``{"description": ...}`` with at most
+    :data:`DESCRIPTION_CHARS` (200) characters; a longer header is cut there with the marker
+    ``" [... N more characters]"`` and comes whole in ``"description_full"`` up to
+    :data:`DESCRIPTION_FULL_CHARS` (10,000) characters (cut with the same marker past that), with its
+    length in ``"description_length"`` (characters)."""
+    if len(description) <= DESCRIPTION_CHARS:
+        return {"description": description}
+    return {
+        "description": _cut(description, DESCRIPTION_CHARS),
+        "description_full": _cut(description, DESCRIPTION_FULL_CHARS),
+        "description_length": len(description),
+    }
 
 
 @dataclass(frozen=True)
@@ -77,11 +113,6 @@ class Rejected:
     message: str
     order: int
     length: Optional[int] = None
-
-
-def _is_msa_file(path: str) -> bool:
-    base = path[:-3] if path.endswith(".gz") else path
-    return base.lower().endswith(MSA_SUFFIXES)
 
 
 def _emit_warnings(caught, log) -> None:
@@ -106,9 +137,11 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
             records = list(parse_fasta(path))
             _emit_warnings(caught, log)
             return records, []
+        except NotTextError as exc:  # binary, unreadable: one line for the file, no record to split
+            return [], [(0, str(exc))]
         except InputError as exc:
             whole = exc
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = gzip.open if is_gzip(path) else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
             lines = list(fh)
@@ -163,7 +196,7 @@ def _unique_names(targets: list[Target], log) -> None:
 def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
     found = []
     for suffix in MSA_SUFFIXES:
-        for candidate in (f"{name}{suffix}", f"{name}{suffix}.gz"):
+        for candidate in (f"{name}{suffix}", f"{name}{suffix}{GZIP_SUFFIX}"):
             path = os.path.join(msa_dir, candidate)
             if os.path.isfile(path):
                 found.append(path)
@@ -173,6 +206,85 @@ def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
 
         found = [str(p) for p, _ in alignment_files(folder)]
     return found
+
+
+#: What an input file gives, in file order: a :class:`Target`, or ``(record name, error line)`` for a
+#: rejected record.
+_Item = Union[Target, tuple[str, str]]
+
+
+def _fasta_targets(path: str, log) -> list[_Item]:
+    """The records of a FASTA file as targets, and its rejected records, in file order."""
+    records, errors = _read_fasta(path, log)
+    items = [(line, 0, message) for line, message in errors] + [(rec.line, 1, rec) for rec in records]
+    out: list[_Item] = []
+    for _, is_record, item in sorted(items, key=lambda x: (x[0], x[1])):  # file order
+        if is_record:
+            token = item.description.split(maxsplit=1)[0] if item.description.strip() else ""
+            out.append(Target(item.name, item.sequence, item.description, f"{path}:{item.line}", input_id=token))
+        else:
+            out.append((_record_of(item) or Path(path).name, item))
+    return out
+
+
+def _alignment_target(path: str, log) -> list[_Item]:
+    """An ``.a3m``/``.sto`` input: one target, its first row the query (or its rejection)."""
+    from ..data import InputError, parse_msa
+    from ..data.names import sanitize_name
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            parsed = parse_msa(path)
+        except InputError as exc:
+            _emit_warnings(caught, log)
+            return [(Path(path).name, str(exc))]
+    _emit_warnings(caught, log)
+    if parsed.depth == 0:
+        return [(Path(path).name, f"{path}: empty alignment, no query row")]
+    query = parsed.query.replace("-", "")
+    if len(query) != len(parsed.query):
+        return [
+            (
+                Path(path).name,
+                f"{path}:1: record '{parsed.descriptions[0][:40]}': the first row (the query) contains gaps",
+            )
+        ]
+    description = parsed.descriptions[0]
+    name = sanitize_name(description, Path(strip_gzip(path)).stem)
+    _warn_unknown(query, f"{path}:1: record '{name}'", log)
+    token = description.split(maxsplit=1)[0] if description.strip() else ""
+    return [Target(name, query, description, path, (path,), [parsed], from_alignment=True, input_id=token)]
+
+
+def _structure_targets(path: str, log) -> list[_Item]:
+    found, problem = _read_structure_targets(path, log)
+    return found + ([(Path(path).name, problem)] if problem else [])
+
+
+#: How each kind of input file (:func:`.inputs.input_files`, :mod:`alphafold_mem.data.formats`) becomes
+#: targets.
+_TARGETS_OF: dict[str, Callable[[str, Callable[[str], None]], list[_Item]]] = {
+    FASTA: _fasta_targets,
+    MSA: _alignment_target,
+    STRUCTURE: _structure_targets,
+}
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _log_renames(targets: list[Target], log) -> None:
+    """One ``note:`` line per target whose record id was changed to make a file name."""
+    from ..data.names import sanitize_name
+
+    for t in targets:
+        if t.input_id is not None and sanitize_name(t.input_id, "") != t.input_id:
+            log(
+                f"note: {t.source}: record '{_shown(t.input_id)}' written as '{t.name}' (output file names "
+                "keep only the letters A-Z a-z, digits and . _ -, at most 64 characters)"
+            )
 
 
 def collect_targets(
@@ -191,7 +303,8 @@ def collect_targets(
             per protein chain), a directory of such files (:mod:`.inputs`), or a list of these.
         msa: one alignment file for a single-target input.
         msa_dir: directory with ``<id>.a3m``/``<id>.sto`` or a folder ``<id>/`` of alignment files.
-        log: receives ``error:``/``warning:``/``note:`` lines as they are found.
+        log: receives ``error:``/``warning:``/``note:`` lines as they are found (a ``note:`` per record
+            id changed to make a file name: ``record 'X' written as 'Y'``).
         single_sequence: ignore alignments (alignment inputs give their query only).
         min_msa_depth: reject targets whose MSA has fewer distinct rows (query included; 1 without
             an MSA).
@@ -202,12 +315,8 @@ def collect_targets(
     Raises:
         PredictError: no usable input at all, or MSA options that do not fit the input.
     """
-    from ..data import InputError, parse_msa
-    from ..data.names import sanitize_name
-
     targets: list[Target] = []
     rejected: list[Rejected] = []
-
     counter = itertools.count()
 
     def reject(name: str, message: str, order: Optional[int] = None, length: Optional[int] = None) -> None:
@@ -215,121 +324,86 @@ def collect_targets(
         rejected.append(Rejected(name, message, next(counter) if order is None else order, length))
 
     for path, kind in input_files(inputs, log):
-        if kind == "structure":
-            found, problem = _read_structure_targets(path, log)
-            for t in found:
-                t.order = next(counter)
-                targets.append(t)
-            if problem:
-                reject(Path(path).name, problem)
-            continue
-        if kind == "msa":
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    parsed = parse_msa(path)
-                except InputError as exc:
-                    _emit_warnings(caught, log)
-                    reject(Path(path).name, str(exc))
-                    continue
-            _emit_warnings(caught, log)
-            if parsed.depth == 0:
-                reject(Path(path).name, f"{path}: empty alignment, no query row")
-                continue
-            query = parsed.query.replace("-", "")
-            if len(query) != len(parsed.query):
-                reject(
-                    Path(path).name,
-                    f"{path}:1: record '{parsed.descriptions[0][:40]}': the first row (the query) contains gaps",
-                )
-                continue
-            stem = Path(path[:-3] if path.endswith(".gz") else path).stem
-            name = sanitize_name(parsed.descriptions[0], stem)
-            _warn_unknown(query, f"{path}:1: record '{name}'", log)
-            targets.append(
-                Target(
-                    name,
-                    query,
-                    parsed.descriptions[0],
-                    path,
-                    (path,),
-                    [parsed],
-                    from_alignment=True,
-                    order=next(counter),
-                )
-            )
-            continue
-        records, errors = _read_fasta(path, log)
-        items = [(line, 0, message) for line, message in errors] + [(rec.line, 1, rec) for rec in records]
-        for _, is_record, item in sorted(items, key=lambda x: (x[0], x[1])):  # file order
-            if is_record:
-                targets.append(
-                    Target(item.name, item.sequence, item.description, f"{path}:{item.line}", order=next(counter))
-                )
+        for item in _TARGETS_OF[kind](path, log):
+            if isinstance(item, Target):
+                item.order = next(counter)
+                targets.append(item)
             else:
-                reject(_record_of(item) or Path(path).name, item)
-
+                reject(*item)
+    _log_renames(targets, log)
     _unique_names(targets, log)
+    targets = _attach_msas(targets, msa, msa_dir, len(rejected), reject)
+    valid = []
+    for t in targets:
+        problem = _read_msas(t, single_sequence, log) or measure_msa(t, min_msa_depth, log)
+        if problem:
+            reject(t.name, problem, t.order, len(t.sequence))
+        else:
+            valid.append(t)
+    return valid, rejected
 
+
+def _attach_msas(targets: list[Target], msa, msa_dir, n_rejected: int, reject) -> list[Target]:
+    """Give the targets their ``--msa`` file or ``--msa-dir`` alignments; those without one in
+    ``msa_dir`` are rejected. Alignment inputs keep their own."""
     if msa is not None:
         from_a3m = [t for t in targets if t.from_alignment]
         if from_a3m:
             raise PredictError(f"--msa {msa} given with an alignment input ({from_a3m[0].source}); give one of them")
-        if len(targets) + len(rejected) != 1:
+        if len(targets) + n_rejected != 1:
             raise PredictError(
                 f"--msa {msa} is for a single target but the input holds "
-                f"{len(targets) + len(rejected)}; use --msa-dir with <record id>.a3m files"
+                f"{len(targets) + n_rejected}; use --msa-dir with <record id>.a3m files"
             )
         if not os.path.isfile(os.fspath(msa)):
             raise PredictError(f"{os.fspath(msa)}: MSA file not found")
         for t in targets:
             t.msa_files = (os.fspath(msa),)
-    elif msa_dir is not None:
-        msa_dir = os.fspath(msa_dir)
-        if not os.path.isdir(msa_dir):
-            raise PredictError(f"{msa_dir}: --msa-dir is not a directory")
-        keep = []
-        for t in targets:
-            if t.from_alignment:
-                keep.append(t)
-                continue
-            files = _msa_files_in_dir(msa_dir, t.name)
-            if not files:
-                reject(
-                    t.name,
-                    f"{t.source}: record '{t.name}': no alignment in {msa_dir} (looked for "
-                    f"{t.name}.a3m, {t.name}.sto and a folder {t.name}/)",
-                    t.order,
-                    len(t.sequence),
-                )
-                continue
-            t.msa_files = tuple(files)
-            keep.append(t)
-        targets = keep
-
-    valid = []
+        return targets
+    if msa_dir is None:
+        return targets
+    msa_dir = os.fspath(msa_dir)
+    if not os.path.isdir(msa_dir):
+        raise PredictError(f"{msa_dir}: --msa-dir is not a directory")
+    keep = []
     for t in targets:
-        if single_sequence:
-            t.msa_files, t.msas = (), []
-        if t.msa_files and not t.msas:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
-                except InputError as exc:
-                    _emit_warnings(caught, log)
-                    message = str(exc)
-                    if exc.record is None:
-                        message = f"{message} (MSA for record '{t.name}')"
-                    reject(t.name, message, t.order, len(t.sequence))
-                    continue
-            _emit_warnings(caught, log)
-        problem = measure_msa(t, min_msa_depth, log)
-        if problem:
-            reject(t.name, problem, t.order, len(t.sequence))
+        if t.from_alignment:
+            keep.append(t)
             continue
-        valid.append(t)
-    return valid, rejected
+        files = _msa_files_in_dir(msa_dir, t.name)
+        if not files:
+            reject(
+                t.name,
+                f"{t.source}: record '{t.name}': no alignment in {msa_dir} (looked for "
+                f"{t.name}.a3m, {t.name}.sto and a folder {t.name}/)",
+                t.order,
+                len(t.sequence),
+            )
+            continue
+        t.msa_files = tuple(files)
+        keep.append(t)
+    return keep
+
+
+def _read_msas(t: Target, single_sequence: bool, log) -> Optional[str]:
+    """Parse ``t``'s MSA files (none with ``single_sequence``) into ``t.msas``; the error line of the
+    first that does not parse, else None."""
+    from ..data import InputError, parse_msa
+
+    if single_sequence:
+        t.msa_files, t.msas = (), []
+    if not t.msa_files or t.msas:
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
+        except InputError as exc:
+            _emit_warnings(caught, log)
+            message = str(exc)
+            return message if exc.record is not None else f"{message} (MSA for record '{t.name}')"
+    _emit_warnings(caught, log)
+    return None
 
 
 def measure_searched(
@@ -419,11 +493,13 @@ def _read_structure_targets(path: str, log) -> tuple[list[Target], Optional[str]
     for chain_id, reason in structure.dropped:
         log(f"warning: {path}: record '{chain_id}': protein chain not predicted: {reason}")
     out = []
-    stem = Path(path[:-3] if path.endswith(".gz") else path).stem
+    stem = Path(strip_gzip(path)).stem
     for chain in structure.chains.values():
-        name = sanitize_name(f"{stem}_{chain.chain_id}", f"chain_{chain.chain_id}")
+        token = f"{stem}_{chain.chain_id}"
+        name = sanitize_name(token, f"chain_{chain.chain_id}")
         _warn_unknown(chain.sequence, f"{path}: record '{name}'", log)
-        out.append(Target(name, chain.sequence, f"{structure.pdb_id} chain {chain.chain_id} ({Path(path).name})", path))
+        description = f"{structure.pdb_id} chain {chain.chain_id} ({Path(path).name})"
+        out.append(Target(name, chain.sequence, description, path, input_id=token))
     return out, None
 
 
