@@ -90,3 +90,34 @@ def test_training_drop_reasons_in_words(tmp_path):
     ds = ProteinChainDataset(ChainIndex.load(tmp_path / "index.json"), model_config("tiny"))
     reasons = {r["item"]: r["reason"] for r in ds.rejected}
     assert reasons == {"one_residue_A": "too short"}
+
+
+def test_alignment_with_another_query_is_counted_at_start_up_and_not_warned_per_draw(tmp_path):
+    from alphafold_mem import model_config
+    from alphafold_mem.train.data_report import DataReport
+
+    (tmp_path / "mmcif").mkdir()
+    (tmp_path / "mmcif" / "2q2k.cif").write_bytes((REPO_DATA / "mmcif" / "2q2k.cif").read_bytes())
+    folder = tmp_path / "alignments" / "2q2k_A"
+    folder.mkdir(parents=True)
+    (folder / "uniref90_hits.sto").write_bytes((REPO_DATA / "alignments" / "2q2k_A" / "uniref90_hits.sto").read_bytes())
+    (folder / "bfd_uniclust_hits.a3m").write_bytes((FAULTS / "2q2k_A_wrong_query.a3m").read_bytes())
+    index = build_chain_index([tmp_path / "mmcif"], tmp_path / "alignments", tmp_path / "index.json")
+    mismatch = [s for s in index.skipped if s["reason"] == "alignment query differs from the chain"]
+    assert [s["item"] for s in mismatch] == ["2q2k_A", "2q2k_B"]  # B shares A's folder (same sequence)
+    assert "bfd_uniclust_hits.a3m: first row differs from the query at position 5" in mismatch[0]["detail"]
+    report = DataReport()
+    report.add_index(index)
+    assert report.dropped == [] and report.notes == mismatch
+    assert any(line.startswith("data: alignment query differs from the chain: 2 (") for line in report.lines())
+    ds = ProteinChainDataset(ChainIndex.load(tmp_path / "index.json"), model_config("tiny"))
+    entry = next(e for e in ds.entries if e["name"] == "2q2k_A")
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            msas = ds.load_msas(entry)
+    assert len(msas) == 1 and str(msas[0].path).endswith("uniref90_hits.sto")
+    assert not [w for w in caught if "bfd_uniclust_hits" in str(w.message)]
+    assert ds.num_skipped_files == 0

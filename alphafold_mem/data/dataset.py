@@ -18,7 +18,8 @@ points to a per-chain ``.npz`` cache of the parsed coordinates so that training 
 mmCIF. Paths in the index are relative to the index file.
 
 Nothing is dropped without a record: unreadable structures, protein chains without modelled atoms,
-duplicate chains and alignment folders that no chain uses are listed in the index's ``skipped``
+duplicate chains, alignment folders that no chain uses and alignment files whose first row is not
+the chain's sequence (the chain is kept without them) are listed in the index's ``skipped``
 list with a ``reason`` (:mod:`.drops`); the parser's notes and warnings per structure go to its
 ``notes`` list. Robustness: required inputs (index, files it names) are validated when the dataset
 is built (rejected entries are kept in ``rejected``, with reasons, and an index with nothing usable
@@ -59,6 +60,25 @@ INDEX_VERSION = 1
 #: The shortest chain :class:`ProteinChainDataset` trains on by default: one residue has no residue
 #: pairs (distogram, pair representation) to learn from.
 MIN_CHAIN_LENGTH = 2
+
+
+#: The drop reason (:mod:`.drops`) of an alignment file whose first row is not the chain's sequence;
+#: the chain itself is used, without that file.
+_ALIGNMENT_REASON = "alignment query differs from the chain"
+
+
+def _alignment_problems(folder: Path, sequence: str) -> list[tuple[Path, str]]:
+    """``(file, reason)`` for each alignment of ``folder`` whose first row is not ``sequence`` or that
+    cannot be read (its first record only)."""
+    problems = []
+    for path, _ in alignment_files(folder):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an empty file is a query-only MSA, fine
+                parse_msa(path, query=sequence, max_sequences=1)
+        except InputError as exc:
+            problems.append((path, exc.reason))
+    return problems
 
 
 def _folder_query(folder: Path) -> str | None:
@@ -252,8 +272,15 @@ def build_chain_index(
                         if q is not None:
                             by_query.setdefault(q, sub)
                 folder = by_query.get(chain.sequence)
+            mismatched: list[str] = []
             if folder is not None:
                 used_folders.add(folder)
+                for bad, why in _alignment_problems(folder, chain.sequence):
+                    warn_input(f"alignment left out for this chain: {why}", file=bad, record=chain.name)
+                    mismatched.append(_rel(bad, root))
+                    index.skipped.append(
+                        drop(_ALIGNMENT_REASON, chain.name, f"{bad.name}: {why}", alignment=_rel(bad, root))
+                    )
             cache = None
             if cache_dir is not None:
                 cache = Path(cache_dir) / f"{chain.name}.npz"
@@ -276,6 +303,7 @@ def build_chain_index(
                     "release_date": chain.release_date,
                     "method": chain.method,
                     "modified": [list(m) for m in chain.modified],
+                    **({"alignments_left_out": mismatched} if mismatched else {}),
                 }
             )
     for name, sub in folders.items():
@@ -338,6 +366,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         self.epoch = 0
         self.num_skipped = 0
         self.num_skipped_files = 0
+        self._bad_files: set[Path] = set()  # alignments that failed at a draw (warned once each)
         self.entries = []
         self.rejected: list[dict] = []  # drop entries (.drops) of the index entries left out
         for entry in self.index.entries:
@@ -435,18 +464,26 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         return chain
 
     def load_msas(self, entry: dict) -> list[Msa]:
-        """The entry's alignments (AF2 order and caps); a bad file is skipped with a counted warning."""
+        """The entry's alignments (AF2 order and caps). Files the index left out
+        (``alignments_left_out``: first row not the chain's sequence, counted at start-up) are skipped
+        silently; another bad file is skipped with one counted warning (once per file)."""
         folder = self.index.resolve(entry.get("alignment_dir"))
         if folder is None:
             return []
         msas = []
+        left_out = {self.index.resolve(rel) for rel in entry.get("alignments_left_out", ())}
         for path, cap in alignment_files(folder):
+            if path in left_out:  # counted once at start-up (the index's skipped list)
+                continue
             try:
                 msas.append(parse_msa(path, query=entry["sequence"], max_sequences=cap))
             except InputError as exc:
+                if path in self._bad_files:
+                    continue
+                self._bad_files.add(path)
                 self.num_skipped_files += 1
                 warn_input(
-                    f"skipping alignment ({self.num_skipped_files} skipped so far): {exc}",
+                    f"skipping alignment ({self.num_skipped_files} skipped so far; warned once): {exc}",
                     file=path,
                     record=entry["name"],
                 )

@@ -19,6 +19,7 @@ REASONS = (
     "protein chain without modelled atoms",
     "duplicate chain",
     "alignment folder without a structure",
+    "alignment query differs from the chain",
     "missing index fields",
     "structure file not found",
     "alignment folder not found",

@@ -4,7 +4,8 @@
 module is set up, and writes every entry to ``<run dir>/data_report.json``:
 
 * dropped while indexing (the index's ``skipped`` list: unreadable structures, protein chains
-  without modelled atoms, duplicate chains, alignment folders without a structure);
+  without modelled atoms, duplicate chains, alignment folders without a structure); alignment
+  files whose first row is not their chain's sequence are counted among the notes (the chain is used);
 * left out by the dataset filters (resolution, low complexity, too few resolved residues, missing
   files; :class:`alphafold_mem.data.ProteinChainDataset`);
 * kept out of training for validation (held-out ids) and left out of validation (too long, more than
@@ -22,7 +23,10 @@ from typing import Callable
 
 from ..data.drops import counted_lines, drop
 
-__all__ = ["DataReport"]
+__all__ = ["DataReport", "FILE_REASONS"]
+
+#: Index ``skipped`` reasons that leave out a file, not a chain (reported as notes).
+FILE_REASONS = ("alignment query differs from the chain",)
 
 
 class DataReport:
@@ -36,7 +40,8 @@ class DataReport:
 
     def add_index(self, index) -> None:
         """The index's ``skipped`` entries and the parser's warnings/notes recorded in it."""
-        self.dropped.extend(index.skipped)
+        for entry in index.skipped:  # an alignment file left out is noted; its chain is used
+            (self.notes if entry.get("reason") in FILE_REASONS else self.dropped).append(entry)
         for note in getattr(index, "notes", []):
             kind = "parser warnings" if note.get("kind") == "warning" else "parser notes"
             where, message = note.get("structure", "?"), note.get("message", "")
