@@ -121,3 +121,40 @@ def test_alignment_with_another_query_is_counted_at_start_up_and_not_warned_per_
     assert len(msas) == 1 and str(msas[0].path).endswith("uniref90_hits.sto")
     assert not [w for w in caught if "bfd_uniclust_hits" in str(w.message)]
     assert ds.num_skipped_files == 0
+
+
+def test_predict_with_a_damaged_hit_file_runs_the_target_without_templates(tmp_path):
+    import json
+
+    import torch
+
+    from alphafold_mem import AlphaFold, model_config
+    from alphafold_mem.predict import predict
+    from alphafold_mem.predict.stages import PipelineOptions
+    from alphafold_mem.weights import save_checkpoint
+
+    torch.manual_seed(0)
+    save_checkpoint(AlphaFold(model_config("tiny")), tmp_path / "tiny.ckpt")
+    folder = tmp_path / "102m_A"
+    folder.mkdir()
+    a3m = folder / "non_pairing.a3m"
+    a3m.write_bytes((REPO_DATA / "alignments" / "102m_A" / "non_pairing.a3m").read_bytes())
+    (folder / "pdb70_hits.hhr").write_bytes((FAULTS / "damaged_102m_A_hits.hhr").read_bytes())
+    fasta = tmp_path / "102m.fasta"
+    fasta.write_text(f">102m_A\n{SEQ_102M}\n")
+    lines = []
+    run = predict(
+        fasta,
+        tmp_path / "out",
+        weights=tmp_path / "tiny.ckpt",
+        msa=a3m,
+        pipeline=PipelineOptions(mmcif_dirs=tuple(map(str, MMCIF_DIRS)), progress=False),
+        track_memory=False,
+        num_recycles=0,
+        log=lines.append,
+    )
+    assert run.exit_code == 0, lines
+    warned = [line for line in lines if line.startswith("warning:") and "pdb70_hits.hhr" in line]
+    assert len(warned) == 1 and warned[0].endswith("running without templates")
+    scores = json.loads((tmp_path / "out" / "102m_A_scores.json").read_text())
+    assert scores["templates"]["used"] == [] and scores["templates"]["used_by_model"] is False

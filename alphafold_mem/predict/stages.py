@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..data.msa import parse_msa
-from ..data.template_hits import read_template_hits
-from ..data.templates_from_hits import parse_obsolete, select_templates
+from ..data.templates_from_hits import parse_obsolete, templates_from_hit_file
 from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
 from .outputs import write_json
 
@@ -91,7 +90,7 @@ class PipelineOptions:
 
     def templates(self, t):
         """:class:`~alphafold_mem.data.templates_from_hits.TemplateSelection` for target ``t`` (or None
-        without hits or mmCIF directories)."""
+        without hits or mmCIF directories, or with a hit file that cannot be read: a warning line)."""
         hits_path = self._hits.get(t.name)
         if hits_path is None:
             return None
@@ -100,10 +99,9 @@ class PipelineOptions:
             return None
         if self.obsolete and "obsolete" not in self._cache:
             self._cache["obsolete"] = parse_obsolete(self.obsolete)
-        hits = read_template_hits(hits_path, len(t.sequence))
-        selection = select_templates(
+        selection = templates_from_hit_file(  # an unreadable hit file: one warning, no templates
             t.sequence,
-            hits,
+            hits_path,
             self.mmcif_dirs,
             max_templates=self.max_templates,
             max_template_date=self.max_template_date,
@@ -111,6 +109,8 @@ class PipelineOptions:
             log=self.log,
             structure_cache=self._cache.setdefault("structures", {}),
         )
+        if selection is None:
+            return None
         self.log(
             f"templates: {t.name}: {len(selection.used)} used ({', '.join(selection.used) or 'none'}), "
             f"{len(selection.dropped)} dropped, from {hits_path}"
