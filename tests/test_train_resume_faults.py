@@ -102,3 +102,18 @@ def test_train_resume_of_a_truncated_checkpoint_is_one_line(tmp_path, capsys):
     assert rc == 2 and "Traceback" not in err
     (line,) = [x for x in err.splitlines() if "error" in x]
     assert f"{cut}: damaged or truncated checkpoint" in line
+
+
+def test_numeric_settings_travel_in_the_checkpoint_and_come_back(tmp_path):
+    from alphafold_mem.train.resume import numeric_settings, restore_numeric_settings
+
+    before = numeric_settings()
+    saved = {**before, "float32_matmul_precision": "medium", "threads": 1}
+    lines = []
+    try:
+        restore_numeric_settings(saved, lines.append, keep=("threads",))
+        assert torch.get_float32_matmul_precision() == "medium" and torch.get_num_threads() == before["threads"]
+        was = before["float32_matmul_precision"]
+        assert lines == [f"resume: float32_matmul_precision 'medium' restored from the checkpoint (was {was!r})"]
+    finally:
+        torch.set_float32_matmul_precision(before["float32_matmul_precision"])
