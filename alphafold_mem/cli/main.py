@@ -16,10 +16,10 @@ import sys
 
 from ..hugepages import request_huge_pages
 from ..version import __version__
-from . import ablate, memory_plan, predict, relax, search, train
+from . import ablate, memory_plan, predict, relax, search, train, weights
 from .malloc import apply_malloc_option
 
-SUBCOMMANDS = (predict, search, relax, train, memory_plan, ablate)
+SUBCOMMANDS = (predict, search, relax, train, memory_plan, ablate, weights)
 
 
 def build_parser() -> argparse.ArgumentParser:
