@@ -21,8 +21,9 @@ Precisions (``MemoryPolicy.precision``):
 The fp32 islands, each expressed by one helper here:
 
 * softmax statistics: the attention cores compute logits -> softmax (or the online log-sum-exp) in
-  fp32 (:func:`kernels.reference.attention`, :func:`alphafold_mem.memory.chunking.low_memory_attention`);
-* LayerNorm statistics: mean / variance in fp32 (:func:`kernels.reference.layer_norm`);
+  fp32 (:func:`alphafold_mem.kernels.reference.attention`,
+  :func:`alphafold_mem.kernels.low_memory_attention.low_memory_attention`);
+* LayerNorm statistics: mean / variance in fp32 (:func:`alphafold_mem.kernels.reference.layer_norm`);
 * the structure module and all rigid geometry: :func:`fp32_region` disables autocast and
   :func:`fp32_island` casts its inputs (``StructureModule.forward``);
 * confidence heads (pLDDT, PAE, pTM) and losses: :func:`fp32_island` on their logits / inputs.

@@ -76,11 +76,85 @@ def _run_attention(impl, q, k, v, biases, bias_grad, d_out, dtype, transpose_qkv
 
 
 def test_unknown_impl_raises():
+    """Each op accepts exactly its own implementations (kernels.IMPLS), naming them when refused."""
     q = torch.randn(2, 5, 4)
-    with pytest.raises(ValueError, match="unknown kernel impl"):
+    assert kernels.IMPLS == {
+        "attention": ("reference", "chunked", "triton"),
+        "layer_norm": ("reference", "triton"),
+        "triangle_multiplication": ("reference", "triton"),
+    }
+    with pytest.raises(ValueError, match="unknown attention impl 'cuda'; valid: reference, chunked, triton"):
         kernels.attention(q, q, q, [], impl="cuda")
-    with pytest.raises(ValueError, match="unknown kernel impl"):
-        kernels.layer_norm(q, torch.ones(4), torch.zeros(4), impl="fast")
+    with pytest.raises(ValueError, match="unknown layer_norm impl 'chunked'; valid: reference, triton"):
+        kernels.layer_norm(q, torch.ones(4), torch.zeros(4), impl="chunked")
+    z, mask = torch.randn(1, 3, 3, 4), torch.ones(1, 3, 3)
+    w = reference.TriangleMultiplicationWeights(*(torch.ones(4) for _ in range(16)))
+    with pytest.raises(ValueError, match="unknown triangle_multiplication impl 'chunked'"):
+        kernels.triangle_multiplication(z, mask, w, True, impl="chunked")
+
+
+@pytest.mark.parametrize("chunks", [(3, 4), (1024, 4096)])
+def test_chunked_impl_is_the_low_memory_attention(chunks):
+    """``impl="chunked"`` dispatches to the low-memory attention with the given chunks: outputs and
+    gradients equal the reference (fp64, 1e-10); under the estimator's loop cut the first two query
+    chunks see the first two key chunks only (the reference has no loop: unchanged)."""
+    from alphafold_mem.kernels.low_memory_attention import low_memory_attention
+
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 11, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    bias = torch.randn(2, 3, 11, 11, generator=g, dtype=torch.float64, requires_grad=True)
+    out = kernels.attention(q, k, v, [bias], impl="chunked", chunks=chunks)
+    ref = reference.attention(q, k, v, [bias])
+    torch.testing.assert_close(out, low_memory_attention(q, k, v, [bias], *chunks), rtol=0, atol=0)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v, bias))
+    ref_grads = torch.autograd.grad(ref.square().sum(), (q, k, v, bias))
+    for got, want in zip((out, *grads), (ref, *ref_grads)):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    with torch.no_grad():
+        cut = kernels.attention(q, k, v, [bias], impl="chunked", chunks=(3, 4), first_chunks_only=True)
+        whole = kernels.attention(q, k, v, [bias], impl="reference", first_chunks_only=True)
+    torch.testing.assert_close(whole, ref.detach(), rtol=0, atol=0)  # no loop to cut
+    # the first two query chunks (6 rows), over the first two key chunks (8 keys) only
+    first = reference.attention(q[..., :6, :], k[..., :8, :], v[..., :8, :], [bias[..., :6, :8]])
+    torch.testing.assert_close(cut[..., :6, :], first.detach(), rtol=1e-12, atol=1e-12)
+
+
+def test_triangle_reference_steps_run_in_parts():
+    """The reference triangle multiplication through a step runner that splits every step's operands
+    in row blocks (as the model's chunks do), z normalised per part or once, equals the whole call
+    (fp64), outputs and gradients; the steps come in the order and with the names documented."""
+    g = torch.Generator().manual_seed(2)
+    n, c_z, c = 7, 5, 6
+    z = torch.randn(1, n, n, c_z, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = (torch.rand(1, n, n, generator=g) > 0.2).double()
+    shapes = [(c_z,), (c_z,)] + [(c, c_z), (c,)] * 4 + [(c,), (c,), (c_z, c), (c_z,), (c_z, c_z), (c_z,)]
+    w = reference.TriangleMultiplicationWeights(
+        *(torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes)
+    )
+    for outgoing in (True, False):
+        names = []
+
+        def run_step(name, fn, *ops):
+            names.append(name)
+            if name == "project":  # rows of z and mask
+                parts = [fn(ops[0][:, i : i + 3], ops[1][:, i : i + 3]) for i in range(0, n, 3)]
+                return tuple(torch.cat(p, dim=1) for p in zip(*parts))
+            a, b, zz = ops  # output rows i: outgoing reads a and z rows i; incoming reads b's columns i
+            rows = [
+                fn(a[:, i : i + 3], b, zz[:, i : i + 3]) if outgoing else fn(a, b[:, :, i : i + 3], zz[:, i : i + 3])
+                for i in range(0, n, 3)
+            ]
+            return torch.cat(rows, dim=1)
+
+        whole = kernels.triangle_multiplication(z, mask, w, outgoing)
+        want = torch.autograd.grad(whole.square().sum(), (z, *w))
+        for per_part in (False, True):
+            names.clear()
+            out = kernels.triangle_multiplication(z, mask, w, outgoing, run_step=run_step, normalise_per_part=per_part)
+            assert names == ["project", "outgoing" if outgoing else "incoming"]
+            torch.testing.assert_close(out, whole, rtol=1e-12, atol=1e-12)
+            for got, ref_grad in zip(torch.autograd.grad(out.square().sum(), (z, *w)), want):
+                torch.testing.assert_close(got, ref_grad, rtol=1e-10, atol=1e-10)
 
 
 def test_unavailable_triton_raises_without_fallback(monkeypatch):
@@ -90,6 +164,9 @@ def test_unavailable_triton_raises_without_fallback(monkeypatch):
         kernels.attention(q, q, q, [], impl="triton")
     with pytest.raises(KernelUnavailableError, match="impl='reference'"):
         kernels.layer_norm(q, torch.ones(4), torch.zeros(4), impl="triton")
+    w = reference.TriangleMultiplicationWeights(*(torch.ones(4) for _ in range(16)))
+    with pytest.raises(KernelUnavailableError, match="forced by the test"):
+        kernels.triangle_multiplication(torch.randn(1, 3, 3, 4), torch.ones(1, 3, 3), w, True, impl="triton")
 
 
 def test_triton_not_importable_raises(monkeypatch):

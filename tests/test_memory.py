@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, bind, kernels, model_config
-from alphafold_mem.memory import chunked, low_memory_attention
+from alphafold_mem.kernels.low_memory_attention import low_memory_attention
+from alphafold_mem.memory import chunked
 from alphafold_mem.model.msa import MSAColumnAttention, MSAColumnGlobalAttention, MSARowAttentionWithPairBias
 from alphafold_mem.model.outer_product_mean import OuterProductMean
 from alphafold_mem.model.primitives import Transition
@@ -316,7 +317,9 @@ def test_triton_policy_dispatches_to_kernels(monkeypatch):
 
     seen = set()
     monkeypatch.setattr(
-        kernels, "attention", lambda q, k, v, b, impl: seen.add(("att", impl)) or reference.attention(q, k, v, b)
+        kernels,
+        "attention",
+        lambda q, k, v, b, impl, *args, **kw: seen.add(("att", impl)) or reference.attention(q, k, v, b),
     )
     monkeypatch.setattr(
         kernels, "layer_norm", lambda x, w, b, eps, impl: seen.add(("ln", impl)) or reference.layer_norm(x, w, b, eps)
@@ -324,15 +327,16 @@ def test_triton_policy_dispatches_to_kernels(monkeypatch):
     monkeypatch.setattr(
         kernels,
         "triangle_multiplication",
-        lambda z, m, w, outgoing, eps, impl: (
-            seen.add(("tri", impl)) or reference.triangle_multiplication(z, m, w, outgoing, eps)
+        lambda z, m, w, outgoing, eps, impl, **kw: (
+            seen.add(("tri", impl)) or reference.triangle_multiplication(z, m, w, outgoing, eps, **kw)
         ),
     )
     cfg = model_config("tiny")
     for policy, expected in (
         (MemoryPolicy(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
         (MemoryPolicy.training(kernels="triton"), {("att", "triton"), ("ln", "triton"), ("tri", "triton")}),
-        (MemoryPolicy(), {("att", "reference"), ("ln", "reference")}),
+        (MemoryPolicy(), {("att", "reference"), ("ln", "reference"), ("tri", "reference")}),
+        (MemoryPolicy(attention="chunked"), {("att", "chunked"), ("ln", "reference"), ("tri", "reference")}),
     ):
         seen.clear()
         model = bind(AlphaFold(cfg).eval(), policy)

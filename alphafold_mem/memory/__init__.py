@@ -5,12 +5,11 @@ models to predict their peak, sits above in :mod:`alphafold_mem.planner`).
   :func:`run_split`, how a module runs a declared step;
 * :class:`MemoryPolicy` (:mod:`.policy`): the one runtime object that selects every memory
   technique, bound from outside by reading declarations (:func:`alphafold_mem.bind`);
-* :func:`chunked` (:mod:`.chunking`) and :func:`low_memory_attention` (:mod:`.attention`);
+* :func:`chunked` (:mod:`.chunking`);
 * :func:`run_blocks` / :func:`checkpoint_module` (:mod:`.checkpoint`): activation checkpointing;
 * :func:`track_peak` (:mod:`.tracking`): measured peak (CUDA allocator, or CPU storage counting).
 """
 
-from .attention import low_memory_attention
 from .axes import (
     WHOLE,
     MemorySpec,
@@ -48,7 +47,6 @@ __all__ = [
     "declare",
     "declared_splits",
     "exempt",
-    "low_memory_attention",
     "preset",
     "run_blocks",
     "run_split",

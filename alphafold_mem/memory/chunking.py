@@ -36,7 +36,7 @@ _state = threading.local()
 def first_chunk_only() -> Iterator[None]:
     """For the memory estimator only (under FakeTensorMode, without autograd): every regular loop
     that uses :func:`loop_range` or :func:`estimating` (the chunk loop of :func:`chunked`, the
-    query/key loops of :func:`alphafold_mem.memory.attention.low_memory_attention`, the template
+    query/key loops of :func:`alphafold_mem.kernels.low_memory_attention.low_memory_attention`, the template
     loop, streamed buffers) runs just its first two iterations and leaves the rest of its (fake)
     output unwritten. The second iteration is the first one that runs with every buffer of the
     loop allocated, and every later one repeats its memory profile, so the predicted peak is

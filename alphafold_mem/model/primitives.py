@@ -4,9 +4,9 @@ gated multi-head attention, global attention, shared dropout.
 Sources: Jumper et al. 2021, Suppl. 1.11.4 (initialisation), Alg. 7-8 / 13-14 (gated attention),
 Alg. 19 (global attention), Suppl. 1.11.6 (shared dropout).
 
-The attention *core* (``softmax(q k^T + biases) v``) is delegated to :mod:`kernels`, the one dispatch
-point between the plain PyTorch reference and the fused Triton kernel, or to the low-memory
-(chunked, online-softmax) attention of :mod:`alphafold_mem.memory.attention`. Which implementation
+The attention *core* (``softmax(q k^T + biases) v``) and LayerNorm are delegated to
+:mod:`alphafold_mem.kernels`, the one dispatch point between the plain PyTorch reference, the
+low-memory (chunked, online-softmax) attention and the fused Triton kernels. Which implementation
 runs, and every chunk size, is a runtime memory choice bound to the modules from outside by
 :func:`alphafold_mem.bind` (non-parameter attributes), never a forward argument; each
 class states what it takes in its ``memory_spec`` (:mod:`alphafold_mem.memory.axes`).
@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from alphafold_mem import kernels
-from alphafold_mem.kernels.reference import broadcasts_into
+from alphafold_mem.kernels.reference import holds, recording, sigmoid_gate
 
-from ..memory.attention import low_memory_attention
 from ..memory.axes import Shard, Slice, Split, declare, exempt, run_split
+from ..memory.chunking import estimating
 from ..precision import fp32_island
 
 INITS = ("default", "relu", "glorot", "gating", "final")
@@ -111,44 +111,11 @@ def residual_update(
     return residual(x, update if dropout is None else dropout(update), inplace)
 
 
-def _recording(*tensors: Optional[Tensor]) -> bool:
-    """Whether autograd records an op on these tensors (then nothing may be overwritten in place)."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-
-
-def _holds(out: Tensor, *others: Optional[Tensor]) -> bool:
-    """Whether ``out`` can receive ``out * other`` for each other in place: same result dtype, and
-    the others broadcast to its shape (:func:`kernels.reference.broadcasts_into`: this runs on every
-    chunk)."""
-    return all(
-        o is None or (torch.result_type(out, o) == out.dtype and broadcasts_into(o.shape, out.shape)) for o in others
-    )
-
-
-def sigmoid_gate(x: Tensor, gate_logits: Tensor, mask: Optional[Tensor] = None) -> Tensor:
-    """AF2's sigmoid gating ``x * sigmoid(gate_logits)``, times ``mask[..., None]`` when a mask is
-    given (Suppl. Alg. 7 line 5, Alg. 11 lines 3-4 and 9).
-
-    Shapes: x broadcastable to gate_logits ``[*, C]``; mask ``[*]`` (broadcastable to
-    ``gate_logits.shape[:-1]``). ``gate_logits`` must be a fresh tensor the caller does not read
-    again (a Linear's output): when autograd records nothing (no-grad inference) and the dtypes
-    allow, the result is computed in it (``sigmoid_``, ``mul_``), one tensor where the plain formula
-    makes three. The values are the same bit for bit: each product is the same two numbers (IEEE
-    multiplication commutes) in the same order. Otherwise the plain formula runs.
-    """
-    m = None if mask is None else mask[..., None]
-    if _recording(x, gate_logits, m) or not _holds(gate_logits, x, m):
-        out = x * torch.sigmoid(gate_logits)
-        return out if m is None else out * m
-    out = gate_logits.sigmoid_().mul_(x)
-    return out if m is None else out.mul_(m)
-
-
 def masked(x: Tensor, mask: Tensor) -> Tensor:
     """``x * mask[..., None]``; x ``[*, C]``, mask ``[*]``. ``x`` must be fresh (a Linear's output):
     with autograd recording nothing and the dtypes allowing, x is masked in place (same values)."""
     m = mask[..., None]
-    if _recording(x, m) or not _holds(x, m):
+    if recording(x, m) or not holds(x, m):
         return x * m
     return x.mul_(m)
 
@@ -156,7 +123,7 @@ def masked(x: Tensor, mask: Tensor) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     """``relu(x)``; in place on ``x`` (which must be fresh, a Linear's output) when autograd records
     nothing. Same values."""
-    return F.relu(x) if _recording(x) else x.relu_()
+    return F.relu(x) if recording(x) else x.relu_()
 
 
 def mask_bias(mask: Tensor, inf: float = 1e9) -> Tensor:
@@ -175,9 +142,9 @@ class Attention(nn.Module):
         q_x ``[*, Q, c_q]``, kv_x ``[*, K, c_kv]``, biases: tensors broadcastable to ``[*, H, Q, K]``
         (mask and pair biases). Returns ``[*, Q, c_q]``.
 
-    Memory attributes (set by the memory policy): ``attention_impl`` is ``"reference"`` or
-    ``"triton"`` (dispatched by :func:`kernels.attention`; ``"triton"`` under ``kernels="triton"``)
-    or ``"chunked"`` (low-memory attention with ``attention_chunks = (q_chunk, kv_chunk)``).
+    Memory attributes (set by the memory policy): ``attention_impl``, ``"reference"``, ``"chunked"``
+    (low-memory attention with ``attention_chunks = (q_chunk, kv_chunk)``) or ``"triton"``, and
+    ``attention_chunks``: passed to :func:`alphafold_mem.kernels.attention`, which runs it.
     """
 
     memory_spec = declare(seams=["attention"])
@@ -200,10 +167,9 @@ class Attention(nn.Module):
         k = self.linear_k(kv_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, K, C]
         v = self.linear_v(kv_x).unflatten(-1, (h, c)).transpose(-2, -3)  # [*, H, K, C]
         q = q * (c**-0.5)
-        if self.attention_impl == "chunked":
-            o = low_memory_attention(q, k, v, list(biases), *self.attention_chunks)  # [*, H, Q, C]
-        else:
-            o = kernels.attention(q, k, v, list(biases), impl=self.attention_impl)  # [*, H, Q, C]
+        o = kernels.attention(
+            q, k, v, list(biases), self.attention_impl, self.attention_chunks, first_chunks_only=estimating()
+        )  # [*, H, Q, C]
         o = o.transpose(-2, -3)  # [*, Q, H, C]
         if self.linear_g is not None:
             o = sigmoid_gate(o, self.linear_g(q_x).unflatten(-1, (h, c)))  # [*, Q, H, C]

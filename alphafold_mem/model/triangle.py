@@ -14,6 +14,7 @@ buffer the multiplicative update needs.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Iterable, Optional
 
 import torch
@@ -26,7 +27,7 @@ from ..memory.axes import WHOLE, Replicate, Shard, Slice, Split, declare, run_sp
 from ..memory.chunking import estimating
 from ..memory.offload import host_bytes, offload_active, stream, to_host
 from ..precision import autocast_dtype, fp32_region
-from .primitives import Attention, LayerNorm, Linear, mask_bias, sigmoid_gate
+from .primitives import Attention, LayerNorm, Linear, mask_bias
 
 
 def _normalise_once(
@@ -77,9 +78,11 @@ class TriangleMultiplication(nn.Module):
     Outgoing: ``x_ij = sum_k a_ik * b_jk``; incoming: ``x_ij = sum_k a_kj * b_ki`` with AF2's
     left (a) / right (b) projection names, so AF2 parameters load without any swap.
 
-    Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update.
-    ``kernel_impl`` (memory policy ``kernels``): ``"triton"`` runs the fused kernel
-    (:func:`kernels.triangle_multiplication`: no projection materialised, ``chunk_size`` unused).
+    Forward: z ``[*, N_res, N_res, c_z]``, pair_mask ``[*, N_res, N_res]``. Returns the update,
+    computed by :func:`alphafold_mem.kernels.triangle_multiplication` with ``impl=kernel_impl`` (memory
+    policy ``kernels``) on this module's parameters: the reference's steps run as this class declares
+    them (``project``, then ``outgoing`` / ``incoming``, in ``chunk_size`` rows or device shards);
+    ``"triton"`` runs the fused kernel (no projection materialised, ``chunk_size`` unused).
     """
 
     memory_spec = declare(
@@ -135,43 +138,38 @@ class TriangleMultiplication(nn.Module):
         self.gating_linear = Linear(c_z, c_z, init="gating")
 
     def forward(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        if self.kernel_impl != "reference":
-            weights = kernels.TriangleMultiplicationWeights.from_module(self)
-            return kernels.triangle_multiplication(
-                z, pair_mask, weights, self.outgoing, self.layer_norm_input.eps, impl=self.kernel_impl
-            )
         dap = getattr(self, "dap", None)
         if dap is not None:  # device sharding in inference: no whole-size projection (distributed/product.py)
             update = dap.triangle_multiplication(self, z, pair_mask)
             if update is not None:
                 return update
-        norm, z = _normalise_once(self.layer_norm_input, z, self.chunk_size)
-        a, b = run_split(self, "project", lambda zc, mc: self._project(norm(zc), mc), z, pair_mask)  # 2 x [*, I, J, C]
-        output = lambda a_, b_, zc: self._output(a_, b_, norm(zc))  # noqa: E731
-        return run_split(self, "outgoing" if self.outgoing else "incoming", output, a, b, z)
+        return kernels.triangle_multiplication(
+            z,
+            pair_mask,
+            self.weights(),
+            self.outgoing,
+            self.layer_norm_input.eps,
+            self.kernel_impl,
+            run_step=partial(run_split, self),
+            normalise_per_part=self.chunk_size is not None and self.chunk_size < z.shape[-3],
+        )
 
-    def _project(self, z: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """Gated projections of the normalised z: a, b ``[*, I, J, C]``."""
-        return self._left(z, pair_mask), self._right(z, pair_mask)
+    def weights(self) -> kernels.TriangleMultiplicationWeights:
+        """This module's 16 parameters, as the kernels take them."""
+        return kernels.TriangleMultiplicationWeights.from_module(self)
 
-    def _left(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        return sigmoid_gate(self.left_projection(z), self.left_gate(z), pair_mask)
+    def _left(self, zn: Tensor, pair_mask: Tensor) -> Tensor:
+        """a from normalised z rows ``[*, I, J, c_z]`` (:func:`alphafold_mem.kernels.triangle_projection`)."""
+        return kernels.triangle_projection(zn, pair_mask, self.weights(), "left")
 
-    def _right(self, z: Tensor, pair_mask: Tensor) -> Tensor:
-        return sigmoid_gate(self.right_projection(z), self.right_gate(z), pair_mask)
+    def _right(self, zn: Tensor, pair_mask: Tensor) -> Tensor:
+        """b from normalised z rows ``[*, I, J, c_z]``."""
+        return kernels.triangle_projection(zn, pair_mask, self.weights(), "right")
 
-    def _output(self, a: Tensor, b: Tensor, z: Tensor) -> Tensor:
-        """Output rows from a, b and the normalised z rows."""
-        if self.outgoing:
-            x = torch.einsum("...ikc,...jkc->...ijc", a, b)
-        else:
-            x = torch.einsum("...kjc,...kic->...ijc", a, b)
-        return self._finish(x, z)
-
-    def _finish(self, x: Tensor, z: Tensor) -> Tensor:
-        """Center LayerNorm, output projection and gate (by the normalised z at the same positions)."""
-        x = self.output_projection(self.center_layer_norm(x))  # [*, I, J, c_z]
-        return sigmoid_gate(x, self.gating_linear(z))
+    def _finish(self, x: Tensor, zn: Tensor) -> Tensor:
+        """The update at the product's positions x ``[*, I, J, c]`` and the normalised z there
+        (:func:`alphafold_mem.kernels.triangle_output`)."""
+        return kernels.triangle_output(x, zn, self.weights(), self.center_layer_norm.eps)
 
     # -- in place (inference) --------------------------------------------------------------------------
     def add_to_(self, target: Tensor, z: Tensor, pair_mask: Tensor) -> Tensor:
@@ -253,7 +251,9 @@ class TriangleMultiplication(nn.Module):
 
     def _gate_output_(self, gate: Tensor, x: Tensor, columns: bool) -> Tensor:
         """``gate * output_projection(center_layer_norm(x))`` into ``gate``, ``chunk_size`` rows of the
-        block at a time; x ``[*, C, I, N_res]`` (columns: ``[*, C, J, N_res (i)]``)."""
+        block at a time; x ``[*, C, I, N_res]`` (columns: ``[*, C, J, N_res (i)]``). With the gate's
+        sigmoid taken in :meth:`_left_and_gate`, this is :func:`alphafold_mem.kernels.triangle_output`
+        split around the product, so that the block's gate holds its output."""
         dim = -2 if columns else -3
         n = gate.shape[dim]
         step = min(self.chunk_size or n, n)

@@ -1,10 +1,11 @@
 """Low-memory attention (Rabe & Staats 2021, "Self-attention does not need O(n^2) memory").
 
 :func:`low_memory_attention` is an attention core with the contract of
-:func:`kernels.reference.attention`: queries in chunks, keys in chunks with a running max / running
-sum (online softmax), and a backward pass that recomputes the probabilities chunk by chunk from the
-saved row statistics instead of storing them. Forward, for one query row and key chunks ``c`` (m and
-l are accumulated with rescaling)::
+:func:`alphafold_mem.kernels.reference.attention` (``impl="chunked"`` of
+:func:`alphafold_mem.kernels.attention`): queries in chunks, keys in chunks with a running max /
+running sum (online softmax), and a backward pass that recomputes the probabilities chunk by chunk
+from the saved row statistics instead of storing them. Forward, for one query row and key chunks
+``c`` (m and l are accumulated with rescaling)::
 
     s_c = q k_c^T + b_c,   m = max_c max(s_c),   l = sum_c sum(exp(s_c - m)),
     o = sum_c exp(s_c - m) v_c / l
@@ -24,9 +25,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from alphafold_mem.kernels.reference import add_bias
-
-from .chunking import estimating
+from .reference import add_bias
 
 
 def _stat_dtype(x: Tensor) -> torch.dtype:
@@ -70,7 +69,7 @@ class _LowMemoryAttention(torch.autograd.Function):
         n_q, n_k = q.shape[-2], k.shape[-2]
         q_chunk = _query_chunk(q, k, q_chunk, kv_chunk)
         out = None
-        # cut: the estimator's loop cut (first_chunk_only), decided outside this no-grad forward
+        # cut: the memory estimator's loop cut (first_chunks_only), decided outside this no-grad forward
         q_starts = range(0, n_q, q_chunk)[:2] if cut else range(0, n_q, q_chunk)
         kv_starts = range(0, n_k, kv_chunk)[:2] if cut else range(0, n_k, kv_chunk)
         for qs in q_starts:
@@ -147,18 +146,30 @@ class _LowMemoryAttention(torch.autograd.Function):
 
 
 def low_memory_attention(
-    q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = (), q_chunk: int = 1024, kv_chunk: int = 4096
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    biases: Sequence[Tensor] = (),
+    q_chunk: int = 1024,
+    kv_chunk: int = 4096,
+    first_chunks_only: bool = False,
 ) -> Tensor:
     """``softmax(q k^T + sum(biases)) v`` without materialising the ``[*, H, Q, K]`` probabilities
-    (Rabe & Staats 2021); same contract as :func:`kernels.reference.attention`.
+    (Rabe & Staats 2021); same contract as :func:`alphafold_mem.kernels.reference.attention`.
 
     Args:
         q ``[*, H, Q, C]`` (already scaled), k ``[*, H, K, C]``, v ``[*, H, K, C_v]``; biases
         broadcastable to ``[*, H, Q, K]``; q_chunk, kv_chunk: query / key chunk lengths (the largest
-        transient is ``[*, H, q_chunk, kv_chunk]`` in fp32, in forward and backward).
+        transient is ``[*, H, q_chunk, kv_chunk]`` in fp32, in forward and backward);
+        first_chunks_only: for the memory estimator (fake tensors, no autograd): run only the first two
+        query and key chunks, whose memory profile every later one repeats, leaving the rest of the
+        output unwritten (``alphafold_mem.memory.chunking.estimating()``).
 
     Returns:
         ``[*, H, Q, C_v]`` in ``v.dtype``. Gradients flow to q, k, v and every bias that needs one.
+
+    Raises:
+        ValueError: more than two biases, mismatched shapes, or a chunk length below 1.
     """
     if len(biases) > 2:
         raise ValueError(f"attention takes at most two biases, got {len(biases)}")
@@ -166,7 +177,7 @@ def low_memory_attention(
         raise ValueError(f"attention shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     if q_chunk < 1 or kv_chunk < 1:
         raise ValueError(f"chunk lengths must be >= 1, got q_chunk={q_chunk}, kv_chunk={kv_chunk}")
-    return _LowMemoryAttention.apply(q, k, v, q_chunk, kv_chunk, estimating(), *biases)
+    return _LowMemoryAttention.apply(q, k, v, q_chunk, kv_chunk, first_chunks_only, *biases)
 
 
 __all__ = ["MAX_LOGITS_ELEMENTS", "low_memory_attention"]
