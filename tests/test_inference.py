@@ -5,6 +5,7 @@ differs per residue). With trained demo weights (``data/demo_weights/demo.ckpt``
 geometry check runs too.
 """
 
+import importlib
 import json
 import os
 import shutil
@@ -210,8 +211,9 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
 
     cfg = model_config("tiny")
     needs = [
-        preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), "auto", torch.device("cpu"), 1).need for n in (7, 60)
-    ]  # under the most frugal policy
+        preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), AutoPolicy(max_memory=1), torch.device("cpu")).need
+        for n in (7, 60)
+    ]  # nothing fits 1 byte: the need under the most frugal policy
     budget = (needs[0] + needs[1]) // 2
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -359,8 +361,7 @@ def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, option
 @needs_shipped
 def test_chunk_size_flag_and_memory_set_bind_the_same_policy(tmp_path, tiny_weights, monkeypatch):
     """``--chunk-size 7`` and ``--memory-set chunk_size=7`` are one policy: the one predict binds."""
-    import alphafold_mem.predict.runner as runner
-
+    runner = importlib.import_module("alphafold_mem.predict.runner")  # alphafold_mem.predict: the function
     bound, original = [], runner.bind
     monkeypatch.setattr(runner, "bind", lambda model, policy, *a, **kw: bound.append(policy) or original(model, policy))
     common = ["predict", str(PEPTIDE), "--weights", str(tiny_weights), "--single-sequence", "--num-recycles", "0"]
