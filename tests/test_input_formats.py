@@ -114,6 +114,8 @@ def test_the_former_tables_are_the_table():
     assert database_name("dbs/uniref90.FASTA.gz") == "uniref90" and database_name("pdb_seqres.txt") == "pdb_seqres"
     assert [database_name(f"u{s}") for s in suffixes("fasta")] == ["u"] * len(suffixes("fasta"))
     assert stem("a.b.sto.GZ", "msa") == "a.b" and stem("a.txt", "msa") == "a.txt"
+    # relax names its outputs by this stem
+    assert {stem(f"d/1abc{s.upper()}", "structure") for s in STRUCTURE_SUFFIXES} == {"1abc"}
 
 
 def test_chain_folders_msa_dirs_and_ablations_find_every_alignment_and_structure_suffix(tmp_path):

@@ -17,6 +17,7 @@ import os
 import sys
 
 from ..data import InputError
+from ..data.formats import STRUCTURE, stem
 from ..predict.outputs import write_json
 from ..predict.relax import RelaxError, relax_structure, require_openmm
 
@@ -50,10 +51,8 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(args.out, exist_ok=True)
     failed = 0
     for path in args.inputs:
-        stem = os.path.basename(path)
-        for suffix in (".gz", ".pdb", ".ent", ".cif", ".mmcif"):
-            stem = stem[: -len(suffix)] if stem.lower().endswith(suffix) else stem
-        out = os.path.join(args.out, f"{stem}_relaxed.pdb")
+        name = stem(path, STRUCTURE)
+        out = os.path.join(args.out, f"{name}_relaxed.pdb")
         try:
             result = relax_structure(
                 path, out, device=args.device, threads=args.cpus, remarks=[f"relaxed from {os.path.basename(path)}"]
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             log(f"error: {path}: {exc}")
             failed += 1
             continue
-        write_json(os.path.join(args.out, f"{stem}_relax.json"), {"input": path, **result.as_dict()})
+        write_json(os.path.join(args.out, f"{name}_relax.json"), {"input": path, **result.as_dict()})
         b, a = result.violations_before, result.violations_after
         log(
             f"{path} -> {out}: {result.seconds:.1f} s, {result.iterations} iteration(s), energy "

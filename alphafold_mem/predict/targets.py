@@ -19,8 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from ..data.alignment_layout import msa_row_cap
+from ..data import InputError, parse_fasta, parse_fasta_string, parse_msa, read_structure
+from ..data.alignment_layout import alignment_files, msa_row_cap
+from ..data.errors import InputNote
+from ..data.fasta import unknown_residue_message
 from ..data.formats import FASTA, GZIP_SUFFIX, MSA, STRUCTURE, is_gzip, strip_gzip
+from ..data.names import sanitize_name, unique_name
 from ..data.neff import neff
 from ..data.text import NotTextError
 from .errors import PredictError
@@ -116,8 +120,6 @@ class Rejected:
 
 
 def _emit_warnings(caught, log) -> None:
-    from ..data.errors import InputNote
-
     for w in caught:
         log(f"{'note' if issubclass(w.category, InputNote) else 'warning'}: {w.message}")
 
@@ -129,8 +131,6 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
     rejected is the file split at its headers and every record parsed on its own (with its real line
     numbers), so that one bad record does not hide the others.
     """
-    from ..data import InputError, parse_fasta, parse_fasta_string
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -183,8 +183,6 @@ def _read_fasta(path: str, log) -> tuple[list, list[tuple[int, str]]]:
 
 
 def _unique_names(targets: list[Target], log) -> None:
-    from ..data.names import unique_name
-
     seen: dict[str, int] = {}
     for t in targets:
         new = unique_name(t.name, seen)
@@ -202,8 +200,6 @@ def _msa_files_in_dir(msa_dir: str, name: str) -> list[str]:
                 found.append(path)
     folder = os.path.join(msa_dir, name)
     if not found and os.path.isdir(folder):  # AF2/OpenFold chain folder: AF2's merge order
-        from ..data.alignment_layout import alignment_files
-
         found = [str(p) for p, _ in alignment_files(folder)]
     return found
 
@@ -229,9 +225,6 @@ def _fasta_targets(path: str, log) -> list[_Item]:
 
 def _alignment_target(path: str, log) -> list[_Item]:
     """An ``.a3m``/``.sto`` input: one target, its first row the query (or its rejection)."""
-    from ..data import InputError, parse_msa
-    from ..data.names import sanitize_name
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -277,8 +270,6 @@ def _shown(text: str, limit: int = 80) -> str:
 
 def _log_renames(targets: list[Target], log) -> None:
     """One ``note:`` line per target whose record id was changed to make a file name."""
-    from ..data.names import sanitize_name
-
     for t in targets:
         if t.input_id is not None and sanitize_name(t.input_id, "") != t.input_id:
             log(
@@ -388,8 +379,6 @@ def _attach_msas(targets: list[Target], msa, msa_dir, n_rejected: int, reject) -
 def _read_msas(t: Target, single_sequence: bool, log) -> Optional[str]:
     """Parse ``t``'s MSA files (none with ``single_sequence``) into ``t.msas``; the error line of the
     first that does not parse, else None."""
-    from ..data import InputError, parse_msa
-
     if single_sequence:
         t.msa_files, t.msas = (), []
     if not t.msa_files or t.msas:
@@ -412,8 +401,6 @@ def measure_searched(
     """After a search stage gave targets their MSAs: depth, Neff and ``min_msa_depth`` again
     (:func:`measure_msa`), as :func:`collect_targets` does for given MSAs; targets whose MSA files
     were measured already are not read again. An MSA that does not parse rejects its target."""
-    from ..data import InputError
-
     kept, rejected = [], []
     for t in targets:
         try:
@@ -440,8 +427,6 @@ def measure_msa(t: Target, min_msa_depth: int = 0, log: Callable[[str], None] = 
     Raises:
         InputError: an MSA file that does not parse (only when ``t.msas`` is empty).
     """
-    from ..data import parse_msa
-
     if t.msa_files and not t.msas:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # reported when the file was first read
@@ -469,8 +454,6 @@ def _depth_problem(t: Target, min_msa_depth: int) -> Optional[str]:
 
 
 def _warn_unknown(sequence: str, where: str, log) -> None:
-    from ..data.fasta import unknown_residue_message
-
     message = unknown_residue_message(sequence)
     if message:
         log(f"warning: {where}: {message}")
@@ -479,9 +462,6 @@ def _warn_unknown(sequence: str, where: str, log) -> None:
 def _read_structure_targets(path: str, log) -> tuple[list[Target], Optional[str]]:
     """One target per protein chain of an mmCIF/PDB file (its SEQRES, or the modelled residues when
     the file has none); ``(targets, error line or None)``."""
-    from ..data import InputError, read_structure
-    from ..data.names import sanitize_name
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
