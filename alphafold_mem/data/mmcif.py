@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from Bio.PDB.MMCIF2Dict import MMCIF2Dict
 
+from . import formats
 from .errors import InputError, warn_input
 from .structure import ProteinChain, Structure, build_chain, one_letter
 
@@ -49,7 +50,7 @@ def _first_float(d: dict, keys) -> float | None:
 
 def _read_mmcif_dict(path: str) -> dict:
     try:
-        if path.endswith(".gz"):
+        if formats.is_gzip(path):
             with gzip.open(path, "rt", encoding="utf-8", errors="replace") as handle:
                 return MMCIF2Dict(handle)
         return MMCIF2Dict(path)

@@ -21,6 +21,7 @@ from Bio.Data.PDBData import protein_letters_3to1_extended
 from Bio.PDB import PDBParser
 
 from ..geometry import residue_constants as rc
+from . import formats
 from .errors import InputError, warn_input
 from .structure import ProteinChain, Structure, build_chain, one_letter
 
@@ -90,7 +91,7 @@ def read_pdb(path, *, model: int | None = None) -> Structure:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise InputError("file not found", file=path)
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = gzip.open if formats.is_gzip(path) else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         text = handle.read()
     try:

@@ -27,8 +27,8 @@ the resident set (RSS), which is larger for three reasons, from the largest:
    and held 0.09x its RSS growth; ``release`` took 1.53x ``trim``'s CPU time for 1.09x its RSS growth.
    Opt out: ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default``.
 
-   Two choices elsewhere cut what is faulted in again: PyTorch's huge-page switch, set when
-   :mod:`alphafold_mem` is imported (:mod:`alphafold_mem.hugepages`: one page fault per 2 MiB of a
+   Two choices elsewhere cut what is faulted in again: PyTorch's huge-page switch, set by the
+   command line before the first allocation (:mod:`alphafold_mem.hugepages`: one page fault per 2 MiB of a
    large tensor instead of one per 4 KiB), and, on CPU, reentrant activation checkpoints
    (:mod:`alphafold_mem.memory.checkpoint`: an allocation order glibc's heap keeps less of).
 2. Memory that is malloc'ed but not a tensor storage seen by the counter: buffers allocated inside
@@ -57,7 +57,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 def _hugepages():
     """:mod:`alphafold_mem.hugepages` (standard library only), also when this file was loaded by path
-    outside the package (:mod:`alphafold_mem.ablation.standalone.rss`, in any Python with torch)."""
+    outside the package (``benchmarks/standalone/rss.py``, in any Python with torch)."""
     if __package__:
         from .. import hugepages  # here, not at the top: this file is also loaded by path, outside the package
 
@@ -74,7 +74,7 @@ def _hugepages():
 
 
 # ALPHAFOLD_MEM_MALLOC=default leaves glibc's allocator as it is (trim / release pick a remedy); the name
-# lives in hugepages, which must load before torch
+# lives in hugepages (standard library only)
 OPT_OUT_ENV = _hugepages().OPT_OUT_ENV
 
 __all__ = [
