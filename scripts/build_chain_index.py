@@ -1,4 +1,4 @@
-"""Build the training chain index and coordinate cache once (alphafold_mem.data.dataset).
+"""Build the training chain index and coordinate cache once (alphafold_mem.data.chain_index).
 
 Parses every structure under the given directories (mmCIF / PDB, optionally gzipped), writes one
 ``.npz`` coordinate cache per protein chain and a JSON index that ``ProteinChainDataset`` reads;
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from alphafold_mem.data.dataset import build_chain_index  # noqa: E402
+from alphafold_mem.data.chain_index import build_chain_index  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -2,7 +2,7 @@
 
 Modules, one format or concern each: :mod:`.fasta`, :mod:`.msa` (A3M, Stockholm), :mod:`.names`
 and :mod:`.text` (shared by both); :mod:`.structure` (chain records), :mod:`.mmcif`, :mod:`.pdb`,
-:mod:`.structure_io` (dispatch by suffix); the :mod:`.features` package; :mod:`.dataset`;
+:mod:`.structure_io` (dispatch by suffix); the :mod:`.features` package; :mod:`.chain_index`, :mod:`.dataset`;
 :mod:`.errors`.
 
 Entry points:
@@ -19,7 +19,8 @@ an :class:`InputWarning`, harmless changes an :class:`InputNote`. Modules added 
 training data left out, by reason), :mod:`.features.values` (value checks before the model).
 """
 
-from .dataset import ChainIndex, ProteinChainDataset, build_chain_index
+from .chain_index import ChainIndex, build_chain_index
+from .dataset import ProteinChainDataset
 from .errors import InputError, InputNote, InputWarning
 from .fasta import FastaRecord, parse_fasta, parse_fasta_string
 from .features import (
