@@ -126,7 +126,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, impl:
     if impl == "reference":
         return reference.layer_norm(x, weight, bias, eps)
     _triton_support.require_triton("layer_norm", x)
-    from .fused_layer_norm import fused_layer_norm
+    from .fused_layer_norm import fused_layer_norm  # imports triton lazily
 
     return fused_layer_norm(x, weight, bias, eps)
 
@@ -159,6 +159,6 @@ def triangle_multiplication(
     if impl == "reference":
         return reference.triangle_multiplication(z, mask, weights, outgoing, eps, run_step, normalise_per_part)
     _triton_support.require_triton("triangle_multiplication", z)
-    from .fused_triangle import fused_triangle_multiplication
+    from .fused_triangle import fused_triangle_multiplication  # imports triton lazily
 
     return fused_triangle_multiplication(z, mask, weights, outgoing, eps)

@@ -22,8 +22,9 @@ def skip_repatching() -> bool:
     if _installed:
         return True
     try:
+        # optional: triton may be missing (then there is nothing to speed up)
         import triton.language as tl
-        import triton.runtime.interpreter as interp
+        import triton.runtime.interpreter as interp  # optional, as above
     except Exception:  # noqa: BLE001 - no triton: nothing to speed up
         return False
     original = getattr(interp, "_patch_lang", None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch
+
 
 class KernelUnavailableError(RuntimeError):
     """A requested kernel implementation cannot run here (no Triton, no GPU and no interpreter)."""
@@ -21,7 +23,7 @@ def interpreter_enabled() -> bool:
     Reads Triton's own knob (``TRITON_INTERPRET``), so it agrees with what ``triton.jit`` decides.
     Requires Triton to be importable.
     """
-    import triton
+    import triton  # optional: only called where triton imports
 
     return bool(triton.knobs.runtime.interpret)
 
@@ -29,8 +31,9 @@ def interpreter_enabled() -> bool:
 def _interpreter_consistent() -> bool:
     """False when triton.language was imported with the interpreter off (then it cannot interpret)."""
     try:
+        # optional: triton, and its internals may move
         import triton.language as tl
-        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.interpreter import InterpretedFunction  # optional, as above
     except Exception:  # internals moved: cannot tell, assume fine
         return True
     return isinstance(getattr(tl, "zeros", None), InterpretedFunction)
@@ -39,7 +42,7 @@ def _interpreter_consistent() -> bool:
 def triton_unavailable_reason() -> Optional[str]:
     """Why ``impl="triton"`` cannot run here, or ``None`` when it can."""
     try:
-        import triton  # noqa: F401
+        import triton  # noqa: F401 - optional: the check itself
     except Exception as exc:  # ImportError, or a broken install raising anything else
         return f"the 'triton' package cannot be imported ({type(exc).__name__}: {exc})"
     if interpreter_enabled():
@@ -50,8 +53,6 @@ def triton_unavailable_reason() -> Optional[str]:
                 "anything imports triton (e.g. at the top of tests/conftest.py)"
             )
         return None
-    import torch
-
     if not torch.cuda.is_available():
         return (
             "no CUDA device is visible and Triton's interpreter is off; set TRITON_INTERPRET=1 "
@@ -64,7 +65,7 @@ def is_fake(*tensors) -> bool:
     """True when every tensor is a FakeTensor (shapes only, as in the memory planner's trace): the
     Triton launchers then allocate what they would allocate and launch nothing."""
     try:
-        from torch._subclasses.fake_tensor import FakeTensor
+        from torch._subclasses.fake_tensor import FakeTensor  # torch internals: may move
     except ImportError:  # pragma: no cover - torch internals moved
         return False
     return bool(tensors) and all(isinstance(t, FakeTensor) for t in tensors)
@@ -74,8 +75,6 @@ def persistent_programs(device, n_tiles: int, per_sm: int = 4) -> int:
     """Number of programs of a persistent kernel (each loops over tiles and keeps fp32 partial sums
     in registers): ``per_sm`` per streaming multiprocessor on CUDA, at most 4 elsewhere (the
     interpreter runs programs one after another), never more than the tiles, at least 1."""
-    import torch
-
     if getattr(device, "type", str(device)) == "cuda" and torch.cuda.is_available():
         cap = per_sm * torch.cuda.get_device_properties(device).multi_processor_count
     else:

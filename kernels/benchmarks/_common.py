@@ -9,6 +9,8 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
+from alphafold_mem.kernels._interpreter import skip_repatching
+
 
 def setup_device(smoke: bool) -> torch.device:
     """CUDA when visible; otherwise CPU, with Triton's interpreter switched on for ``--smoke``.
@@ -20,8 +22,6 @@ def setup_device(smoke: bool) -> torch.device:
     if not smoke:
         raise SystemExit("no CUDA device: run with --smoke (tiny shapes, Triton interpreter on CPU)")
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from alphafold_mem.kernels._interpreter import skip_repatching
-
     skip_repatching()
     return torch.device("cpu")
 

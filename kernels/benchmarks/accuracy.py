@@ -18,6 +18,11 @@ import argparse
 
 import torch
 
+from alphafold_mem import kernels
+from alphafold_mem.kernels.benchmarks._common import device_name, setup_device
+from alphafold_mem.kernels.benchmarks.bench_attention import _inputs
+from alphafold_mem.kernels.benchmarks.bench_triangle import _weights
+
 # kernel, case label, builder arguments
 CASES = [
     ("attention", "triangle rows=21 H=2 N=21 C=16", (21, 2, 21, 16)),
@@ -28,9 +33,6 @@ CASES = [
 
 
 def _attention(impl: str, dtype: torch.dtype, device, rows: int, H: int, N: int, C: int) -> list:
-    from alphafold_mem import kernels
-    from alphafold_mem.kernels.benchmarks.bench_attention import _inputs
-
     q, k, v, mask_bias, pair_bias, d_out = (t.detach().double() for t in _inputs(rows, H, N, C, torch.float32, device))
     leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v, pair_bias)]
     out = kernels.attention(*leaves[:3], [mask_bias.to(dtype), leaves[3]], impl=impl)
@@ -39,9 +41,6 @@ def _attention(impl: str, dtype: torch.dtype, device, rows: int, H: int, N: int,
 
 
 def _triangle(impl: str, dtype: torch.dtype, device, outgoing: bool, n: int, cz: int, ch: int) -> list:
-    from alphafold_mem import kernels
-    from alphafold_mem.kernels.benchmarks.bench_triangle import _weights
-
     g = torch.Generator(device=device).manual_seed(0)
     w = [t.detach().to(dtype).requires_grad_(True) for t in _weights(cz, ch, torch.float32, device, g)]
     z = torch.randn(1, n, n, cz, device=device, generator=g).to(dtype).requires_grad_(True)
@@ -85,7 +84,6 @@ def rows(device) -> list[dict]:
 
 def main(argv=None) -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    from alphafold_mem.kernels.benchmarks._common import device_name, setup_device
 
     device = setup_device(smoke=True)  # CUDA when visible, else the interpreter (before triton is imported)
     print(f"device: {device_name(device)}")

@@ -36,6 +36,7 @@ from typing import Callable, List, Tuple
 
 import torch
 
+from alphafold_mem import kernels
 from alphafold_mem.kernels.benchmarks._common import (
     benchmark_parser,
     device_name,
@@ -110,8 +111,6 @@ def _third_party() -> dict:
 
 
 def _impls() -> dict:
-    from alphafold_mem import kernels
-
     def sdpa(q, k, v, biases):
         mask = biases[0] + biases[1]  # [*, H, Q, K], materialised
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)

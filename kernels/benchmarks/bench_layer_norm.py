@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from alphafold_mem import kernels
 from alphafold_mem.kernels.benchmarks._common import (
     benchmark_parser,
     device_name,
@@ -39,8 +40,6 @@ SMOKE_SHAPES = [("smoke 7x37x100", (7, 37, 100))]
 
 
 def _impls() -> dict:
-    from alphafold_mem import kernels
-
     def torch_ln(x, w, b):  # what autocast would run: fp32 compute when x is bf16
         return F.layer_norm(x.float(), x.shape[-1:], w, b, 1e-5).to(x.dtype)
 

@@ -28,6 +28,8 @@ from typing import Callable
 
 import torch
 
+from alphafold_mem import kernels
+from alphafold_mem.kernels import TriangleMultiplicationWeights
 from alphafold_mem.kernels.benchmarks._common import (
     benchmark_parser,
     device_name,
@@ -42,8 +44,6 @@ SMOKE_SHAPES = [("smoke N=19", 19, 16, 16)]
 
 
 def _weights(cz: int, ch: int, dtype: torch.dtype, device: torch.device, g: torch.Generator):
-    from alphafold_mem.kernels import TriangleMultiplicationWeights
-
     shapes = [(cz,), (cz,)] + [(ch, cz), (ch,)] * 4 + [(ch,), (ch,), (cz, ch), (cz,), (cz, cz), (cz,)]
     ws = [torch.randn(*s, device=device, generator=g) * (s[-1] ** -0.5 if len(s) == 2 else 0.1) for s in shapes]
     ws[0] += 1.0
@@ -53,7 +53,7 @@ def _weights(cz: int, ch: int, dtype: torch.dtype, device: torch.device, g: torc
 
 def _cueq() -> dict:
     try:
-        import cuequivariance_torch as cuet
+        import cuequivariance_torch as cuet  # optional: a third-party kernel to compare with
     except Exception:  # noqa: BLE001 - not installed, or a broken install
         return {}
     if not hasattr(cuet, "triangle_multiplicative_update"):
@@ -78,8 +78,6 @@ def _cueq() -> dict:
 
 
 def _impls() -> dict:
-    from alphafold_mem import kernels
-
     return {
         "triton": lambda z, m, w: kernels.triangle_multiplication(z, m, w, True, impl="triton"),
         "reference": lambda z, m, w: kernels.triangle_multiplication(z, m, w, True, impl="reference"),

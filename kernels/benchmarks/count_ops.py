@@ -24,6 +24,11 @@ from typing import Callable, Iterator
 
 import torch
 
+from alphafold_mem import kernels
+from alphafold_mem.kernels import TriangleMultiplicationWeights
+from alphafold_mem.kernels._interpreter import skip_repatching
+from alphafold_mem.kernels._triton_support import triton_unavailable_reason
+
 # name, lead dims, H, Q = K, C, bias pattern ("shared": pair bias [*, 1, H, Q, K]; "per_row": [*, H, Q, K])
 ATTENTION_CASES = [
     ("triangle attention, N=40", (1, 40), 2, 40, 16, "shared"),
@@ -37,8 +42,8 @@ TRIANGLE_CASE = ("triangle multiplication, N=40, c_z=c=32", (1,), 40, 32, 32)
 def count_ops() -> Iterator[dict]:
     """Within the context, ``counts[kernel name][what]`` adds up launches, programs, dot FLOPs,
     loaded elements and atomically added elements of every interpreted launch."""
-    import numpy as np
-    import triton.runtime.interpreter as interp
+    import numpy as np  # with triton's interpreter (below): only where counting runs
+    import triton.runtime.interpreter as interp  # optional: triton, after TRITON_INTERPRET is set
 
     counts: dict = defaultdict(lambda: defaultdict(int))
     current = ["?"]
@@ -79,7 +84,7 @@ def count_ops() -> Iterator[dict]:
 
 
 def _reference_flops(fn: Callable[[], torch.Tensor], d_out: torch.Tensor) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode  # torch utility, only for the reference column
 
     with FlopCounterMode(display=False) as mode:
         fn().backward(d_out)
@@ -87,8 +92,6 @@ def _reference_flops(fn: Callable[[], torch.Tensor], d_out: torch.Tensor) -> int
 
 
 def _attention_run(lead, H, N, C, pattern, impl):
-    from alphafold_mem import kernels
-
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(*lead, H, N, C, generator=g).requires_grad_(True) for _ in range(3))
     mask_bias = ((torch.rand(*lead, 1, 1, N, generator=g) > 0.1).float() - 1) * 1e9
@@ -100,7 +103,7 @@ def _attention_run(lead, H, N, C, pattern, impl):
 
 def attention_rows() -> list[dict]:
     """One row per (case, fold setting, kernel) of one attention forward + backward."""
-    from alphafold_mem.kernels import fused_attention
+    from alphafold_mem.kernels import fused_attention  # imports triton: after main set TRITON_INTERPRET
 
     rows = []
     saved = fused_attention.BIAS_GRAD_FOLD
@@ -121,8 +124,6 @@ def attention_rows() -> list[dict]:
 
 def triangle_rows() -> list[dict]:
     """One row per kernel of one fused triangle multiplication forward + backward."""
-    from alphafold_mem import kernels
-    from alphafold_mem.kernels import TriangleMultiplicationWeights
 
     label, lead, n, cz, ch = TRIANGLE_CASE
     g = torch.Generator().manual_seed(0)
@@ -169,8 +170,6 @@ def main(argv=None) -> None:
     parser.add_argument("--only", choices=["attention", "triangle"])
     args = parser.parse_args(argv)
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton: counts need the interpreter
-    from alphafold_mem.kernels._interpreter import skip_repatching
-    from alphafold_mem.kernels._triton_support import triton_unavailable_reason
 
     reason = triton_unavailable_reason()
     if reason is not None:
