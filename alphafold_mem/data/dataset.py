@@ -11,10 +11,17 @@ alignment) is skipped with
 an :class:`~alphafold_mem.data.errors.InputWarning`, counted in ``num_skipped``, and replaced by the
 next entry, so an epoch never ends early on bad data. Counters are per process (per DataLoader
 worker).
+
+Sampling as published (:mod:`.sampling`): chain filters (:class:`~.sampling.ChainFilters`), weights
+``length factor / cluster size`` from a cluster file, self-distillation structures with residues of
+pLDDT < 70 masked out of the loss. Templates (:mod:`.training_templates`) from each chain's hit file
+when a :class:`~.training_templates.TemplateSource` is given and the model uses templates; their
+random draws use their own stream, ``default_rng([seed, e, i, 1])``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +34,19 @@ from .errors import InputError, warn_input
 from .features import Sample, make_features
 from .features.values import check_feature_values
 from .msa import Msa, parse_msa
+from .sampling import NO_ALIGNMENT_REASON, ChainFilters, length_factor, mask_low_plddt
 from .structure import ProteinChain
 from .structure_io import read_structure
+from .training_templates import TemplateSource, find_hit_file, training_templates
 
 __all__ = ["ProteinChainDataset"]
 
 #: The shortest chain :class:`ProteinChainDataset` trains on by default: one residue has no residue
 #: pairs (distogram, pair representation) to learn from.
 MIN_CHAIN_LENGTH = 2
+
+#: Template structures kept parsed per process (cleared when full).
+_TEMPLATE_CACHE_SIZE = 128
 
 
 class ProteinChainDataset(torch.utils.data.Dataset):
@@ -53,6 +65,14 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         recycling_slices: ``None``, or ``R``: every sample carries a trailing recycling dim of size
             ``R`` with one MSA cluster draw per slice (see ``make_features``; training uses
             ``config.num_recycles + 1``).
+        filters: :class:`~.sampling.ChainFilters` (its ``max_resolution`` replaces the argument);
+            chains kept without an alignment folder are listed in ``notes``.
+        templates: :class:`~.training_templates.TemplateSource`, or None (no templates; the model's
+            template stack, if enabled, gets one masked placeholder).
+        cluster_sizes: chain id -> size of its cluster (:func:`~.sampling.cluster_sizes`); None:
+            chains with the same sequence form a cluster.
+        plddt_threshold: self-distillation: residues whose pLDDT (B-factor column) is below this leave
+            the loss; the structure file is read at every draw (the coordinate cache has no B-factors).
 
     Raises:
         InputError: the index cannot be read, or no usable entry remains.
@@ -70,6 +90,10 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         min_resolved: int = 1,
         recycling_slices: int | None = None,
         min_length: int = MIN_CHAIN_LENGTH,
+        filters: ChainFilters | None = None,
+        templates: TemplateSource | None = None,
+        cluster_sizes: dict | None = None,
+        plddt_threshold: float | None = None,
     ):
         if mode not in ("train", "eval"):
             raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
@@ -78,14 +102,23 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         self.mode = mode
         self.seed = seed
         self.recycling_slices = recycling_slices
+        self.templates = templates if templates is not None and config.template.enabled else None
+        self.cluster_sizes = cluster_sizes
+        self.plddt_threshold = plddt_threshold
         self.epoch = 0
         self.num_skipped = 0
         self.num_skipped_files = 0
         self._bad_files: set[Path] = set()  # alignments that failed at a draw (warned once each)
+        self._template_cache: dict = {}  # pdb id -> parsed template structure
         self.entries = []
         self.rejected: list[dict] = []  # drop entries (.drops) of the index entries left out
+        self.notes: list[dict] = []  # chains kept with a remark (no alignment folder, no cluster)
+        if filters is not None:
+            max_resolution = filters.max_resolution
         for entry in self.index.entries:
             found = self._reject(entry, max_resolution, max_single_residue_fraction, min_resolved, min_length)
+            if found is None and filters is not None:
+                found = filters.reason(entry)
             if found is not None:
                 self.num_skipped += 1
                 self.rejected.append(drop(found[0], entry.get("name", "?"), found[1]))
@@ -96,6 +129,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 )
                 continue
             self.entries.append(entry)
+            self.notes.extend(self._remarks(entry, filters))
         if not self.entries:
             reasons = counted_lines(list(self.index.skipped) + self.rejected)
             raise InputError(
@@ -104,6 +138,17 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 + (f"; {'; '.join(reasons)}" if reasons else "")
                 + ")"
             )
+
+    def _remarks(self, entry: dict, filters: ChainFilters | None) -> list[dict]:
+        """Report notes of a chain that is used (:mod:`.drops` entries)."""
+        name, out = entry.get("name", "?"), []
+        if filters is not None and not entry.get("alignment_dir"):
+            out.append(drop(NO_ALIGNMENT_REASON, name, "trained from its sequence alone"))
+        if self.cluster_sizes is not None and name not in self.cluster_sizes:
+            out.append(drop("not in the cluster file", name, "sampled as a cluster of its own"))
+        if self.templates is not None and find_hit_file(self.index.resolve(entry.get("alignment_dir"))) is None:
+            out.append(drop("no template hit file", name, "trained without templates"))
+        return out
 
     def _reject(
         self, e: dict, max_res: float, max_frac: float, min_resolved: int, min_length: int
@@ -137,19 +182,24 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         self.epoch = int(epoch)
 
     def sample_weights(self) -> torch.Tensor:
-        """AF2 Suppl. 1.2.5 sampling weights: ``max(min(N_res, 512), 256) / 512`` divided by the
-        number of chains with the same sequence (a stand-in for 40 % identity clusters). Use with
+        """AF2 Suppl. 1.2.5 sampling weights: ``max(min(N_res, 512), 256) / 512`` divided by the size
+        of the chain's cluster (``cluster_sizes``: the cluster file's, a chain in none alone), or
+        without a cluster file by the number of chains with the same sequence. Use with
         ``torch.utils.data.WeightedRandomSampler``."""
-        counts: dict[str, int] = {}
-        for e in self.entries:
-            counts[e["sequence"]] = counts.get(e["sequence"], 0) + 1
-        w = [max(min(len(e["sequence"]), 512), 256) / 512 / counts[e["sequence"]] for e in self.entries]
+        if self.cluster_sizes is not None:
+            sizes = [self.cluster_sizes.get(e["name"], 1) for e in self.entries]
+        else:
+            counts: dict[str, int] = {}
+            for e in self.entries:
+                counts[e["sequence"]] = counts.get(e["sequence"], 0) + 1
+            sizes = [counts[e["sequence"]] for e in self.entries]
+        w = [length_factor(len(e["sequence"])) / n for e, n in zip(self.entries, sizes)]
         return torch.tensor(w, dtype=torch.float64)
 
     def load_chain(self, entry: dict) -> ProteinChain:
         """The entry's chain from its ``.npz`` cache, else parsed from the structure file."""
         cache = self.index.resolve(entry.get("cache"))
-        if cache is not None and cache.is_file():
+        if cache is not None and cache.is_file() and self.plddt_threshold is None:
             try:
                 with np.load(cache) as z:
                     arrays = {k: z[k] for k in ("aatype", "atom37_positions", "atom37_mask")}
@@ -176,6 +226,9 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             raise InputError(
                 "structure sequence differs from the index (rebuild the index)", file=chain.path, record=entry["name"]
             )
+        if self.plddt_threshold is not None:  # self-distillation: low-confidence residues leave the loss
+            mask, _ = mask_low_plddt(chain.atom37_mask, chain.b_factors, self.plddt_threshold)
+            chain = dataclasses.replace(chain, atom37_mask=mask)
         return chain
 
     def load_msas(self, entry: dict) -> list[Msa]:
@@ -204,6 +257,33 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 )
         return msas
 
+    def load_templates(self, entry: dict, i: int) -> list:
+        """The entry's templates for this draw (:func:`~.training_templates.training_templates`; its
+        own random stream), ``[]`` without a template source or hit file."""
+        if self.templates is None:
+            return []
+        if len(self._template_cache) > _TEMPLATE_CACHE_SIZE:
+            self._template_cache.clear()
+        rng = np.random.default_rng([self.seed, self.epoch, i, 1])
+        folder = self.index.resolve(entry.get("alignment_dir"))
+        templates, _ = training_templates(
+            entry["sequence"],
+            folder,
+            entry.get("release_date"),
+            self.templates,
+            train=self.mode == "train",
+            rng=rng,
+            structure_cache=self._template_cache,
+            log=lambda line: self._template_warning(line, folder, entry["name"]),
+        )
+        return templates
+
+    def _template_warning(self, line: str, folder, name: str) -> None:
+        """An unreadable hit file: warned once per folder (dropped hits are not warned)."""
+        if line.startswith("warning:") and folder not in self._bad_files:
+            self._bad_files.add(folder)
+            warn_input(line.removeprefix("warning: "), file=find_hit_file(folder), record=name)
+
     def _make(self, i: int) -> Sample:
         entry = self.entries[i]
         chain = self.load_chain(entry)
@@ -213,6 +293,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             self.load_msas(entry),
             self.config,
             structure=chain,
+            templates=self.load_templates(entry, i),
             mode=self.mode,
             seed=rng,
             recycling_slices=self.recycling_slices,
