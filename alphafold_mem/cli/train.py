@@ -104,7 +104,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="PDB ids kept out of training for validation (default: the demo hold-out set)",
     )
-    p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (default: 0)")
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        default=None,
+        help="DataLoader workers for training and validation; samples do not depend on it "
+        "(default: min(4, CPUs - 1), 0 on a one-CPU machine)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument(
         "--logger",
@@ -129,8 +135,60 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="TrainConfig override (repeatable), e.g. ema_decay=0.99",
     )
     p.add_argument("--no-progress-bar", action="store_true")
+    _add_sampling_options(p)
     add_malloc_option(p)
     p.set_defaults(func=run)
+
+
+def _add_sampling_options(p: argparse.ArgumentParser) -> None:
+    """Validation data, sampling, chain filters and templates (issue 33; ``train.data_module.DataOptions``)."""
+    g = p.add_argument_group("sampling, filters and templates (AF2 / OpenFold training)")
+    g.add_argument("--val-data", metavar="DIR", help="validation data directory or index (default: --held-out ids)")
+    g.add_argument(
+        "--cluster-file",
+        metavar="FILE",
+        help="MMseqs2/OpenFold cluster file (one cluster per line, chain ids separated by spaces): "
+        "weight 1/cluster size (default: chains with the same sequence form a cluster)",
+    )
+    g.add_argument("--distillation-dir", metavar="DIR", help="self-distillation set (predicted structures, pLDDT in B)")
+    g.add_argument(
+        "--distillation-prob", type=float, default=0.75, help="probability of a self-distillation draw (default: 0.75)"
+    )
+    g.add_argument("--max-resolution", type=float, default=9.0, help="drop chains above (Å; unknown passes; default 9)")
+    g.add_argument("--max-release-date", metavar="YYYY-MM-DD", help="drop chains released after this date")
+    g.add_argument("--filter-file", metavar="FILE", help="train only on the chain ids listed (one per line)")
+    g.add_argument(
+        "--obsolete", metavar="FILE", help="wwPDB obsolete.dat: obsolete chains dropped, template ids mapped"
+    )
+    g.add_argument("--require-alignments", action="store_true", help="drop chains without an alignment folder")
+    g.add_argument(
+        "--template-mmcif-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="template mmCIFs (repeatable); hits come from each chain's alignment folder "
+        "(pdb70_hits.hhr, hmm_output.sto, pdb_hits.sto); used when the model has templates",
+    )
+    g.add_argument("--max-template-date", metavar="YYYY-MM-DD", help="drop templates released after this date")
+
+
+def _data_options(args: argparse.Namespace):
+    """The :class:`~alphafold_mem.train.data_module.DataOptions` of the command line."""
+    from ..train.data_module import DataOptions  # torch and Lightning: loaded when the command runs
+
+    return DataOptions(
+        val_data=args.val_data,
+        cluster_file=args.cluster_file,
+        distillation_dir=args.distillation_dir,
+        distillation_prob=args.distillation_prob,
+        max_resolution=args.max_resolution,
+        max_release_date=args.max_release_date,
+        filter_file=args.filter_file,
+        obsolete=args.obsolete,
+        require_alignments=args.require_alignments,
+        template_mmcif_dirs=tuple(args.template_mmcif_dir),
+        max_template_date=args.max_template_date,
+    )
 
 
 #: Run settings a checkpoint stores (:mod:`alphafold_mem.train.resume`): CLI attribute -> (key, default).
@@ -246,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
             init_weights=args.init_weights,
             num_nodes=args.num_nodes,
             dap=args.dap,
+            data_options=_data_options(args),
         )
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

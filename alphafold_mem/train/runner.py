@@ -14,7 +14,7 @@ from ..config import ModelConfig
 from ..memory.policy import PolicyRequest
 from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkpoint_config
 from .config import TrainConfig
-from .data_module import AF2DataModule
+from .data_module import AF2DataModule, DataOptions
 from .init_weights import init_from_weights
 from .lightning_module import AlphaFoldLightning
 from .progress import StepTimer, make_loggers
@@ -104,7 +104,7 @@ def train(
     accelerator: str = "auto",
     resume: Optional[str] = None,
     ckpt_every_steps: int = 200,
-    num_workers: int = 0,
+    num_workers: Optional[int] = 0,
     loggers: Sequence[str] = ("csv",),
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
@@ -114,6 +114,7 @@ def train(
     num_nodes: int = 1,
     log: Optional[Callable[[str], None]] = None,
     dap: int = 1,
+    data_options: Optional[DataOptions] = None,
 ) -> AlphaFoldLightning:
     """Train (or resume) and return the trained module. ``memory_policy``, the one memory argument, is
     bound to the model (see :class:`AlphaFoldLightning`: ``"auto"`` and ``chunk_size="auto"`` are
@@ -124,6 +125,8 @@ def train(
     ``init_weights``: start from the weights of this file (AF2 .npz, OpenFold .pt, our checkpoints),
     EMA included (:func:`alphafold_mem.train.init_weights.init_from_weights`). ``dap``: devices
     sharing each sample (dynamic axial parallelism; ``devices`` must be a multiple, and the strategy DDP).
+    ``data_options``: sampling, filters, templates, validation data (:class:`.data_module.DataOptions`);
+    ``num_workers=None``: :func:`.data_module.default_num_workers`.
 
     Raises:
         ValueError: ``resume`` or ``init_weights`` was saved for a different architecture (one
@@ -159,6 +162,7 @@ def train(
         num_workers=num_workers,
         report_dir=out_dir,
         log=log,
+        options=data_options,
     )
     trainer = build_trainer(
         out_dir,
