@@ -1,5 +1,6 @@
 """Options shared by ``predict`` (search before, relaxation after the model) and ``search``:
-:func:`add_search_arguments`, :func:`add_template_arguments`, :func:`add_relax_arguments`, and
+:func:`add_search_arguments`, :func:`add_template_arguments`, :func:`add_relax_arguments`,
+:func:`add_msa_server_arguments` (``predict`` only), and
 :func:`pipeline_from_args`, which turns them into :class:`alphafold_mem.predict.stages.PipelineOptions`."""
 
 from __future__ import annotations
@@ -7,11 +8,13 @@ from __future__ import annotations
 import argparse
 
 from ..predict.stages import PipelineOptions
+from ..search.msa_server import MODES, PUBLIC_SERVER, TERMS
 
 __all__ = [
     "add_search_arguments",
     "add_template_arguments",
     "add_relax_arguments",
+    "add_msa_server_arguments",
     "add_pipeline_arguments",
     "pipeline_from_args",
 ]
@@ -80,20 +83,40 @@ def add_relax_arguments(g) -> None:
     g.add_argument("--relax-device", choices=("cpu", "cuda"), default="cpu", help="OpenMM platform (default: cpu)")
 
 
+def add_msa_server_arguments(g) -> None:
+    """``--msa-server URL``, ``--msa-server-mode``."""
+    g.add_argument(
+        "--msa-server",
+        metavar="URL",
+        help=f"get the MSAs of targets without one from an MMseqs2 MSA server (ColabFold's protocol), e.g. "
+        f"{PUBLIC_SERVER}; cached by sequence under <out>/msa_server/. {TERMS}. Not with --db",
+    )
+    g.add_argument(
+        "--msa-server-mode",
+        choices=tuple(MODES),
+        default="env",
+        help="env: UniRef30 and ColabFoldDB (ColabFold's default); all: UniRef30 only (default: env)",
+    )
+
+
 def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
-    """All three groups, for ``predict``."""
+    """All four groups, for ``predict``."""
     add_search_arguments(p.add_argument_group("sequence search (pyhmmer)"))
+    add_msa_server_arguments(p.add_argument_group("MSA server (MMseqs2, ColabFold's protocol)"))
     add_template_arguments(p.add_argument_group("templates"))
     add_relax_arguments(p.add_argument_group("relaxation (OpenMM)"))
 
 
 def pipeline_from_args(args: argparse.Namespace, log):
     """:class:`PipelineOptions` from parsed arguments, or None when no search/template/relax option is set."""
-    wanted = args.db or args.template_db or args.mmcif_dir or args.relax
+    server = getattr(args, "msa_server", None)
+    wanted = args.db or args.template_db or args.mmcif_dir or args.relax or server
     if not wanted:
         return None
     if getattr(args, "single_sequence", False) and args.db:
         raise ValueError("--single-sequence cannot be combined with --db")
+    if server is not None and (args.db or getattr(args, "single_sequence", False)):
+        raise ValueError(f"--msa-server cannot be combined with {'--db' if args.db else '--single-sequence'}")
     return PipelineOptions(
         databases=tuple(args.db),
         template_db=args.template_db,
@@ -108,5 +131,7 @@ def pipeline_from_args(args: argparse.Namespace, log):
         relax=args.relax,
         relax_device=args.relax_device,
         progress=args.progress,
+        msa_server=server,
+        msa_server_mode=getattr(args, "msa_server_mode", "env"),
         log=log,
     )

@@ -4,6 +4,10 @@
 once for the run, :meth:`~PipelineOptions.templates` per target while building features and
 :meth:`~PipelineOptions.relax_target` per target after its outputs are written.
 
+With ``msa_server`` (``--msa-server URL``) the targets without an MSA get theirs from an MMseqs2 MSA server
+(ColabFold's protocol, :mod:`alphafold_mem.search.msa_server`), cached by sequence under ``<out>/msa_server/``;
+a target whose ticket fails is left out with one line and the others continue.
+
 Template hits come from the search (``<out>/<id>/pdb_hits.sto``) or, without a template database,
 from the target's alignment folder (``pdb70_hits.hhr``, ``hmm_output.sto``, ``pdb_hits.sto``: OpenFold /
 OpenProteinSet layout); they need ``mmcif_dirs`` to become templates.
@@ -18,7 +22,7 @@ from typing import Callable, Optional
 
 from ..data.msa import parse_msa
 from ..data.templates_from_hits import parse_obsolete, templates_from_hit_file
-from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
+from ..search import JackhmmerSettings, MsaServerOptions, SearchError, SearchOptions, fetch_server_msa, search_target
 from .outputs import write_json
 
 __all__ = ["PipelineOptions", "TEMPLATE_HIT_FILES"]
@@ -38,6 +42,10 @@ class PipelineOptions:
         cpus, iterations, max_sequences, z: search settings (see :class:`~alphafold_mem.search.JackhmmerSettings`).
         relax: run Amber relaxation; relax_device: ``cpu``/``cuda``.
         progress: tqdm bars during searches.
+        msa_server: base URL of an MMseqs2 MSA server (``--msa-server``; ColabFold's public one is
+            :data:`alphafold_mem.search.PUBLIC_SERVER`, see its terms in :mod:`alphafold_mem.search.msa_server`);
+            msa_server_mode: ``env`` (UniRef30 + ColabFoldDB) or ``all`` (UniRef30 only).
+        msa_server_options: further :class:`~alphafold_mem.search.MsaServerOptions` fields (poll interval, ...).
     """
 
     databases: tuple = ()
@@ -53,13 +61,20 @@ class PipelineOptions:
     relax: bool = False
     relax_device: str = "cpu"
     progress: bool = True
+    msa_server: Optional[str] = None
+    msa_server_mode: str = "env"
+    msa_server_options: dict = field(default_factory=dict)
     log: Callable[[str], None] = print
     _hits: dict = field(default_factory=dict, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
+    def __post_init__(self):
+        if self.msa_server is not None:  # a bad URL or mode is one line before any work
+            MsaServerOptions(self.msa_server, self.msa_server_mode, **self.msa_server_options)
+
     @property
     def searching(self) -> bool:
-        return bool(self.databases) or self.template_db is not None
+        return bool(self.databases) or self.template_db is not None or self.msa_server is not None
 
     def search(self, targets, out_dir: str, overwrite: bool = False) -> list:
         """Search every target (``--db``/``--template-db``); targets without an MSA get the search's
@@ -72,6 +87,12 @@ class PipelineOptions:
                     self._hits.setdefault(t.name, os.path.join(folder, name))
         if not self.searching:
             return failed
+        if self.msa_server is not None:
+            failed += self._server_msas(targets, out_dir)
+            gone = {id(t) for t, _ in failed}
+            targets = [t for t in targets if id(t) not in gone]
+        if not self.databases and self.template_db is None:
+            return failed
         settings = JackhmmerSettings(iterations=self.iterations, max_sequences=self.max_sequences, z=self.z)
         options = SearchOptions(tuple(self.databases), self.template_db, settings, self.cpus, self.progress)
         for t in targets:
@@ -81,11 +102,27 @@ class PipelineOptions:
                 failed.append((t, f"{t.source}: record '{t.name}': search failed: {exc}"))
                 continue
             if outcome.msa_files and not t.msa_files:
-                t.msa_files = tuple(outcome.msa_files)
-                rows = [t.sequence] + [s for f in t.msa_files for s in parse_msa(f, query=t.sequence).sequences]
-                t.msa_depth = len(dict.fromkeys(rows))
+                _attach(t, outcome.msa_files)
             if outcome.template_hits:
                 self._hits[t.name] = outcome.template_hits
+        return failed
+
+    def _server_msas(self, targets, out_dir: str) -> list:
+        """MSAs from ``msa_server`` for the targets without one; ``[(target, message)]`` for failed tickets."""
+        options = MsaServerOptions(self.msa_server, self.msa_server_mode, **self.msa_server_options)
+        cache = os.path.join(out_dir, "msa_server")
+        failed = []
+        for t in targets:
+            if t.msa_files:
+                self.log(
+                    f"note: {t.name}: MSA given ({', '.join(map(os.path.basename, t.msa_files))}); "
+                    "not asking the MSA server"
+                )
+                continue
+            try:
+                _attach(t, fetch_server_msa(t.name, t.sequence, cache, options, log=self.log))
+            except SearchError as exc:
+                failed.append((t, f"{t.source}: record '{t.name}': MSA server: {exc}"))
         return failed
 
     def templates(self, t):
@@ -162,3 +199,10 @@ class PipelineOptions:
         scores["relax"] = record
         write_json(outputs["scores"], scores, flat=True)
         return record
+
+
+def _attach(t, files) -> None:
+    """Give target ``t`` the searched or served MSA ``files`` and their depth (distinct rows, query included)."""
+    t.msa_files = tuple(files)
+    rows = [t.sequence] + [s for f in t.msa_files for s in parse_msa(f, query=t.sequence).sequences]
+    t.msa_depth = len(dict.fromkeys(rows))
