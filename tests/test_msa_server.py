@@ -18,6 +18,8 @@ import torch
 from alphafold_mem import AlphaFold, model_config
 from alphafold_mem.cli import main
 from alphafold_mem.data.msa import parse_a3m_string, parse_msa
+from alphafold_mem.predict import stages
+from alphafold_mem.predict.targets import Target
 from alphafold_mem.search import msa_server
 from alphafold_mem.search.msa_server import MODES, MsaServerError, MsaServerOptions, cache_key, fetch_server_msa
 from alphafold_mem.weights import save_checkpoint
@@ -290,3 +292,23 @@ def test_msa_server_flag_conflicts_are_one_line(tmp_path, capsys):
         assert f"error: --msa-server cannot be combined with {said}" in capsys.readouterr().err
     assert main(["predict", str(fasta), "--out", str(tmp_path / "o"), "--msa-server", "127.0.0.1:9"]) == 2
     assert "expected an http:// or https:// URL" in capsys.readouterr().err
+
+
+def test_the_public_server_is_named_with_its_terms_before_any_request(tmp_path, monkeypatch):
+    """No request leaves the machine: the client call is replaced by one that fails."""
+
+    def offline(name, *args, **kwargs):
+        raise MsaServerError(f"{name}: not sent")
+
+    monkeypatch.setattr(stages, "fetch_server_msa", offline)
+    lines = []
+    given = Target("given", SEQ, "", "in.fasta:3", msa_files=("x.a3m",))
+    asked = Target("asked", SEQ, "", "in.fasta:1")
+    options = stages.PipelineOptions(msa_server=msa_server.PUBLIC_SERVER, log=lines.append)
+    failed = options.search([asked, given], str(tmp_path))
+    assert [(t.name, m) for t, m in failed] == [("asked", "in.fasta:1: record 'asked': MSA server: asked: not sent")]
+    assert (
+        lines[0].startswith(f"note: sending 1 sequence(s) to {msa_server.PUBLIC_SERVER}: ")
+        and "moderate use" in lines[0]
+    )
+    assert "given: MSA given (x.a3m); not asking the MSA server" in lines[1]

@@ -22,7 +22,16 @@ from typing import Callable, Optional
 
 from ..data.msa import parse_msa
 from ..data.templates_from_hits import parse_obsolete, templates_from_hit_file
-from ..search import JackhmmerSettings, MsaServerOptions, SearchError, SearchOptions, fetch_server_msa, search_target
+from ..search import (
+    PUBLIC_SERVER,
+    JackhmmerSettings,
+    MsaServerOptions,
+    SearchError,
+    SearchOptions,
+    fetch_server_msa,
+    search_target,
+)
+from ..search.msa_server import TERMS
 from .outputs import write_json
 
 __all__ = ["PipelineOptions", "TEMPLATE_HIT_FILES"]
@@ -112,6 +121,9 @@ class PipelineOptions:
         options = MsaServerOptions(self.msa_server, self.msa_server_mode, **self.msa_server_options)
         cache = os.path.join(out_dir, "msa_server")
         failed = []
+        asking = sum(1 for t in targets if not t.msa_files)
+        if asking and options.url.rstrip("/") == PUBLIC_SERVER:
+            self.log(f"note: sending {asking} sequence(s) to {PUBLIC_SERVER}: {TERMS}")
         for t in targets:
             if t.msa_files:
                 self.log(
