@@ -50,6 +50,7 @@ class Server:
     def __init__(self, files):
         self.files = dict(files)
         self.drop_once = set()
+        self.ignore_range = False
         self.requests = []
         outer = self
 
@@ -67,7 +68,7 @@ class Server:
                     self.send_error(404)
                     return
                 start = 0
-                rng = self.headers.get("Range")
+                rng = None if outer.ignore_range else self.headers.get("Range")
                 if rng:
                     start = int(rng.split("=")[1].split("-")[0])
                     if start >= len(data):
@@ -165,6 +166,15 @@ def test_resume_of_an_earlier_runs_partial_download(tmp_path, server):
     result, _ = _fetch("af2", tmp_path, server, sha256=DIGEST)
     assert server.requests == [(TAR_NAME, "bytes=12345-")]
     assert result.sha256 == {TAR_NAME: DIGEST}
+
+
+def test_a_server_that_ignores_ranges_sends_the_whole_file_again(tmp_path, server):
+    server.ignore_range = True
+    downloads = tmp_path / ".downloads"
+    downloads.mkdir()
+    (downloads / (TAR_NAME + ".part")).write_bytes(b"x" * 5000)  # would corrupt the file if appended to
+    result, _ = _fetch("af2", tmp_path, server, sha256=DIGEST)
+    assert server.requests == [(TAR_NAME, "bytes=5000-")] and result.sha256 == {TAR_NAME: DIGEST}
 
 
 def test_a_corrupted_archive_is_refused_and_nothing_is_unpacked(tmp_path, server, capsys):

@@ -300,8 +300,11 @@ def download(
             ) from None
         with response:
             total = _total_size(response, have)
-            if have and response.status != 206:  # the server ignored the range: start again
-                have = 0
+            if have and response.status == 206 and _range_start(response) != have:  # not the bytes asked for
+                os.remove(part)
+                continue
+            if have and response.status != 206:  # the server ignored the range: the whole file comes again
+                have = start = 0
             try:
                 fh = open(part, "ab" if have else "wb")
             except OSError as exc:
@@ -342,6 +345,13 @@ def download(
             )
         log(f"weights: {name}: connection dropped at byte {got}; resuming")
         time.sleep(retry_wait)
+
+
+def _range_start(response) -> Optional[int]:
+    """The first byte of a 206 reply's ``Content-Range: bytes A-B/N`` (None when absent)."""
+    value = (response.headers.get("Content-Range") or "").replace("bytes", "").strip()
+    head = value.split("-", 1)[0].strip()
+    return int(head) if head.isdigit() else None
 
 
 def _total_size(response, have: int) -> Optional[int]:
