@@ -128,6 +128,9 @@ def test_full_download_unpacks_the_chosen_set(tmp_path, server, capsys):
     folder = tmp_path / "af2-ptm"
     assert capsys.readouterr().out.strip() == str(folder)
     assert sorted(os.listdir(folder)) == ["FETCHED.json", "LICENSE", "params_model_1_ptm.npz"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~mask  # not mkdtemp's 0700
     assert (folder / "params_model_1_ptm.npz").read_bytes() == MEMBERS["params_model_1_ptm.npz"]
     record = json.loads((folder / "FETCHED.json").read_text())
     assert record["files"] == [

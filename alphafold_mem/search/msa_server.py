@@ -144,6 +144,9 @@ def fetch_server_msa(
     os.makedirs(os.path.dirname(folder) or ".", exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".msa.", suffix=".partial", dir=os.path.dirname(folder))
     try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)  # the usual folder mode, not mkdtemp's 0700
         _unpack(payload, wanted, tmp, client.host)
         for f in wanted:
             try:

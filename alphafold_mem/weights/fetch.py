@@ -371,6 +371,7 @@ def _install(release: Release, local: list, directory: str, final: str, record: 
     ``final``; on any error the temporary folder is removed and ``final`` is untouched."""
     tmp = tempfile.mkdtemp(prefix=f".{release.name}.", suffix=".partial", dir=directory)
     try:
+        os.chmod(tmp, 0o777 & ~_umask())  # the usual folder mode, not mkdtemp's 0700
         if release.members:
             for archive in local:
                 _extract(archive, release.members, tmp)
@@ -399,6 +400,12 @@ def _install(release: Release, local: list, directory: str, final: str, record: 
         for path in local:
             os.remove(path)
     return sorted(os.path.join(final, f) for f in record["unpacked"])
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _extract(archive: str, patterns: tuple, into: str) -> None:
