@@ -223,9 +223,7 @@ def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]
                 if time.monotonic() > deadline:
                     row["error"] = "skipped: time budget"
                     continue
-                row.update(
-                    _measure(model, batch, policy, training, device, bind, track_peak, proxy_loss)
-                )
+                row.update(_measure(model, batch, policy, training, device, bind, track_peak, proxy_loss))
                 try:
                     est = estimate_breakdown(cfg, policy, n_res, n_seq, n_extra, 0, training)
                     row["predicted_bytes"] = est.activations

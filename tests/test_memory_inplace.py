@@ -154,9 +154,7 @@ def test_add_to_equals_residual_update_bf16_full():
             for cs in (None, 4, 5):
                 offloads = ("none", "buffers") if isinstance(op, TriangleMultiplication) and cs else ("none",)
                 for offload in offloads:
-                    bind(
-                        op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full")
-                    )
+                    bind(op, MemoryPolicy(chunk_size=cs, inplace=True, offload=offload, precision="bf16-full"))
                     args_c = tuple(a.clone() for a in args)
                     target_c = args_c[0] if target is args[0] else target.clone()
                     if offload == "buffers":
