@@ -230,7 +230,7 @@ def test_an_index_with_nothing_usable_fails_with_its_reasons(tmp_path):
 # -- input values before the forward pass ------------------------------------------------------------------
 def test_dataset_skips_a_sample_with_non_finite_coordinates(data_dir, tmp_path):  # noqa: F811
     index = build_chain_index([data_dir / "mmcif"], None, tmp_path / "index.json", cache_dir=tmp_path / "cache")
-    cache = tmp_path / "cache" / "2q2k_A.npz"
+    cache = index.resolve(next(e["cache"] for e in index.entries if e["name"] == "2q2k_A"))
     arrays = dict(np.load(cache))
     arrays["atom37_positions"][30, 1, 0] = np.nan
     np.savez(cache, **arrays)

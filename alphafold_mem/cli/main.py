@@ -1,5 +1,6 @@
 """The ``alphafold-mem`` entry point: one parser, one subparser per subcommand module
-(:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.memory_plan`, :mod:`.ablate`); each
+(:mod:`.predict`, :mod:`.search`, :mod:`.relax`, :mod:`.train`, :mod:`.index`, :mod:`.alignment_db`,
+:mod:`.memory_plan`, :mod:`.ablate`); each
 module's ``register`` adds its options and sets ``func``, which receives the parsed arguments and
 returns the exit status.
 
@@ -16,10 +17,10 @@ import sys
 
 from ..hugepages import request_huge_pages
 from ..version import __version__
-from . import ablate, memory_plan, predict, relax, search, train, weights
+from . import ablate, alignment_db, index, memory_plan, predict, relax, search, train, weights
 from .malloc import apply_malloc_option
 
-SUBCOMMANDS = (predict, search, relax, train, memory_plan, ablate, weights)
+SUBCOMMANDS = (predict, search, relax, train, index, alignment_db, memory_plan, ablate, weights)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .index import add_source_options, build_from_args
 from .malloc import add_malloc_option
 from .memory_args import parse_assignments, train_request
 
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--preset", choices=PRESETS, default=None, help="model preset (default: demo, or the preset stored in --resume)"
     )
     p.add_argument("--data", default=None, help="data directory or chain-index JSON (default: data)")
+    p.add_argument("--index", default=None, metavar="FILE", help="a chain index built by 'alphafold-mem index'")
     p.add_argument(
         "--out",
         default=None,
@@ -136,6 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress-bar", action="store_true")
     _add_sampling_options(p)
+    add_source_options(p, structures_flag=False)  # --mmcif-dir ...: OpenFold's layout, indexed before the run
     add_malloc_option(p)
     p.set_defaults(func=run)
 
@@ -270,6 +273,10 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             args.resume = resolve_resume(args.resume, lambda line: print(line, file=sys.stderr, flush=True))
         saved = read_saved_run(args.resume) if args.resume else None
+        if args.index is not None:
+            args.data = args.index
+        elif args.mmcif_dir is not None:  # built or brought up to date in its stable place, not under --out
+            args.data = str(build_from_args(args, log=lambda line: print(line, file=sys.stderr, flush=True)))
         run_settings = _restore_run_settings(args, saved)
         if args.threads:  # helper E: after the restore, so a resumed run keeps the checkpoint's threads
             torch.set_num_threads(args.threads)

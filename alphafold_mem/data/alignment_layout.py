@@ -23,7 +23,14 @@ from typing import Optional
 
 from .formats import MSA, format_of
 
-__all__ = ["alignment_files", "msa_row_cap", "template_hits_file", "MSA_ROW_CAPS", "TEMPLATE_HIT_NAMES"]
+__all__ = [
+    "alignment_files",
+    "alignment_names",
+    "msa_row_cap",
+    "template_hits_file",
+    "MSA_ROW_CAPS",
+    "TEMPLATE_HIT_NAMES",
+]
 
 MSA_ROW_CAPS = {"uniref90": 10_000, "mgnify": 501}
 TEMPLATE_HIT_NAMES = ("pdb70_hits.hhr", "hmm_output.sto", "pdb_hits.sto")
@@ -36,21 +43,18 @@ def msa_row_cap(path) -> Optional[int]:
     return next((c for k, c in MSA_ROW_CAPS.items() if name.startswith(k)), None)
 
 
-def alignment_files(folder) -> list[tuple[Path, Optional[int]]]:
-    """The MSA files of a chain folder (alignment suffixes of :mod:`.formats`, optionally ``.gz``) in AF2
-    merge order, with their row caps. Template hit files and multimer-only files (``pairing.a3m``,
+def alignment_names(names) -> list[tuple[str, Optional[int]]]:
+    """The MSA file names among ``names`` (alignment suffixes of :mod:`.formats`, optionally ``.gz``) in
+    AF2 merge order, with their row caps. Template hit files and multimer-only files (``pairing.a3m``,
     ``uniprot_hits.sto``) are left out."""
-    folder = Path(folder)
     files = [
-        p
-        for p in sorted(folder.iterdir())
-        if format_of(p.name, MSA) is not None
-        and not p.name.lower().startswith(_PAIRING_ONLY)
-        and p.name not in TEMPLATE_HIT_NAMES
+        n
+        for n in sorted(names)
+        if format_of(n, MSA) is not None and not n.lower().startswith(_PAIRING_ONLY) and n not in TEMPLATE_HIT_NAMES
     ]
 
-    def rank(p: Path) -> int:
-        n = p.name.lower()
+    def rank(name: str) -> int:
+        n = name.lower()
         if n.startswith("uniref90"):
             return 0
         if n.startswith("mgnify"):
@@ -59,7 +63,13 @@ def alignment_files(folder) -> list[tuple[Path, Optional[int]]]:
             return 1
         return 3
 
-    return [(p, msa_row_cap(p)) for p in sorted(files, key=lambda p: (rank(p), p.name))]
+    return [(n, msa_row_cap(n)) for n in sorted(files, key=lambda n: (rank(n), n))]
+
+
+def alignment_files(folder) -> list[tuple[Path, Optional[int]]]:
+    """The MSA files of a chain folder in AF2 merge order, with their row caps (:func:`alignment_names`)."""
+    folder = Path(folder)
+    return [(folder / n, cap) for n, cap in alignment_names(p.name for p in folder.iterdir())]
 
 
 def template_hits_file(folder) -> Optional[Path]:

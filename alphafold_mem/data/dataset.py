@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .alignment_db import db_alignments
 from .alignment_layout import alignment_files
 from .chain_index import ChainIndex
 from .drops import counted_lines, drop
@@ -142,7 +143,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
     def _remarks(self, entry: dict, filters: ChainFilters | None) -> list[dict]:
         """Report notes of a chain that is used (:mod:`.drops` entries)."""
         name, out = entry.get("name", "?"), []
-        if filters is not None and not entry.get("alignment_dir"):
+        if filters is not None and not (entry.get("alignment_dir") or entry.get("alignment_db")):
             out.append(drop(NO_ALIGNMENT_REASON, name, "trained from its sequence alone"))
         if self.cluster_sizes is not None and name not in self.cluster_sizes:
             out.append(drop("not in the cluster file", name, "sampled as a cluster of its own"))
@@ -163,6 +164,11 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             return "structure file not found", f"structure file not found: {structure}"
         if e.get("alignment_dir") and not self.index.resolve(e["alignment_dir"]).is_dir():
             return "alignment folder not found", f"alignment folder not found: {self.index.resolve(e['alignment_dir'])}"
+        if e.get("alignment_db") and not self.index.resolve(e["alignment_db"]["db"]).is_file():
+            return (
+                "alignment folder not found",
+                f"alignment database not found: {self.index.resolve(e['alignment_db']['db'])}",
+            )
         if e.get("resolution") and e["resolution"] > max_res:
             return "resolution above the limit", f"resolution {e['resolution']} Å > {max_res} Å"
         seq = e["sequence"]
@@ -231,28 +237,43 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             chain = dataclasses.replace(chain, atom37_mask=mask)
         return chain
 
-    def load_msas(self, entry: dict) -> list[Msa]:
-        """The entry's alignments (AF2 order and caps). Files the index left out
-        (``alignments_left_out``: first row not the chain's sequence, counted at start-up) are skipped
-        silently; another bad file is skipped with one counted warning (once per file)."""
+    def _alignments(self, entry: dict) -> list[tuple[object, dict, int | None]]:
+        """``(label, parse_msa arguments, row cap)`` of the entry's alignments in AF2 order: files of its
+        folder, or spans of an alignment database (:mod:`.alignment_db`); the same labels as the
+        index's ``alignments_left_out``."""
+        db = entry.get("alignment_db")
+        if db:
+            shard = self.index.resolve(db["db"])
+            return [
+                (f"{db['db']}[{n}]", {"path": shard, "span": (start, size), "name": n}, cap)
+                for n, start, size, cap in db_alignments(db["files"])
+            ]
         folder = self.index.resolve(entry.get("alignment_dir"))
         if folder is None:
             return []
+        return [(path, {"path": path}, cap) for path, cap in alignment_files(folder)]
+
+    def load_msas(self, entry: dict) -> list[Msa]:
+        """The entry's alignments (AF2 order and caps), from its folder or the alignment database.
+        Files the index left out (``alignments_left_out``: first row not the chain's sequence, counted
+        at start-up) are skipped silently; another bad file is skipped with one counted warning (once
+        per file)."""
         msas = []
         left_out = {self.index.resolve(rel) for rel in entry.get("alignments_left_out", ())}
-        for path, cap in alignment_files(folder):
-            if path in left_out:  # counted once at start-up (the index's skipped list)
+        left_out |= set(entry.get("alignments_left_out", ()))
+        for label, where, cap in self._alignments(entry):
+            if label in left_out:  # counted once at start-up (the index's skipped list)
                 continue
             try:
-                msas.append(parse_msa(path, query=entry["sequence"], max_sequences=cap))
+                msas.append(parse_msa(**where, query=entry["sequence"], max_sequences=cap))
             except InputError as exc:
-                if path in self._bad_files:
+                if label in self._bad_files:
                     continue
-                self._bad_files.add(path)
+                self._bad_files.add(label)
                 self.num_skipped_files += 1
                 warn_input(
                     f"skipping alignment ({self.num_skipped_files} skipped so far; warned once): {exc}",
-                    file=path,
+                    file=where["path"],
                     record=entry["name"],
                 )
         return msas

@@ -13,10 +13,17 @@ insertions, missing ``-``), exact duplicate rows are removed (first kept), and w
 first row must equal the query. All problems of one file are reported in one error (up to
 :data:`MAX_PROBLEMS`). An empty alignment
 gives a query-only MSA (with ``query=``) or an empty one, with a warning.
+
+With ``max_sequences`` the readers stop at the cap: A3M records are read until that many unique rows
+are found (problems in rows after them are not seen); a Stockholm file is scanned line by line and
+only the lines of its first rows reach the parser. :func:`parse_msa` also reads an alignment stored
+inside a larger file (``span=(start, size)``: OpenFold's alignment database, :mod:`.alignment_db`)
+by seek, plain or gzip-compressed.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 from dataclasses import dataclass
@@ -24,13 +31,14 @@ from typing import Iterable
 
 import numpy as np
 from Bio import AlignIO
+from Bio.SeqIO.FastaIO import SimpleFastaParser
 
 from .errors import InputError, note_input, warn_input
-from .formats import ALIGNED, FASTA, MSA, require_format
+from .formats import ALIGNED, FASTA, MSA, is_gzip, require_format
 from .names import sanitize_name
-from .text import check_file, describe_char, open_text, split_records
+from .text import HEAD_BYTES, TrackedLines, binary_content, check_file, describe_char, open_text
 
-__all__ = ["Msa", "parse_a3m", "parse_a3m_string", "parse_stockholm", "parse_msa"]
+__all__ = ["Msa", "parse_a3m", "parse_a3m_string", "parse_stockholm", "parse_msa", "query_problem"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +115,7 @@ def _a3m_row(row: str) -> tuple[bytes, np.ndarray, int]:
     return b[keep].tobytes(), deletions, -1
 
 
-def _query_problem(first: str, query: str) -> str | None:
+def query_problem(first: str, query: str) -> str | None:
     """Why an MSA's first row (match columns) is not ``query``, or ``None`` when it is."""
     q = query.upper()
     if first == q:
@@ -120,7 +128,7 @@ def _query_problem(first: str, query: str) -> str | None:
 
 def _check_query(msa: Msa, query: str, label: str) -> None:
     """Raise unless the MSA's first row equals ``query`` (upper case, insertions removed)."""
-    problem = _query_problem(msa.query, query)
+    problem = query_problem(msa.query, query)
     if problem:
         raise InputError(problem, file=msa.path, record=label, line=1 if "columns" in problem else None)
 
@@ -184,19 +192,28 @@ def _raise_problems(problems: list[tuple], path: str) -> None:
     raise InputError(f"{len(problems)} problems: {'; '.join(parts)}{more}", file=path, line=problems[0][0])
 
 
-def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequences: int | None) -> Msa:
-    tracked, raw = split_records(lines)
+def _check_preamble(tracked: TrackedLines, path: str) -> None:
     if tracked.preamble is not None:
         number, text = tracked.preamble
         raise InputError(
             f"text before the first A3M header ('>'): {text.strip()[:30]!r}", file=path, line=number, column=1
         )
+
+
+def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequences: int | None) -> Msa:
+    tracked = TrackedLines(lines)
+    raw = SimpleFastaParser(iter(tracked))  # lazy: records are read only up to the cap
+    unique: set[str] = set()
     seqs: list[str] = []
     dels: list[np.ndarray] = []
     descs: list[str] = []
     width = None
     problems: list[tuple] = []  # (line, column, record, text): all problems of the file, reported at once
     for i, (title, row) in enumerate(raw):
+        if i == 0:
+            _check_preamble(tracked, path)
+        if max_sequences is not None and len(unique) >= max(1, int(max_sequences)):
+            break
         name = sanitize_name(title, f"row_{i + 1}")
         if i == 0 and row.endswith("*"):
             row = row[:-1]
@@ -233,22 +250,28 @@ def _msa_from_lines(lines: Iterable[str], path: str, query: str | None, max_sequ
         seqs.append(aligned.decode("ascii"))
         dels.append(d)
         descs.append(title)
+        unique.add(seqs[-1])
+    if not seqs:
+        _check_preamble(tracked, path)
     if query is not None and width is not None and seqs:
-        mismatch = _query_problem(seqs[0], query)
+        mismatch = query_problem(seqs[0], query)
         if mismatch:
             problems.append((tracked.headers[0], None, sanitize_name(descs[0], "query"), mismatch))
     _raise_problems(problems, path)
     return _finish_msa(seqs, dels, descs, path, query, max_sequences)
 
 
-def parse_a3m(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
+def parse_a3m(path, *, query: str | None = None, max_sequences: int | None = None, span=None, name=None) -> Msa:
     """Parse an A3M alignment (HHblits / MMseqs2 / ColabFold; optionally ``.gz``).
 
     Args:
         path: the file.
         query: if given, the first row must equal it (else :class:`InputError` naming the first
             differing position); an empty file then yields a query-only MSA.
-        max_sequences: keep only the first (deduplicated) rows.
+        max_sequences: keep only the first (deduplicated) rows; reading stops there.
+        span: ``(start, size)``: the alignment is those bytes of ``path`` (an alignment database),
+            named ``name`` (its suffix says whether it is gzip-compressed).
+        name: the stored file's name, with ``span``.
 
     Returns:
         :class:`Msa` with ``N_seq`` unique rows of ``N_res`` = query match columns.
@@ -257,8 +280,8 @@ def parse_a3m(path, *, query: str | None = None, max_sequences: int | None = Non
         InputError: invalid or non-printable character (line:column), rows of the wrong length
             (listed by row number), a first row that differs from ``query``.
     """
-    path = check_file(path)
-    with open_text(path) as handle:
+    path, opener = _source(path, span, name)
+    with opener() as handle:
         return _msa_from_lines(handle, path, query, max_sequences)
 
 
@@ -281,27 +304,82 @@ def _stockholm_line_of(path: str, name: str) -> int | None:
     return None
 
 
-def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
+def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None = None, span=None, name=None) -> Msa:
     """Parse a Stockholm alignment (jackhmmer / HMMER output, AF2 ``*_hits.sto``) with ``Bio.AlignIO``.
 
     The first sequence is the query; columns where it has a gap (``-`` or ``.``) are insert columns:
     residues there count as deletions before the next query column, as in AF2
     ``parsers.parse_stockholm``. Letters are upper-cased and ``.`` becomes ``-``. Duplicate rows are
-    removed; ``query`` and ``max_sequences`` as in :func:`parse_a3m` (AF2 caps: UniRef90 10,000,
-    MGnify 501).
+    removed; ``query``, ``max_sequences``, ``span`` and ``name`` as in :func:`parse_a3m` (AF2 caps:
+    UniRef90 10,000, MGnify 501). With a cap only the lines of the first rows are parsed (read
+    again with more rows when duplicates leave fewer unique rows than the cap).
 
     Raises:
         InputError: unreadable alignment, an invalid character, a first row that differs from ``query``.
     """
-    path = check_file(path)
+    path, opener = _source(path, span, name)
+    budget = None if max_sequences is None else max(1, int(max_sequences))
+    while True:
+        alignment, more = _read_stockholm(opener, path, budget)
+        if alignment is None or not more or budget is None:
+            break
+        n_unique = len({str(r.seq) for r in alignment})
+        if n_unique >= max(1, int(max_sequences)):
+            break
+        budget *= 4  # duplicates among the first rows: read further
+    if alignment is None:
+        return _finish_msa([], [], [], path, query, max_sequences)
+    records = list(alignment)
+    return _stockholm_msa(records, path, query, max_sequences, span is None)
+
+
+def _read_stockholm(opener, path: str, budget: int | None):
+    """``(alignment or None when it has no records, rows were left out)``."""
     try:
-        with open_text(path) as handle:
-            alignment = AlignIO.read(handle, "stockholm")
+        with opener() as handle:
+            if budget is None:
+                alignment, more = AlignIO.read(handle, "stockholm"), False
+            else:
+                lines, more = _stockholm_head(handle, budget)
+                alignment = AlignIO.read(io.StringIO("".join(lines)), "stockholm")
     except ValueError as exc:  # Biopython: "No records found in handle", malformed blocks ...
         if "No records found" in str(exc):
-            return _finish_msa([], [], [], path, query, max_sequences)
+            return None, False
         raise InputError(f"cannot read Stockholm alignment: {exc}", file=path) from exc
-    records = list(alignment)
+    return alignment, more
+
+
+def _stockholm_head(handle, budget: int) -> tuple[list[str], bool]:
+    """The lines of a Stockholm file that concern its first ``budget`` rows (all blocks), and whether
+    rows were left out. Other rows' lines are skipped on their first word, without parsing."""
+    kept: set[str] = set()
+    gs: dict[str, list[str]] = {}
+    out: list[str] = []
+    more = False
+    for line in handle:
+        if line.startswith("#=GS ") or line.startswith("#=GR "):
+            parts = line.split(None, 2)
+            who = parts[1] if len(parts) > 1 else ""
+            if line.startswith("#=GS "):
+                gs.setdefault(who, []).append(line)  # written before the rows: placed when the row is
+            elif who in kept:
+                out.append(line)
+            continue
+        if not line.strip() or line.startswith("#") or line.startswith("//"):
+            out.append(line)
+            continue
+        who = line.split(None, 1)[0]
+        if who not in kept:
+            if len(kept) >= budget:
+                more = True
+                continue
+            kept.add(who)
+            out.extend(gs.pop(who, ()))
+        out.append(line)
+    return out, more
+
+
+def _stockholm_msa(records, path: str, query, max_sequences, locatable: bool) -> Msa:
     rows = [str(r.seq) for r in records]
     width = len(rows[0])
     mat = np.frombuffer("".join(rows).encode("utf-8", errors="replace"), dtype=np.uint8)
@@ -318,7 +396,7 @@ def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None
             f"invalid character {describe_char(chr(mat[i, j]))} in Stockholm row {i + 1} (alignment column {j + 1})",
             file=path,
             record=name,
-            line=_stockholm_line_of(path, name),
+            line=_stockholm_line_of(path, name) if locatable else None,
         )
     keep = ~is_gap[0]
     if not keep.any():
@@ -335,16 +413,86 @@ def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None
     return _finish_msa(seqs, list(deletions), descs, path, query, max_sequences)
 
 
-def parse_msa(path, *, query: str | None = None, max_sequences: int | None = None) -> Msa:
+def parse_msa(
+    path, *, query: str | None = None, max_sequences: int | None = None, span=None, name: str | None = None
+) -> Msa:
     """Parse an alignment by its suffix (:mod:`.formats`, optionally ``.gz``): A3M rules for ``.a3m``,
     aligned FASTA (``.afa``, ``.aln``) and the FASTA suffixes; :func:`parse_stockholm` for ``.sto``,
-    ``.stockholm``, ``.stk``. See :func:`parse_a3m`.
+    ``.stockholm``, ``.stk``. See :func:`parse_a3m` (``span``/``name``: an alignment stored in a
+    database file, its suffix taken from ``name``).
 
     Raises:
         InputError: unknown suffix (one line listing the accepted ones), or any error of the format's
             parser.
     """
-    name = os.fspath(path)
-    found = require_format(name, MSA, ALIGNED, FASTA, what="alignment")
+    found = require_format(name if span is not None else os.fspath(path), MSA, ALIGNED, FASTA, what="alignment")
     reader = parse_stockholm if found.reader == "parse_stockholm" else parse_a3m  # FASTA: A3M rules
-    return reader(name, query=query, max_sequences=max_sequences)
+    return reader(os.fspath(path), query=query, max_sequences=max_sequences, span=span, name=name)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sources: a file, or a byte range of a database file
+
+
+class _Span(io.RawIOBase):
+    """``size`` bytes of an open binary file from ``start`` on, as a read-only stream."""
+
+    def __init__(self, fh, start: int, size: int):
+        self._fh, self._left = fh, int(size)
+        fh.seek(int(start))
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self._left)
+        if n <= 0:
+            return 0
+        data = self._fh.read(n)
+        buffer[: len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def _span_text(db: str, start: int, size: int, name: str) -> io.TextIOBase:
+    raw: io.BufferedIOBase = io.BufferedReader(_Span(open(db, "rb"), start, size))
+    if is_gzip(name):
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+
+
+def _source(path, span, name) -> tuple[str, object]:
+    """``(label, opener)`` of an alignment file or of ``span`` bytes of a database file.
+
+    Raises:
+        InputError: the file (or span) is missing, out of range or not text.
+    """
+    if span is None:
+        path = check_file(path)
+        return path, lambda: open_text(path)
+    db = os.fspath(path)
+    start, size = (int(v) for v in span)
+    label = f"{db}[{name}]"
+    try:
+        total = os.path.getsize(db)
+    except OSError as exc:
+        raise InputError(f"alignment database file cannot be read ({exc.strerror or exc})", file=db) from exc
+    if start < 0 or size < 0 or start + size > total:
+        raise InputError(
+            f"{name} at bytes {start}+{size} lies outside the database file ({total} bytes): "
+            "the index does not belong to these .db files; rebuild them together",
+            file=db,
+        )
+    try:
+        with _span_text(db, start, size, name or "") as handle:
+            head = handle.buffer.read(HEAD_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"stored alignment cannot be read ({exc})", file=label) from exc
+    why = binary_content(head)
+    if why:
+        raise InputError(f"{why}; expected an alignment", file=label)
+    return label, lambda: _span_text(db, start, size, name or "")

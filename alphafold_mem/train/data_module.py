@@ -10,7 +10,8 @@ Rank ``r`` of ``W`` takes draws ``k = (b * W + r) * B + j`` for its batch ``b`` 
 Data directory (``--data DIR``): either a chain index JSON (``DIR/index.json`` or
 ``DIR/chain_index/index.json``, as written by ``scripts/build_chain_index.py``) or raw files laid out
 as ``DIR/{mmcif,pdb}/`` (structures, or DIR itself) and ``DIR/alignments/<pdbid>_<chain>/``; the
-index and coordinate cache are then built once under ``cache_dir``.
+index and coordinate cache are then built once in ``DIR/.alphafold_mem_index/`` (reused by every run,
+updated incrementally when structures are added; :func:`resolve_index`).
 
 Chains whose PDB id is in ``TrainConfig.held_out`` (or that share a sequence with one) are kept
 out of training and used for validation (full length, no cropping).
@@ -49,6 +50,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..config import ModelConfig
 from ..data import ChainIndex, ProteinChainDataset, build_chain_index, collate
+from ..data.chain_index import default_index_dir
 from ..data.drops import drop
 from ..data.sampling import (
     MIN_DISTILLATION_PLDDT,
@@ -131,8 +133,12 @@ class DataOptions:
         )
 
 
-def resolve_index(data_dir: str | os.PathLike, cache_dir: str | os.PathLike) -> Path:
-    """The chain-index JSON for ``data_dir``: an existing one, or one built under ``cache_dir``."""
+def resolve_index(data_dir: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The chain-index JSON for ``data_dir``: an existing one (``DIR`` itself, ``DIR/index.json``,
+    ``DIR/chain_index/index.json``), else the one of ``DIR``'s own index folder
+    (:func:`~alphafold_mem.data.chain_index.default_index_dir`: ``DIR/.alphafold_mem_index/``, the
+    same for every ``--out``), built there or brought up to date (only new or changed structures are
+    parsed). ``cache_dir`` is not used for raw directories (kept for callers)."""
     data_dir = Path(data_dir)
     if data_dir.is_file() and data_dir.suffix == ".json":
         return data_dir
@@ -141,15 +147,18 @@ def resolve_index(data_dir: str | os.PathLike, cache_dir: str | os.PathLike) -> 
             return cand
     if not data_dir.is_dir():
         raise FileNotFoundError(f"training data directory not found: {data_dir}")
-    out = Path(cache_dir) / "index.json"
-    if out.is_file():
-        return out
+    index_dir = default_index_dir(data_dir)
+    out = index_dir / "index.json"
     structures = [data_dir / d for d in ("mmcif", "pdb") if (data_dir / d).is_dir()] or [data_dir]
     alignments = data_dir / "alignments"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         build_chain_index(
-            structures, alignments if alignments.is_dir() else None, out, cache_dir=Path(cache_dir) / "cache"
+            structures,
+            alignments if alignments.is_dir() else None,
+            out,
+            cache_dir=index_dir / "cache",
+            workers=default_num_workers() or 1,
         )
     return out
 
