@@ -5,6 +5,7 @@ worker counts that do not change a sample."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import warnings
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from alphafold_mem import model_config
-from alphafold_mem.cli.train import _data_options, register
+from alphafold_mem.cli.train import _data_options, _restore_run_settings, register
 from alphafold_mem.data import InputError, build_chain_index, read_structure
 from alphafold_mem.data.sampling import (
     ChainFilters,
@@ -232,7 +233,8 @@ def test_train_command_line_gives_the_data_options():
         + ["--max-template-date", "2021-10-10", "--val-data", "v"]
     )
     assert args.num_workers is None  # resolved by the data module: default_num_workers()
-    assert _data_options(args) == DataOptions(
+    run = _restore_run_settings(args, None)
+    expected = DataOptions(
         val_data="v",
         cluster_file="c.txt",
         distillation_dir="d",
@@ -245,3 +247,11 @@ def test_train_command_line_gives_the_data_options():
         template_mmcif_dirs=("a", "b"),
         max_template_date="2021-10-10",
     )
+    assert _data_options(args) == expected
+    # --resume: the checkpoint's run settings give the flags not repeated; a flag given again wins.
+    resumed = parser.parse_args(["train", "--distillation-prob", "0.6", "--resume", "run/checkpoints/last.ckpt"])
+    _restore_run_settings(resumed, argparse.Namespace(run=run))
+    assert _data_options(resumed) == dataclasses.replace(expected, distillation_prob=0.6)
+    fresh = parser.parse_args(["train"])
+    _restore_run_settings(fresh, None)
+    assert _data_options(fresh) == DataOptions()

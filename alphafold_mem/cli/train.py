@@ -155,24 +155,44 @@ def _add_sampling_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--distillation-dir", metavar="DIR", help="self-distillation set (predicted structures, pLDDT in B)")
     g.add_argument(
-        "--distillation-prob", type=float, default=0.75, help="probability of a self-distillation draw (default: 0.75)"
+        "--distillation-prob", type=float, default=None, help="probability of a self-distillation draw (default: 0.75)"
     )
-    g.add_argument("--max-resolution", type=float, default=9.0, help="drop chains above (Å; unknown passes; default 9)")
+    g.add_argument(
+        "--max-resolution", type=float, default=None, help="drop chains above (Å; unknown passes; default 9)"
+    )
     g.add_argument("--max-release-date", metavar="YYYY-MM-DD", help="drop chains released after this date")
     g.add_argument("--filter-file", metavar="FILE", help="train only on the chain ids listed (one per line)")
     g.add_argument(
         "--obsolete", metavar="FILE", help="wwPDB obsolete.dat: obsolete chains dropped, template ids mapped"
     )
-    g.add_argument("--require-alignments", action="store_true", help="drop chains without an alignment folder")
+    g.add_argument(
+        "--require-alignments", action="store_true", default=None, help="drop chains without an alignment folder"
+    )
     g.add_argument(
         "--template-mmcif-dir",
         action="append",
-        default=[],
+        default=None,
         metavar="DIR",
         help="template mmCIFs (repeatable); hits come from each chain's alignment folder "
         "(pdb70_hits.hhr, hmm_output.sto, pdb_hits.sto); used when the model has templates",
     )
     g.add_argument("--max-template-date", metavar="YYYY-MM-DD", help="drop templates released after this date")
+
+
+#: Data flags a checkpoint stores (run setting ``data_options``) and their defaults: --resume restores them.
+_DATA_FLAGS = {
+    "val_data": None,
+    "cluster_file": None,
+    "distillation_dir": None,
+    "distillation_prob": 0.75,
+    "max_resolution": 9.0,
+    "max_release_date": None,
+    "filter_file": None,
+    "obsolete": None,
+    "require_alignments": False,
+    "template_mmcif_dir": [],
+    "max_template_date": None,
+}
 
 
 def _data_options(args: argparse.Namespace):
@@ -189,7 +209,7 @@ def _data_options(args: argparse.Namespace):
         filter_file=args.filter_file,
         obsolete=args.obsolete,
         require_alignments=args.require_alignments,
-        template_mmcif_dirs=tuple(args.template_mmcif_dir),
+        template_mmcif_dirs=tuple(args.template_mmcif_dir or ()),
         max_template_date=args.max_template_date,
     )
 
@@ -217,6 +237,9 @@ def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
     for attr, (key, default) in _RUN_SETTINGS.items():
         if getattr(args, attr) is None:
             setattr(args, attr, stored.get(key, default))
+    for attr, default in _DATA_FLAGS.items():  # issue 33: sampling, filters, templates
+        if getattr(args, attr) is None:
+            setattr(args, attr, stored.get("data_options", {}).get(attr, default))
     if args.out is None:
         args.out = default_out_dir(args.resume, stored.get("out_dir")) if saved is not None else "runs/train"
     data = Path(args.data)
@@ -229,6 +252,7 @@ def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
         "memory_overrides": list(args.memory_overrides or []),
         "out_dir": str(Path(args.out).resolve()),
         "threads": args.threads,  # helper E
+        "data_options": {attr: getattr(args, attr) for attr in _DATA_FLAGS},
     }
 
 
