@@ -8,6 +8,9 @@ Examples::
     alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
     alphafold-mem train --data data/ --init-weights params_model_1.npz --preset finetuning
     alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
+    alphafold-mem train --preset initial_training --data /pdb --cluster-file clusters-by-entity-40.txt \
+        --template-mmcif-dir /pdb/mmcif --max-template-date 2021-10-10 --obsolete obsolete.dat \
+        --distillation-dir /distillation --val-data /cameo
 
 --resume CKPT restores everything the checkpoint saved (model config, training settings, data
 directory, max steps, precision, checkpoint interval, memory policy): repeat no flag. A flag given

@@ -7,7 +7,13 @@ module is set up, and writes every entry to ``<run dir>/data_report.json``:
   without modelled atoms, duplicate chains, alignment folders without a structure); alignment
   files whose first row is not their chain's sequence are counted among the notes (the chain is used);
 * left out by the dataset filters (resolution, low complexity, too few resolved residues, missing
-  files; :class:`alphafold_mem.data.ProteinChainDataset`);
+  files; :class:`alphafold_mem.data.ProteinChainDataset`) and the published ones
+  (:class:`alphafold_mem.data.sampling.ChainFilters`: ``released after the cut-off``, ``no release
+  date``, ``not in the chain list``, ``obsolete entry``, ``no alignment folder`` under
+  ``--require-alignments``); self-distillation chains left out, their reasons prefixed
+  ``distillation:``;
+* chains used with a remark (notes): ``no alignment folder`` (trained from the sequence alone), ``not
+  in the cluster file`` (a cluster of its own), ``no template hit file`` (trained without templates);
 * kept out of training for validation (held-out ids) and left out of validation (too long, more than
   ``max_val_chains``);
 * the parsers' warnings and notes while indexing (the index's ``notes``: modified residues mapped
