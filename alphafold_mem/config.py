@@ -167,6 +167,10 @@ class ModelConfig:
     c_t: int = 64
     c_e: int = 64
     num_recycles: int = 3
+    #: Runtime setting (AF2 v2.3 ``recycle_early_stop_tolerance``, Å): recycling stops once the Cα
+    #: distance matrix changes by at most this much between iterations (root mean square over residue
+    #: pairs); 0 runs every iteration.
+    recycle_early_stop_tolerance: float = 0.0
     input_embedder: InputEmbedderConfig = field(default_factory=InputEmbedderConfig)
     recycling: RecyclingConfig = field(default_factory=RecyclingConfig)
     template: TemplateConfig = field(default_factory=TemplateConfig)

@@ -6,6 +6,8 @@ Examples::
         --msa data/alignments/1lcd_A/jackhmmer_pool.a3m --out out/
     alphafold-mem predict data/fasta/per_entry/ --msa-dir data/alignments --out out/
     alphafold-mem predict query.a3m --weights params_model_1_ptm.npz --out out/
+    alphafold-mem predict X.fasta --msa-dir msas/ --weights-dir params/ --models 1,2,3,4,5 --num-seeds 2 \\
+        --out out/
     alphafold-mem predict X.fasta --db uniref90.fasta --template-db pdb_seqres.txt --mmcif-dir mmcif/ \
         --relax --out out/
 
@@ -16,6 +18,7 @@ target failed, 2 for a problem with the run as a whole (options, weights, no inp
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import traceback
 
@@ -26,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
     from ..config import PRESETS
     from ..weights import DEFAULT_WEIGHTS
+    from .ensemble_args import add_ensemble_arguments
     from .memory_args import add_predict_memory_arguments
     from .pipeline_args import add_pipeline_arguments
 
@@ -109,6 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     add_malloc_option(p)
     add_pipeline_arguments(p)
+    add_ensemble_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -137,17 +142,24 @@ def run_one(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    from .ensemble_args import ensemble_options
     from .memory_args import predict_request
     from .pipeline_args import pipeline_from_args
 
     try:
         pipeline = pipeline_from_args(args, log)
         memory_policy = predict_request(args)
+        ensemble = ensemble_options(args)
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
     try:
-        result = predict(
+        run_predict = predict
+        if ensemble is not None:
+            from ..predict.ensemble import predict_ensemble
+
+            run_predict = functools.partial(predict_ensemble, **ensemble)
+        result = run_predict(
             args.input,
             args.out,
             msa=args.msa,
@@ -167,6 +179,7 @@ def run_one(args: argparse.Namespace) -> int:
             pipeline=pipeline,
             min_msa_depth=args.min_msa_depth,
             record_paths=args.record_paths,
+            recycle_early_stop_tolerance=args.recycle_early_stop_tolerance,
         )
     except PredictError as exc:
         log(f"error: {exc}")

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .. import precision as _precision
 from ..config import ModelConfig
-from ..geometry import all_atom
+from ..geometry import all_atom, residue_constants
 from ..memory.axes import declare
 from ..memory.offload import Parked, offload_active
 from .embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
@@ -42,6 +42,8 @@ REPRESENTATION_OUTPUTS = {
     "pae_logits": -3,
     "predicted_aligned_error": -2,
 }
+
+_CA = residue_constants.atom_order["CA"]  # atom37 index
 
 _REQUIRED = (
     "aatype",
@@ -113,7 +115,8 @@ class AlphaFold(nn.Module):
                 Optional: ``atom37_atom_exists [*, N_res, 37]`` (derived from aatype if absent).
                 Keys the model does not use are ignored.
             recycle_dim: ``None``: every iteration reads the same features and the number of
-                iterations is ``config.num_recycles + 1``. An int (OpenFold's convention is -1):
+                iterations is ``config.num_recycles + 1`` (at most, with early stopping). An int
+                (OpenFold's convention is -1):
                 every feature carries a recycling dim there; iteration i reads ``feature[..., i]``
                 and the number of iterations is its size.
 
@@ -125,7 +128,9 @@ class AlphaFold(nn.Module):
             [*, N_res, c_s]``, ``pair [*, N_res, N_res, c_z]``, ``msa [*, N_seq, N_res, c_m]``, the
             per-layer structure-module outputs ``sm_frames [L, *, N_res, 4, 4]``, ``sm_sidechain_frames``,
             ``sm_positions``, ``sm_angles``, ``sm_unnormalized_angles``, ``sm_states``, ``sm_single``,
-            ``num_recycles`` (iterations run), and for PAE presets ``predicted_aligned_error
+            ``num_recycles`` (iterations run: fewer than asked when ``config.recycle_early_stop_tolerance``
+            > 0 stopped recycling early, AF2 v2.3; then also ``recycle_ca_change``, the last Cα distance
+            change in Å, :func:`ca_distance_change`), and for PAE presets ``predicted_aligned_error
             [*, N_res, N_res]`` (Å), ``max_predicted_aligned_error``, ``pae_logits`` and ``ptm [*]``
             (OpenFold calls these ``tm_logits`` and ``ptm_score``).
 
@@ -157,19 +162,34 @@ class AlphaFold(nn.Module):
         parked: list[Parked] = []
         grad_enabled = torch.is_grad_enabled()
         outputs: dict[str, Tensor] = {}
+        tolerance = float(self.config.recycle_early_stop_tolerance)
+        change = None  # the last Ca distance change measured (early stopping only)
+        i, last = 0, num_iters == 1
         with _precision.autocast(self.precision, feats["aatype"].device.type):
-            for i in range(num_iters):
+            while True:
                 it = feats if recycle_dim is None else {k: v.select(rdim, i) for k, v in feats.items()}
                 it = {k: v.to(dtype) if v.is_floating_point() else v for k, v in it.items()}
-                last = i == num_iters - 1
                 outputs.clear()  # the previous iteration's outputs are not kept alive during this one
                 # Gradients flow only through the last iteration (Suppl. 1.10).
                 for p in parked:  # the recycled state, back from host memory
                     p.restore()
+                ca_in = None
+                if tolerance > 0 and not last:  # the Ca positions this iteration recycles (zeros at first)
+                    ca_in = prev[2][..., _CA, :].float().clone() if prev else None
                 with torch.set_grad_enabled(grad_enabled and last):
                     outputs, prev = self.iteration(it, prev)
-                parked = [Parked(t) for t in prev] if not last and self._offloading(prev[1]) else []
-        outputs["num_recycles"] = torch.tensor(num_iters)
+                if last:
+                    break
+                i += 1
+                last = i == num_iters - 1
+                if tolerance > 0:  # AF2 v2.3: the next iteration is the last once the change is within tolerance
+                    ca_out = prev[2][..., _CA, :].float()
+                    change = ca_distance_change(ca_in if ca_in is not None else torch.zeros_like(ca_out), ca_out, it)
+                    last = last or change <= tolerance
+                parked = [Parked(t) for t in prev] if self._offloading(prev[1]) else []
+        outputs["num_recycles"] = torch.tensor(i + 1)
+        if change is not None:
+            outputs["recycle_ca_change"] = torch.tensor(change)
         if unbatched:
             outputs = {k: _unbatch(k, v) for k, v in outputs.items()}
         return outputs
@@ -299,6 +319,26 @@ class AlphaFold(nn.Module):
         return out, [m[..., 0, :, :].detach().clone(), z.detach(), atom37.detach()]
 
 
+def ca_distance_change(ca_before: Tensor, ca_after: Tensor, batch: dict[str, Tensor]) -> float:
+    """AF2 v2.3's recycling early-stop measure (``recycle_cond`` in ``modules.py``, after AF2Complex):
+    the root mean square, over residue pairs of ``seq_mask``, of the change of the Cα-Cα distance
+    matrix between two iterations, in Å (the largest over a batch).
+
+    Args:
+        ca_before, ca_after: Cα positions ``[*, N_res, 3]`` (Å) recycled into and out of an iteration.
+        batch: features with ``seq_mask [*, N_res]``.
+    """
+
+    def distances(x: Tensor) -> Tensor:  # [*, N_res, N_res], exact differences (no matmul identity)
+        return torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+
+    mask = batch["seq_mask"].float()
+    pair_mask = mask[..., :, None] * mask[..., None, :]
+    sq = (distances(ca_before) - distances(ca_after)).square() * pair_mask
+    mean = sq.sum(dim=(-1, -2)) / pair_mask.sum(dim=(-1, -2)).clamp(min=1e-10)
+    return float(torch.sqrt(mean + 1e-8).max())
+
+
 def _unbatch(key: str, value: Tensor) -> Tensor:
     """Remove the batch dim added for unbatched input (structure-module outputs carry it second)."""
     if value.dim() == 0:
@@ -308,4 +348,4 @@ def _unbatch(key: str, value: Tensor) -> Tensor:
     return value.squeeze(0)
 
 
-__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES", "REPRESENTATION_OUTPUTS"]
+__all__ = ["AlphaFold", "OPENFOLD_OUTPUT_NAMES", "REPRESENTATION_OUTPUTS", "ca_distance_change"]

@@ -39,6 +39,8 @@ __all__ = [
 
 #: Options of :func:`alphafold_mem.predict` recorded because they change the result.
 RESULT_OPTIONS = ("preset", "num_recycles", "precision", "seed", "pipeline")
+#: Result-changing options recorded only when set (records without them stay valid).
+OPTIONAL_RESULT_OPTIONS = ("recycle_early_stop_tolerance",)
 
 _DIGESTS: dict[tuple, str] = {}
 
@@ -90,6 +92,7 @@ def provenance_record(t: Target, weights_sha256: Optional[str], options: dict, h
         "weights_sha256": weights_sha256,
         "options": {k: options.get(k) for k in RESULT_OPTIONS},
     }
+    record["options"].update({k: options[k] for k in OPTIONAL_RESULT_OPTIONS if options.get(k) is not None})
     if hits is not None and os.path.isfile(hits):
         record["template_hits_sha256"] = file_digest(hits)
     return record
@@ -123,7 +126,7 @@ def describe_changes(old: Optional[dict], new: dict) -> list[str]:
             f"weights (sha256 {_short(new['weights_sha256'])} now, {_short(old.get('weights_sha256'))} before)"
         )
     old_opts = old.get("options") or {}
-    for key in RESULT_OPTIONS:
+    for key in RESULT_OPTIONS + OPTIONAL_RESULT_OPTIONS:
         if old_opts.get(key) != new["options"].get(key):
             changes.append(f"{key} ({new['options'].get(key)!r} now, {old_opts.get(key)!r} before)")
     return changes
@@ -148,12 +151,14 @@ def partition_finished(
     record_paths: bool = False,
     log: Callable[[str], None] = print,
     pipeline=None,
+    output_name: str = "{id}",
 ) -> tuple[list[Target], list[Target], list[Rejected]]:
     """Split targets into ``(to run, to skip, conflicts)`` (rules: module docstring) and attach this
     run's record to every target (``t.provenance``). ``options``: :data:`RESULT_OPTIONS` but
     ``pipeline``, which comes from the :class:`~.stages.PipelineOptions` ``pipeline`` (or None).
 
     A conflict is a :class:`~.targets.Rejected` whose message names the scores file and what changed.
+    ``output_name``: the outputs' base name relative to ``out_dir`` (``{id}``: the target name).
     """
     weights_sha = file_digest(weights_path) if os.path.isfile(weights_path) else None
     options = dict(options, pipeline=pipeline_settings(pipeline))
@@ -162,7 +167,7 @@ def partition_finished(
     for t in targets:
         t.provenance = provenance_record(t, weights_sha, options, hits(t) if hits else None)
         t.record_paths = record_paths
-        scores = os.path.join(out_dir, f"{t.name}_scores.json")
+        scores = os.path.join(out_dir, output_name.format(id=t.name) + "_scores.json")
         if not os.path.exists(scores) or overwrite:
             todo.append(t)
             continue
@@ -176,9 +181,10 @@ def partition_finished(
             log(f"error: {message}")
             conflicts.append(Rejected(t.name, message, t.order, len(t.sequence)))
             continue
-        missing = [f for f in old.get("outputs") or [] if not os.path.exists(os.path.join(out_dir, f))]
+        here = os.path.dirname(scores)
+        missing = [f for f in old.get("outputs") or [] if not os.path.exists(os.path.join(here, f))]
         if missing:
-            log(f"rerun: {t.name}: outputs incomplete in {out_dir} (missing {', '.join(missing)})")
+            log(f"rerun: {t.name}: outputs incomplete in {here} (missing {', '.join(missing)})")
             todo.append(t)
         else:
             skipped.append(t)

@@ -62,6 +62,7 @@ class TargetResult:
     msa_depth: Optional[int] = None
     mean_plddt: Optional[float] = None
     ptm: Optional[float] = None
+    recycles_run: Optional[int] = None  # recycles after the first iteration (fewer when stopped early)
     seconds: Optional[float] = None
     status: str = "ok"
     message: str = ""
@@ -164,6 +165,8 @@ def predict(
     min_msa_depth: int = 0,
     record_paths: bool = False,
     dap: int = 1,
+    recycle_early_stop_tolerance: float = 0.0,
+    output_name: str = "{id}",
 ) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
@@ -202,6 +205,12 @@ def predict(
         min_msa_depth: fail targets whose MSA has fewer distinct rows (query included).
         record_paths: write local paths (inputs, MSAs, weights) into the outputs (default: file names).
         dap: processes sharing each target (DAP; this process is one, :mod:`.parallel`): rank 0 writes.
+        recycle_early_stop_tolerance: Å; stop recycling once the Cα distance matrix changes by at most
+            this much between iterations (AF2 v2.3; set as the model config's runtime setting
+            ``recycle_early_stop_tolerance``); 0 runs every recycle. The recycles run are in the scores
+            JSON (``recycles_run``) and timings.json.
+        output_name: the outputs' base name relative to ``out_dir``, with ``{id}`` for the target name
+            (ensembles: ``"{id}/model_1_seed_0"``, :mod:`.ensemble`).
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -269,7 +278,11 @@ def predict(
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
 
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
+    if recycle_early_stop_tolerance < 0:
+        raise PredictError(f"--recycle-early-stop-tolerance must be >= 0 Å, got {recycle_early_stop_tolerance}")
     options = {"preset": preset, "num_recycles": num_recycles, "precision": policy.precision, "seed": seed}
+    if recycle_early_stop_tolerance > 0:  # recorded only when set: results of earlier versions still match
+        options["recycle_early_stop_tolerance"] = recycle_early_stop_tolerance
     todo, skipped, conflicts = partition_finished(
         targets,
         out_dir,
@@ -279,6 +292,7 @@ def predict(
         record_paths=record_paths,
         log=log,
         pipeline=pipeline,
+        output_name=output_name,
     )
     results += [
         TargetResult(name=x.name, length=x.length, status="failed", message=x.message, order=x.order) for x in conflicts
@@ -305,6 +319,7 @@ def predict(
         model = loaded.model
         if num_recycles is not None:
             model.config = dataclasses.replace(model.config, num_recycles=num_recycles)
+        model.config = dataclasses.replace(model.config, recycle_early_stop_tolerance=recycle_early_stop_tolerance)
         model = model.to(dev).eval()
         cfg = model.config
         budget = preflight.budget_of(request, cfg, dev)
@@ -324,10 +339,10 @@ def predict(
     for t in skipped:
         r = by_name[t.name]
         r.status, r.message = "skipped", "finished outputs exist"
-        r.mean_plddt = _previous_mean_plddt(os.path.join(out_dir, f"{t.name}_scores.json"))
+        r.mean_plddt = _previous_mean_plddt(os.path.join(out_dir, output_name.format(id=t.name) + "_scores.json"))
     for k, t in enumerate(todo, 1):
         r = by_name[t.name]
-        r.outputs = output_paths(out_dir, t.name, loaded.config.heads.pae_enabled)
+        r.outputs = output_paths(out_dir, output_name.format(id=t.name), loaded.config.heads.pae_enabled)
         start = time.perf_counter()
         try:
             # before any model work: a target predicted not to fit fails here, the others still run
@@ -353,6 +368,7 @@ def predict(
             log(
                 f"[{k}/{len(todo)}] {t.name}: {r.length} residues, MSA depth {r.msa_depth}, "
                 f"mean pLDDT {r.mean_plddt:.1f}"
+                + (r.message and f", {r.message}")
                 + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
                 + f", {r.seconds:.1f} s"
                 + (f", memory policy {policy.name}" if chosen else "")
@@ -369,7 +385,10 @@ def predict(
         "memory_measure": stages.describe(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "stages": stages.records,
-        "targets": {r.name: {"status": r.status, "seconds": r.seconds, "length": r.length} for r in run.results},
+        "targets": {
+            r.name: {"status": r.status, "seconds": r.seconds, "length": r.length, "recycles_run": r.recycles_run}
+            for r in run.results
+        },
         **par.timings(stages.records),
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
@@ -435,6 +454,12 @@ def _run_target(
     arrays = {k: v.detach().float().cpu().numpy() for k, v in par.gather(model, out, keep).items()}
     arrays["aatype"] = batch["aatype"].cpu().numpy()
     fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
+    r.recycles_run = int(out["num_recycles"]) - 1
+    if r.recycles_run < cfg.num_recycles:  # stopped early (AF2 v2.3)
+        r.message = (
+            f"recycling stopped early after {r.recycles_run} of {cfg.num_recycles} recycle(s) (Cα distance "
+            f"change {float(out['recycle_ca_change']):.3f} Å <= tolerance {cfg.recycle_early_stop_tolerance} Å)"
+        )
     del out, batch
     if "ptm" in arrays:
         arrays["ptm"] = float(arrays["ptm"])
@@ -474,6 +499,8 @@ def _run_target(
         "precision": precision,
         "memory_policy": policy.name,
         "chunk_size": chunk_note,
+        "recycles_run": r.recycles_run,
+        "recycle_early_stop_tolerance": cfg.recycle_early_stop_tolerance,
     }
     if pipeline is not None:
         scores["templates"] = pipeline.template_record(
@@ -488,7 +515,8 @@ def _run_target(
     if par.writer:
         stages.run(f"{t.name}/outputs", lambda: write_target_outputs(r.outputs, t, arrays, scores, method))
         if pipeline is not None and pipeline.relax:  # after the outputs: the unrelaxed model is never replaced
-            stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, t.name))
+            relaxed_name = os.path.basename(r.outputs["pdb"])[: -len(".pdb")]  # the target's, or an ensemble's
+            stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, relaxed_name))
     r.status = "ok"
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...io import atomic_write
 
-__all__ = ["plot_plddt", "plot_pae"]
+__all__ = ["plot_plddt", "plot_plddt_models", "plot_pae"]
 
 #: AlphaFold DB confidence bands: (lower bound, upper bound, colour, label).
 PLDDT_BANDS = (
@@ -50,6 +50,31 @@ def plot_plddt(path, plddt: np.ndarray, title: str = "") -> None:
     ax.set_ylabel("pLDDT")
     ax.set_title(f"{title}  mean pLDDT {plddt.mean():.1f}" if title else f"mean pLDDT {plddt.mean():.1f}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, title="pLDDT", title_fontsize=7)
+    _save(fig, path)
+
+
+def plot_plddt_models(path, plddts: dict[str, np.ndarray], title: str = "") -> None:
+    """Per-residue pLDDT (0-100) of several predictions of one target on one plot, one line each,
+    labelled with its name and mean pLDDT in the order given (an ensemble: best first), on the
+    AlphaFold DB colour bands."""
+    fig = _figure(7.5, 3.4)
+    ax = fig.add_subplot(1, 1, 1)
+    for lo, hi, colour, _ in PLDDT_BANDS:
+        ax.axhspan(lo, hi, color=colour, alpha=0.12, lw=0, zorder=1)
+    n = 1
+    for name, values in plddts.items():
+        values = np.asarray(values, dtype=np.float64)
+        n = max(n, values.shape[0])
+        ax.plot(np.arange(1, values.shape[0] + 1), values, lw=0.9, zorder=2, label=f"{name} ({values.mean():.1f})")
+    ax.set_xlim(0.5, n + 0.5)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("Residue")
+    ax.set_ylabel("pLDDT")
+    if title:
+        ax.set_title(title)
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, title="mean pLDDT", title_fontsize=7
+    )
     _save(fig, path)
 
 
