@@ -5,6 +5,7 @@ computes the reference outputs and gradients with these templates present."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
+from alphafold_mem.cli import main
 from alphafold_mem.data import ProteinChainDataset, build_chain_index, collate, read_structure
 from alphafold_mem.data.training_templates import (
     TemplateSource,
@@ -23,6 +25,7 @@ from alphafold_mem.data.training_templates import (
 from alphafold_mem.planner.estimate import proxy_loss
 from alphafold_mem.train import TrainConfig
 from alphafold_mem.train.data_module import AF2DataModule, DataOptions
+from alphafold_mem.train.resume import read_saved_run
 
 from .conftest import REPO_DATA
 
@@ -137,8 +140,8 @@ def test_training_templates_drop_later_releases_and_subsample(tree):
 
 
 def test_batches_hold_templates_for_chains_with_hits(tree):
-    """Every training draw of 2q2k (A, and B through A's folder) carries templates from its hits (none released after it),
-    cropped with the sample; chains without hits carry one masked placeholder."""
+    """Every training draw of 2q2k (A, and B through A's folder) carries templates from its hits (none
+    released after it), cropped with the sample; chains without hits carry one masked placeholder."""
     cfg = _cfg()
     source = TemplateSource([tree / "templates"], subsample=False, max_hits=cfg.template.max_templates)
     ds = ProteinChainDataset(tree / "index" / "index.json", cfg, seed=3, templates=source, recycling_slices=1)
@@ -220,3 +223,20 @@ def test_training_policy_matches_reference_with_templates(tree):
     for n, g in ref_grads.items():
         if g.norm().item() > floor:
             assert (grads[n] - g).norm() / g.norm() <= 1e-4, n
+
+
+def test_train_command_runs_with_templates(tree, tmp_path):
+    """``alphafold-mem train --max-steps 2`` with templates from the chains' hit files (tiny preset,
+    validation with the default workers); the flags travel in the checkpoint's run settings."""
+    out = tmp_path / "run"
+    flags = ["--preset", "tiny", "--max-steps", "2", "--held-out", "1lcd", "--val-every", "2", "--ckpt-every", "2"]
+    flags += ["--set", "num_recycles=0", "--set", "data.crop_size=24", "--set", "data.max_msa_clusters=4"]
+    flags += ["--set", "data.max_extra_msa=4", "--memory-policy", "reference"]
+    templates = ["--template-mmcif-dir", str(tree / "templates"), "--max-template-date", "2021-10-10"]
+    runtime = ["--no-progress-bar", "--accelerator", "cpu", "--out", str(out)]
+    assert main(["train", "--data", str(tree), *flags, *templates, *runtime]) == 0
+    report = json.loads((out / "data_report.json").read_text())
+    assert {n["item"] for n in report["notes"] if n["reason"] == "no template hit file"} == {"3u8v_A", "3u8v_B"}
+    saved = read_saved_run(out / "checkpoints" / "last.ckpt")
+    assert saved.run["data_options"]["template_mmcif_dir"] == [str(tree / "templates")]
+    assert (out / "logs" / "metrics.csv").read_text().count("\n") >= 2
