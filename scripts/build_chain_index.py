@@ -4,6 +4,8 @@ Parses every structure under the given directories (mmCIF / PDB, optionally gzip
 ``.npz`` coordinate cache per protein chain and a JSON index that ``ProteinChainDataset`` reads;
 pairs each chain with its alignment folder (``<alignments>/<pdbid>_<chain>/``, or a folder whose
 query equals the chain's sequence). Unreadable structures are listed and skipped, not fatal.
+``--workers N`` parses over N processes; running it again parses only new or changed structures.
+The same as ``alphafold-mem index`` (which also reads OpenFold's caches and alignment database).
 
 Command line (from the repository root, on the shipped example set)::
 
@@ -33,13 +35,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="index JSON to write")
     parser.add_argument("--cache-dir", default=None, help="directory for per-chain .npz caches")
     parser.add_argument("--verbose", action="store_true", help="one line per structure")
+    parser.add_argument("--workers", type=int, default=1, help="processes parsing structures (default 1)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     index = build_chain_index(
-        args.structures, args.alignments, args.out, cache_dir=args.cache_dir, verbose=args.verbose
+        args.structures, args.alignments, args.out, cache_dir=args.cache_dir, verbose=args.verbose, workers=args.workers
     )
     timings = getattr(index, "timings", [])
-    with_msa = sum(1 for e in index.entries if e["alignment_dir"])
+    with_msa = sum(1 for e in index.entries if e["alignment_dir"] or e.get("alignment_db"))
     print(
         f"{len(index.entries)} protein chains ({with_msa} with alignments) from {len(timings)} structures; "
         f"{len(index.skipped)} skipped; parse {sum(timings) / max(len(timings), 1):.3f} s/structure; "

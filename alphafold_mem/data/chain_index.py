@@ -268,7 +268,8 @@ def build_chain_index(
         first file in sorted order wins) and alignment folders no chain uses are listed in
         ``skipped`` with a ``reason`` and a warning, not fatal; the parser's warnings and notes per
         file (re-emitted for files parsed in this build) are kept in ``notes``. ``timings`` holds
-        the parse time of each structure parsed in this build.
+        the parse time of each structure parsed in this build, ``worker_cpu`` the CPU seconds of
+        each parsing process (pid) when it finished its last structure.
 
     Raises:
         InputError: a directory or one of OpenFold's files is missing or unreadable.
@@ -295,10 +296,13 @@ def build_chain_index(
             records[str(path)] = rec
     index = ChainIndex(root=root)
     timings = []
+    worker_cpu: dict[int, float] = {}
     with mapper(workers) as run:
         for rec in run(parse_structure, [(str(p), cache) for p in todo]):
             records[rec["path"]] = rec
             timings.append(rec["time"])
+            pid, cpu = rec.pop("worker")
+            worker_cpu[pid] = max(worker_cpu.get(pid, 0.0), cpu)
             for n in rec["notes"]:  # passed on once, when parsed
                 category = InputNote if n["kind"] == "note" else InputWarning
                 warnings.warn(n["message"], category, stacklevel=2)
@@ -365,6 +369,7 @@ def build_chain_index(
         if unused:
             warn_input(f"{len(unused)} alignment database entries without a structure", file=db.path)
     index.timings = timings  # type: ignore[attr-defined]
+    index.worker_cpu = worker_cpu  # type: ignore[attr-defined]  # pid -> CPU s when its last structure was done
     index.save(out_path)
     state.save({str(p): records[str(p)] for p in paths}, rows_out)
     return index

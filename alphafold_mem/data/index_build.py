@@ -47,8 +47,9 @@ def _cache_folder(path: Path, cache_dir: Path) -> Path:
 def parse_structure(job: tuple[str, str | None]) -> dict:
     """Read one structure file; ``job`` = ``(path, cache_dir or None)``.
 
-    Returns ``{"path", "key", "time", "notes": [{"message", "kind"}], "error", "reason", "dropped":
-    [[chain, reason]], "chains": [{...chain fields, "cache": absolute .npz path or None}]}``.
+    Returns ``{"path", "key", "time", "worker": [pid, CPU s of that process so far], "notes":
+    [{"message", "kind"}], "error", "reason", "dropped": [[chain, reason]], "chains": [{...chain
+    fields, "cache": absolute .npz path or None}]}``.
     """
     path, cache_dir = Path(job[0]), job[1]
     t0 = time.perf_counter()
@@ -66,6 +67,7 @@ def parse_structure(job: tuple[str, str | None]) -> dict:
     if structure is None:
         record.update(error=str(error), reason=getattr(error, "reason", str(error)))
         record["time"] = time.perf_counter() - t0
+        record["worker"] = [os.getpid(), time.process_time()]
         return record
     record["dropped"] = [[c, r] for c, r in structure.dropped]
     folder = None if cache_dir is None else _cache_folder(path, Path(cache_dir))
@@ -93,6 +95,7 @@ def parse_structure(job: tuple[str, str | None]) -> dict:
             }
         )
     record["time"] = time.perf_counter() - t0
+    record["worker"] = [os.getpid(), time.process_time()]
     return record
 
 
