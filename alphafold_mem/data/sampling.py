@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -171,13 +170,3 @@ def mask_low_plddt(atom37_mask: np.ndarray, b_factors: np.ndarray, threshold: fl
     plddt = (np.asarray(b_factors, dtype=np.float32) * mask).sum(-1) / np.maximum(present, 1)
     keep = (plddt >= threshold) & (present > 0)
     return mask * keep[:, None].astype(np.float32), plddt
-
-
-def existing(path: str | os.PathLike | None) -> Optional[Path]:
-    """``Path(path)`` or None; :class:`InputError` when given and missing."""
-    if path is None:
-        return None
-    p = Path(path)
-    if not p.exists():
-        raise InputError("not found", file=p)
-    return p
