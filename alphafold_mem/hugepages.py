@@ -87,7 +87,7 @@ def huge_pages_status() -> str:
     """Whether torch's large CPU tensors get huge pages in this process, one line: a 4 MiB tensor is
     allocated and its mapping's flags are read from ``/proc/self/smaps`` (Linux; elsewhere
     ``"unknown"``)."""
-    import torch
+    import torch  # standard library only at import: this module must load before torch
 
     mode = _kernel_mode()
     if mode == "never":

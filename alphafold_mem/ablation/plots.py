@@ -22,10 +22,10 @@ __all__ = ["draw_all"]
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # heavy: matplotlib takes about half a second to import; only the plots need it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy: matplotlib takes about half a second to import; only the plots need it
 
     return plt
 

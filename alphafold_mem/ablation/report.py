@@ -9,6 +9,7 @@ experimental structure.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -241,8 +242,6 @@ def _not_run(rows) -> list[str]:
 def _loaded(machine: str) -> bool:
     """Whether a ``run.json`` machine line ("2 CPUs, load average (1/5/15 min) 9.3/9.6/10.5; ...") shows
     a 1-minute load average above the CPU count at start or end."""
-    import re
-
     return any(
         float(load) > int(cpus)
         for cpus, load in re.findall(r"(\d+) CPUs, load average \(1/5/15 min\) ([\d.]+)", machine)

@@ -38,7 +38,11 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Optional
 
+import numpy
+import torch
+
 from ..io import atomic_write
+from ..version import __version__
 
 __all__ = ["COLUMNS", "MEASURES", "ResultStore", "read_rows", "row", "versions"]
 
@@ -118,11 +122,6 @@ def _git_commit() -> Optional[str]:
 
 def versions() -> dict:
     """Software versions of this run (the ``versions`` column)."""
-    import numpy
-    import torch
-
-    from ..version import __version__
-
     return {
         "alphafold_mem": __version__,
         "git": _git_commit(),

@@ -32,11 +32,20 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
+from ..io import atomic_write
+from ..planner import available_memory
+from ..weights import default_weights_path, load_weights
 from .chains import REPO_DATA, discover_chains
+from .dap import run_dap
+from .inference import InferenceRun, run_inference
 from .planning import Planner
+from .report import load_run_info, save_run_info, write_report
 from .results import ResultStore, versions
+from .scaling import ScalingRun, run_scaling
 from .techniques import Technique, derive_techniques, quick_techniques, select_techniques
+from .training import TrainingRun, run_training
 
 __all__ = ["AblationConfig", "SECTIONS", "run_ablation"]
 
@@ -91,7 +100,6 @@ class _Progress:
     bar: object = field(default=None, repr=False)
 
     def __post_init__(self):
-        from tqdm.auto import tqdm
 
         self.bar = tqdm(
             total=self.total, initial=self.done, unit="cell", file=sys.stderr, dynamic_ncols=True, desc="ablate"
@@ -135,7 +143,6 @@ def run_ablation(
     log=lambda line: print(line, file=sys.stderr, flush=True),
 ) -> Path:
     """Run (or resume) the ablation grid of ``config``; returns the path of ``report.md``.
-
     Args:
         config: the options; ``None`` fields take the default or quick grid.
         extra_techniques: techniques beyond the derived ones (e.g. a test-only perturbed one); they
@@ -146,9 +153,6 @@ def run_ablation(
         ValueError: an unknown technique name or section.
         alphafold_mem.predict.PredictError / alphafold_mem.weights.WeightsError: unusable chains or weights.
     """
-    from ..weights import default_weights_path, load_weights
-    from .report import load_run_info, save_run_info, write_report
-
     cfg = config.resolved()
     unknown = set(cfg.sections) - set(SECTIONS)
     if unknown:
@@ -197,9 +201,6 @@ def run_ablation(
     progress = _Progress(len(cells), sum(store.done(*c) for c in cells))
     try:
         if "inference" in cfg.sections:
-            from .dap import run_dap
-            from .inference import InferenceRun, run_inference
-
             model = loaded.model.to(device).eval()
             run = InferenceRun(
                 model, weights, device, store, work, base, cfg.seed, cfg.repeats, cfg.threads, progress.tick, planner
@@ -207,8 +208,6 @@ def run_ablation(
             run_inference(run, techniques, chains, dap_runner=run_dap)
             progress.sync(store, cells)
         if "training" in cfg.sections and cfg.training_steps:
-            from .training import TrainingRun, run_training
-
             run = TrainingRun(
                 loaded.config,
                 loaded.model.state_dict(),
@@ -224,9 +223,6 @@ def run_ablation(
             run_training(run, techniques)
             progress.sync(store, cells)
         if "scaling" in cfg.sections:
-            from ..planner import available_memory
-            from .scaling import ScalingRun, run_scaling
-
             budget = 0.5 * available_memory(device)
             run = ScalingRun(
                 store,
@@ -256,8 +252,6 @@ def run_ablation(
 def _work_dir(out: Path) -> Path:
     """``out/work``: intermediates kept for resuming (predictions, training index, DAP runs), ignored by
     git (its own ``.gitignore``), so that ``out`` can be committed as it is."""
-    from ..io import atomic_write
-
     work = out / "work"
     if not (work / ".gitignore").is_file():
         with atomic_write(work / ".gitignore") as tmp:

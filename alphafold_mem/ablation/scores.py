@@ -9,12 +9,15 @@ lDDT-Cα, GDT-TS, TM-score via tmtools).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 import torch
 
+from ..data.errors import InputWarning
+from ..data.pdb import parse_pdb
 from ..geometry import residue_constants as rc
 from ..io import atomic_write
 from ..metrics import ca_rmsd, gdt_ts, lddt_ca, tm_score
@@ -50,11 +53,6 @@ class Prediction:
     def from_pdb(cls, path: str | os.PathLike, ptm: Optional[float] = None) -> "Prediction":
         """From a predicted PDB file (pLDDT in the B-factor column, as ``alphafold-mem predict``
         writes it); coordinates are rounded to 1e-3 Å there."""
-        import warnings
-
-        from ..data.errors import InputWarning
-        from ..data.pdb import parse_pdb
-
         with warnings.catch_warnings():  # predictions carry no SEQRES: the observed residues are the sequence
             warnings.simplefilter("ignore", InputWarning)
             chain = parse_pdb(path)
@@ -79,7 +77,6 @@ class Prediction:
 
 def deviation(run: Prediction, ref: Prediction) -> dict[str, Optional[float]]:
     """Cα-RMSD after superposition (Å), max and mean |ΔpLDDT|, |ΔpTM| of ``run`` against ``ref``.
-
     Raises:
         ValueError: the two predictions have different lengths.
     """

@@ -41,9 +41,12 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Optional, Sequence
 
+import torch
 import torch.nn as nn
 
+from ..kernels import KernelUnavailableError, layer_norm
 from ..memory.policy import PRESETS, MemoryPolicy, field_choices, preset
+from ..predict import predict
 
 __all__ = [
     "Technique",
@@ -93,7 +96,6 @@ def _no_prepare(model: nn.Module) -> ContextManager:
 @dataclass(frozen=True)
 class Technique:
     """One row of the ablation.
-
     Attributes:
         name: row key (``reference``, ``chunk_size=16``, ``preset:training``, ``dap=2``...).
         policy: the memory policy bound to the model.
@@ -173,9 +175,6 @@ def _triton_reason(device: str) -> Optional[str]:
             "Triton kernels are GPU kernels: on CPU only Triton's interpreter runs them (a correctness "
             "tool, far too slow to time a full model); run with --device cuda"
         )
-    import torch
-
-    from alphafold_mem.kernels import KernelUnavailableError, layer_norm
 
     try:  # the kernels' own availability check, on a tiny input
         layer_norm(
@@ -193,7 +192,6 @@ def dap_unavailable_reason() -> Optional[str]:
         importlib.import_module("alphafold_mem.distributed")
     except ImportError as exc:
         return f"dynamic axial parallelism is not in this checkout (alphafold_mem.distributed: {exc})"
-    from ..predict import predict
 
     if "dap" not in inspect.signature(predict).parameters:
         return "alphafold_mem.distributed exists but predict() takes no 'dap' argument yet"
@@ -294,7 +292,6 @@ def quick_techniques(techniques: Sequence[Technique]) -> list[Technique]:
 
 def select_techniques(techniques: Sequence[Technique], names: Optional[Sequence[str]]) -> list[Technique]:
     """The techniques named in ``names`` (all when empty), the reference always first.
-
     Raises:
         ValueError: an unknown name (the message lists the valid ones).
     """

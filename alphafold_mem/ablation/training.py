@@ -91,7 +91,7 @@ def _tracked_step(module: AlphaFoldLightning, dm: AF2DataModule, precision: str,
 
 def _one(run: TrainingRun, t: Technique, tmp: Path) -> tuple[StepRecorder, Optional[float], int, str]:
     """Train ``t`` for ``run.steps`` steps: (recorder, held-out lDDT-Cα, step peak, trainer precision)."""
-    import lightning as L
+    import lightning as L  # heavy: Lightning takes seconds to import; only the training section needs it
 
     precision = TRAINER_PRECISION[t.policy.precision]
     L.seed_everything(run.seed, workers=True, verbose=False)

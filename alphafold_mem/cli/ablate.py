@@ -24,6 +24,7 @@ import time
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: the ablation package loads for `ablate` only, not for every command
     from ..ablation import AblationConfig, derive_techniques, run_ablation
     from ..ablation.results import read_rows
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``ablate`` subcommand."""
-    from ..ablation.runner import SECTIONS
+    from ..ablation.runner import SECTIONS  # deferred: the ablation package loads for `ablate` only
 
     p = sub.add_parser(
         "ablate",

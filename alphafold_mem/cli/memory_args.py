@@ -12,6 +12,7 @@ import ast
 from typing import Any
 
 from ..memory.policy import AutoPolicy, PolicyRequest, field_choices, preset
+from .memory_plan import parse_bytes
 
 
 def parse_assignments(items: list[str], what: str) -> dict[str, Any]:
@@ -47,7 +48,6 @@ def _chunk_size(text: str):
 
 
 def _memory(text: str) -> int:
-    from .memory_plan import parse_bytes
 
     try:
         return parse_bytes(text)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from Bio import AlignIO, SearchIO
 
 from .errors import InputError, warn_input
 from .text import check_file, open_text
@@ -43,7 +44,6 @@ _NAME = re.compile(r"^([A-Za-z0-9]{4})_(\w+)$")
 @dataclass(frozen=True, eq=False)
 class TemplateHit:
     """One template hit mapped onto the query.
-
     Attributes:
         name: ``<pdb_id>_<chain>`` as written in the hit file.
         pdb_id: lower-case PDB id; chain_id: author chain id.
@@ -111,7 +111,6 @@ def _line_numbers(path: str, pattern: re.Pattern) -> list[int]:
 
 def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
     """Read an HHsearch/HHblits ``.hhr`` result (HH-suite 2/3 text format) with ``Bio.SearchIO``.
-
     Args:
         path: the ``.hhr`` file (optionally ``.gz``).
         query_length: ``N_res``; default: the file's ``Match_columns``.
@@ -122,8 +121,6 @@ def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
     Raises:
         InputError: the file cannot be parsed (one line naming it).
     """
-    from Bio import SearchIO
-
     path = check_file(path)
     try:
         with open_text(path) as fh:
@@ -168,7 +165,6 @@ def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
 
 def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
     """Read hmmsearch's ``-A`` Stockholm output against a ``pdb_seqres.txt``-style database.
-
     Args:
         path: the ``.sto`` file (optionally ``.gz``).
         query_length: ``N_res``: the profile's match states are the query's residues (AF2 builds the
@@ -182,8 +178,6 @@ def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
     Raises:
         InputError: the file cannot be parsed, or a row name lacks its ``/<start>-<end>`` range.
     """
-    from Bio import AlignIO
-
     path = check_file(path)
     try:
         with open_text(path) as fh:
@@ -243,7 +237,6 @@ def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
 
 def read_template_hits(path, query_length: int) -> list[TemplateHit]:
     """:func:`parse_hhr` for ``.hhr``, :func:`parse_hmmsearch_sto` for ``.sto`` (optionally ``.gz``).
-
     Raises:
         InputError: another suffix, or the format's parser's errors.
     """
