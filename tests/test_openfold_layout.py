@@ -210,3 +210,23 @@ def test_cli_alignment_db_index_and_train(tree, tmp_path):
     assert rc == 0 and (index_dir / "index.json").is_file()
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
     assert not (tmp_path / "run" / "chain_index").exists()  # the index lives in its own place, not under --out
+
+
+def test_train_data_dir_index_lives_in_the_data_dir(tmp_path, monkeypatch):
+    import alphafold_mem.train.data_module as data_module
+    from alphafold_mem.train.data_module import resolve_index
+
+    monkeypatch.setattr(data_module, "default_num_workers", lambda: 0)  # one process: the spy below sees the parses
+    data = tmp_path / "data"
+    (data / "mmcif").mkdir(parents=True)
+    shutil.copy(DATA / "mmcif" / "1a8o.cif", data / "mmcif" / "1a8o.cif")
+    first = resolve_index(data, tmp_path / "run1" / "chain_index")
+    assert first == data / ".alphafold_mem_index" / "index.json" and first.is_file()
+    parsed = []
+    real = chain_index_module.parse_structure
+    monkeypatch.setattr(chain_index_module, "parse_structure", lambda job: parsed.append(job[0]) or real(job))
+    shutil.copy(DATA / "mmcif" / "102m.cif", data / "mmcif" / "102m.cif")
+    again = resolve_index(data, tmp_path / "run2" / "chain_index")  # another --out: same index, brought up to date
+    assert again == first and [Path(p).name for p in parsed] == ["102m.cif"]
+    assert {e["name"] for e in ChainIndex.load(again).entries} == {"1a8o_A", "102m_A"}
+    assert not (tmp_path / "run1").exists() and not (tmp_path / "run2").exists()
