@@ -8,6 +8,11 @@ target (dynamic axial parallelism).
 * Under torchrun (``torchrun --nproc-per-node P [--nnodes ...] -m alphafold_mem.cli predict ... --dap P``)
   each process joins the group torchrun describes and runs its rank; torchrun ends the others
   when one fails.
+
+The ranks of a local spawn die with the launcher (:func:`alphafold_mem.distributed.launch.die_with_parent`),
+handle SIGINT/SIGTERM like a single-process run (:mod:`alphafold_mem.predict.signals`), and are ended
+at once when the launcher is interrupted; the error names the rank that failed first (a rank killed
+by a signal, not the peer that lost its connection to it).
 """
 
 from __future__ import annotations
@@ -31,9 +36,12 @@ def _rank_main(
 ) -> int:
     import torch
 
+    from ..predict.signals import handle_signals  # heavy: the predict package loads torch
+
     if threads:
         torch.set_num_threads(threads)
-    return run(args)
+    with handle_signals():
+        return run(args)
 
 
 def run_with_dap(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:

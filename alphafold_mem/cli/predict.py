@@ -12,13 +12,22 @@ Examples::
         --relax --out out/
 
 Exit status: 0 when every target succeeded or was skipped, 1 when any input was rejected or any
-target failed, 2 for a problem with the run as a whole (options, weights, no input).
+target failed, 2 for a problem with the run as a whole (options, weights, no input, ``--out`` in use
+by another run or not writable), 130 / 143 when ended by SIGINT / SIGTERM (an ``interrupted`` line;
+the targets finished before it are complete, the one running has no files under its final names).
+
+One run holds ``--out`` (:mod:`alphafold_mem.predict.lock`): a second run on it fails in one line
+naming the holder's PID. Signals are handled here, around the whole run
+(:mod:`alphafold_mem.predict.signals`); under ``--dap`` the launcher holds the lock and the ranks
+end with it (:mod:`alphafold_mem.cli.dap_launch`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import os
 import sys
 import traceback
 
@@ -67,8 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--preset",
         choices=PRESETS,
         metavar="NAME",
-        help="model preset for AF2/OpenFold weights (default: from the file name, else model_1_ptm); "
-        "our checkpoints carry their own config",
+        help="model preset for AF2/OpenFold weights (default: from the file name, else the first named "
+        "preset with the file's layers); our checkpoints carry their own config",
     )
     p.add_argument("--num-recycles", type=int, metavar="N", help="recycling iterations (default: the model's)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:N (default: auto)")
@@ -117,22 +126,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
-    :mod:`alphafold_mem.cli.dap_launch`)."""
-    if args.dap > 1:
-        from .dap_launch import run_with_dap
+    :mod:`alphafold_mem.cli.dap_launch`), holding the lock on ``--out`` and handling SIGINT/SIGTERM."""
+    # heavy: the predict package loads torch (kept out of the parser's start-up)
+    from ..predict import PredictError
+    from ..predict.lock import lock_output_dir
+    from ..predict.signals import Interrupted, handle_signals
 
-        if getattr(args, "db", None) or getattr(args, "template_db", None):  # P ranks would search at once
-            print(
-                "error: --dap does not run the sequence search: run `alphafold-mem search` first, then "
-                "predict --dap with --msa-dir",
-                file=sys.stderr,
-            )
-            return 2
+    if args.dap > 1 and any(getattr(args, k, None) for k in ("db", "template_db", "msa_server")):
+        _log(  # P ranks would search (or ask the server) at once
+            "error: --dap does not run the sequence search: run `alphafold-mem search` first (or predict "
+            "without --dap), then predict --dap with --msa-dir"
+        )
+        return 2
+    lead = os.environ.get("RANK", "0") == "0"  # under torchrun the other ranks join rank 0's run
+    try:
+        with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
+            if args.dap > 1:
+                from .dap_launch import run_with_dap  # heavy: torch.distributed
 
-        return run_with_dap(args, run_one)
-    return run_one(args)
+                return run_with_dap(args, run_one)
+            return run_one(args)
+    except PredictError as exc:  # the lock: --out in use or not writable
+        _log(f"error: {exc}")
+        return 2
+    except Interrupted as exc:
+        _log(f"interrupted ({exc.name}): finished targets are complete in {args.out}; run again to continue")
+        return exc.exit_code
 
 
 def run_one(args: argparse.Namespace) -> int:
@@ -186,7 +211,4 @@ def run_one(args: argparse.Namespace) -> int:
         if args.debug:
             log(traceback.format_exc().rstrip())
         return 2
-    except KeyboardInterrupt:
-        log("interrupted")
-        return 130
     return result.exit_code

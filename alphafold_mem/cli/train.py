@@ -344,5 +344,10 @@ def run(args: argparse.Namespace) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)
         return 2
+    except OSError as exc:  # no space, read-only, permission: one line naming the path (alphafold_mem.io)
+        from ..io import os_error_line  # heavy: alphafold_mem.io loads torch
+
+        print(f"alphafold-mem train: error: {os_error_line(exc, 'writing the run')}", file=sys.stderr)
+        return 1
     print(f"checkpoints: {args.out}/checkpoints (last.ckpt), logs: {args.out}/logs/metrics.csv")
     return 0

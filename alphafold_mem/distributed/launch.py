@@ -13,17 +13,27 @@ Failure handling (local spawn): a rank that raises reports its traceback to the 
 non-zero; the parent then terminates every other rank (killing it after a grace period) and
 raises :class:`RankFailed` carrying that rank's message, within seconds -- the other ranks, blocked
 in a collective, never reach its timeout. A rank that dies without reporting (killed, segfault) is
-detected by its exit code the same way. Every collective also has a timeout
+detected by its exit code the same way. The rank blamed is the cause: a rank killed by a signal
+is named before the ranks that then report a broken connection to it. Every collective also has a timeout
 (:func:`alphafold_mem.distributed.mesh.default_timeout`), so a rank whose peer vanished raises on
 its own even without a parent (torchrun).
+
+Launcher death (local spawn): every rank asks the kernel for SIGKILL when the launcher dies
+(``prctl(PR_SET_PDEATHSIG)`` on Linux, :func:`die_with_parent`), so a killed launcher (a scheduler,
+the OOM killer) leaves no rank running and nothing written after it. An exception in the launcher
+(such as an interrupt) ends every rank at once (SIGTERM, then SIGKILL after the grace period).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import datetime
 import os
 import queue
+import signal
 import socket
+import sys
 import time
 import traceback
 from typing import Any, Callable, Optional
@@ -85,9 +95,38 @@ def init_from_env(device_type: str = "cpu") -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``);
+    exits at once if ``parent_pid`` is already gone. Returns whether the request was made (False
+    elsewhere than Linux, or without libc)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent_pid:  # the parent died before the request
+        os._exit(1)
+    return True
+
+
 def _child(
-    rank: int, world_size: int, port: int, device_type: str, results: Any, fn: Callable[..., Any], args: tuple
+    rank: int,
+    world_size: int,
+    port: int,
+    device_type: str,
+    results: Any,
+    fn: Callable[..., Any],
+    args: tuple,
+    parent_pid: Optional[int] = None,
 ) -> None:
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     try:
         init_process_group(rank, world_size, port, device_type)
         value = tree_map(
@@ -132,7 +171,7 @@ def run_local(
     results = ctx.Queue()
     port = free_port()
     procs = [
-        ctx.Process(target=_child, args=(r, nprocs, port, device_type, results, fn, args), daemon=False)
+        ctx.Process(target=_child, args=(r, nprocs, port, device_type, results, fn, args, os.getpid()), daemon=False)
         for r in range(nprocs)
     ]
     for p in procs:
@@ -148,22 +187,47 @@ def run_local(
                 if status == "ok":
                     values[rank] = value
                 else:
-                    failure = RankFailed(rank, value)
+                    failure = _cause(procs, RankFailed(rank, value))
                 continue
             dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in values]
             if dead:
                 item = _poll(results, 0.5)  # its report may still be in flight
                 if item is not None and item[0] == "error":
-                    failure = RankFailed(item[1], item[2])
+                    failure = _cause(procs, RankFailed(item[1], item[2]))
                 else:
-                    failure = RankFailed(dead[0], f"exited with code {procs[dead[0]].exitcode} without a report")
+                    failure = _cause(procs, _unreported(dead[0], procs[dead[0]].exitcode))
             elif deadline is not None and time.monotonic() > deadline:
                 failure = RankFailed(-1, f"the run exceeded its {timeout:.0f} s limit")
-    finally:
-        _end(procs, grace if failure is None else 0.5, kill_after=grace)
+    except BaseException:  # the launcher itself fails or is interrupted: end every rank now
+        _end(procs, 0.0, kill_after=grace)
+        raise
+    _end(procs, grace if failure is None else 0.5, kill_after=grace)
     if failure is not None:
         raise failure
     return [values[r] for r in range(nprocs)]
+
+
+def _unreported(rank: int, exitcode: Optional[int]) -> RankFailed:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return RankFailed(rank, f"was killed by {name}")
+    return RankFailed(rank, f"exited with code {exitcode} without a report")
+
+
+def _cause(procs: list, reported: RankFailed, wait: float = 1.0) -> RankFailed:
+    """The failure to name: a rank killed by a signal (it cannot report) is the cause of the errors the
+    others then report (a peer's connection closed); looked for during ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        killed = [r for r, p in enumerate(procs) if p.exitcode is not None and p.exitcode < 0 and r != reported.rank]
+        if killed:
+            return _unreported(killed[0], procs[killed[0]].exitcode)
+        if time.monotonic() >= deadline or reported.message.startswith("was killed by"):
+            return reported
+        time.sleep(0.05)
 
 
 def _poll(results: Any, seconds: float) -> Optional[tuple]:
@@ -190,4 +254,13 @@ def _end(procs: list, wait: float, kill_after: float) -> None:
             p.join(1.0)
 
 
-__all__ = ["RankFailed", "backend_for", "free_port", "in_torchrun", "init_from_env", "init_process_group", "run_local"]
+__all__ = [
+    "RankFailed",
+    "backend_for",
+    "die_with_parent",
+    "free_port",
+    "in_torchrun",
+    "init_from_env",
+    "init_process_group",
+    "run_local",
+]

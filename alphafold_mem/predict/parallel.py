@@ -6,19 +6,49 @@ Every process reads the inputs, builds the same features (same seed) and runs th
 share of the representations (:func:`alphafold_mem.bind` with :attr:`Parallel.mesh`); rank 0
 alone logs and writes the outputs and ``timings.json``, which records ``dap`` and every rank's
 seconds and memory per stage. Which targets to run is rank 0's decision (its output directory),
-sent to all. A failure during a target ends the whole run on every rank (the other ranks would
-otherwise wait in a collective), unlike the single-process batch, which continues past it.
+sent to all, and so is the pre-flight of every target (:meth:`Parallel.check_residues`: device
+sharding needs more residues than processes). A failure of a target outside the model's collectives
+(pre-flight, features, output writing) fails that target on every rank (:meth:`Parallel.agree_failure`)
+and the batch goes on; a failure inside them (the other ranks would wait in a collective) ends the
+run on every rank.
+
+:func:`check_writable` is the run's first check of the output directory (every process).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from .preflight import Preflight
 from .targets import PredictError
+
+
+def check_writable(out_dir: str) -> None:
+    """Create ``out_dir`` if needed and write (and remove) a probe file in it.
+
+    Raises:
+        PredictError: one line naming the directory and the reason (read-only, no permission, no space).
+    """
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", suffix=".tmp", dir=out_dir)
+        try:
+            os.write(fd, b"probe")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.remove(probe)
+    except OSError as exc:
+        reason = exc.strerror or " ".join(str(exc).split())
+        raise PredictError(
+            f"--out {out_dir}: the output directory is not writable ({reason}); choose another --out"
+        ) from None
 
 
 class Parallel:
@@ -90,6 +120,28 @@ class Parallel:
             return todo, skipped
         names = self.agree([t.name for t in todo])
         return [t for t in targets if t.name in names], [t for t in targets if t.name not in names]
+
+    def check_residues(self, n_res: int) -> Optional[Preflight]:
+        """``None`` when a target of ``n_res`` residues can be shared by this run's processes, else the
+        failed :class:`~.preflight.Preflight` saying why (device sharding needs ``N_res > P``)."""
+        if self.dap <= 1 or n_res > self.dap:
+            return None
+        return Preflight(
+            None,
+            0,
+            0,
+            f"{n_res} residue(s) cannot be shared by --dap {self.dap} processes (device sharding needs more "
+            f"residues than processes); predict it without --dap or with --dap {max(1, n_res - 1)}",
+        )
+
+    def agree_failure(self, message: Optional[str]) -> tuple[int, Optional[str]]:
+        """``(rank, message)`` of the first rank whose target failed (``message`` on this rank, ``None``
+        if it succeeded), ``(0, None)`` when none did; every rank gets the same answer."""
+        if not self.active:
+            return 0, message
+        messages: list = [None] * dist.get_world_size()
+        dist.all_gather_object(messages, message)
+        return next(((k, m) for k, m in enumerate(messages) if m is not None), (0, None))
 
     def gather(self, model: nn.Module, out: dict, keys: tuple[str, ...]) -> dict:
         """The outputs named ``keys``, whole (representation-shaped ones are gathered)."""

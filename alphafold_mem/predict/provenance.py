@@ -12,6 +12,10 @@ target whose scores file exists with the record this run would write:
 * different, or no record (written by an older version) -> the target fails with one line naming
   what changed, unless ``overwrite`` (then it is recomputed).
 
+The comparison is repeated when a target's outputs are about to be written
+(:func:`check_still_ours`): a scores file another run wrote meanwhile with other inputs or options is
+not replaced (unless ``overwrite``); the target fails in one line instead.
+
 Memory options (chunking, low-memory attention, offload) are left out: they give the reference
 result (``tests/test_memory.py``). Output files carry file names, not local paths, unless
 ``record_paths`` (:func:`shareable_scores`).
@@ -24,7 +28,7 @@ import json
 import os
 from typing import Callable, Optional
 
-from .targets import Rejected, Target
+from .targets import PredictError, Rejected, Target
 
 __all__ = [
     "file_digest",
@@ -33,6 +37,7 @@ __all__ = [
     "describe_changes",
     "partition_finished",
     "shareable_scores",
+    "check_still_ours",
     "pipeline_settings",
     "RESULT_OPTIONS",
 ]
@@ -167,6 +172,7 @@ def partition_finished(
     for t in targets:
         t.provenance = provenance_record(t, weights_sha, options, hits(t) if hits else None)
         t.record_paths = record_paths
+        t.overwrite = overwrite
         scores = os.path.join(out_dir, output_name.format(id=t.name) + "_scores.json")
         if not os.path.exists(scores) or overwrite:
             todo.append(t)
@@ -189,6 +195,25 @@ def partition_finished(
         else:
             skipped.append(t)
     return todo, skipped, conflicts
+
+
+def check_still_ours(t: Target, scores: str) -> None:
+    """Before the outputs of ``t`` are written: a ``scores`` file that exists now must carry this run's
+    record (written by an identical run meanwhile), unless the run replaces results (``overwrite``).
+
+    Raises:
+        PredictError: the file was produced from other inputs or options (one line naming what changed).
+    """
+    record = getattr(t, "provenance", None)
+    if not record or getattr(t, "overwrite", False) or not os.path.exists(scores):
+        return
+    readable, old = _read_record(scores)
+    changes = describe_changes(old, record) if readable else ["scores file (unreadable)"]
+    if changes:
+        raise PredictError(
+            f"{t.source}: record '{t.name}': {scores} was written meanwhile by another run from another "
+            f"{'; '.join(changes)}; not replaced (use --overwrite to replace it, or another --out)"
+        )
 
 
 def shareable_scores(scores: dict, t: Target, outputs: dict) -> dict:

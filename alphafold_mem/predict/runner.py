@@ -37,10 +37,12 @@ import numpy as np
 import torch
 
 from ..binding import bind
+from ..io import os_error_line
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
-from . import preflight
+from . import preflight, signals
 from .outputs import output_paths, write_json, write_target_outputs
-from .parallel import Parallel
+from .parallel import Parallel, check_writable
+from .progress import ForwardProgress
 from .provenance import partition_finished, shareable_scores
 from .targets import PredictError, Target, collect_targets, measure_searched
 from .timings import Stages
@@ -68,6 +70,7 @@ class TargetResult:
     message: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     order: int = field(default=0, repr=False)  # position in the input, for the summary
+    phase: str = field(default="", repr=False)  # "collectives" while the DAP ranks run the model together
 
 
 @dataclass
@@ -233,6 +236,7 @@ def predict(
     policy = MemoryPolicy(precision=request.precision) if chosen else request
     par, dev, log = Parallel.start(dap, _resolve_device(device), log)
     out_dir = os.fspath(out_dir)
+    check_writable(out_dir)  # before any search or model work
     t_start = time.perf_counter()
 
     # 1-2. Inputs, validated before any model work.
@@ -271,10 +275,6 @@ def predict(
         )
 
     # 3. Weights (only if there is work to do) and finished targets.
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as exc:
-        raise PredictError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
     from ..weights import DEFAULT_WEIGHTS, default_weights_path
 
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
@@ -340,15 +340,20 @@ def predict(
         r = by_name[t.name]
         r.status, r.message = "skipped", "finished outputs exist"
         r.mean_plddt = _previous_mean_plddt(os.path.join(out_dir, output_name.format(id=t.name) + "_scores.json"))
+    # Pre-flight of every target before any model work (rank 0 decides, for every rank): one that
+    # cannot run with this run's settings (memory budget, residues for the DAP size) fails here.
+    fits = par.agree(_preflight_all(todo, cfg, request, dev, par, log) if todo and par.writer else None)
     for k, t in enumerate(todo, 1):
+        signals.check()
         r = by_name[t.name]
         r.outputs = output_paths(out_dir, output_name.format(id=t.name), loaded.config.heads.pae_enabled)
         start = time.perf_counter()
+        failure = None
+        fit = fits[t.name]
+        reported = isinstance(fit, preflight.Preflight) and not fit.fits  # logged by the pre-flight
         try:
-            # before any model work: a target predicted not to fit fails here, the others still run
-            fit = preflight.check(
-                cfg, preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth), request, dev, par.dap
-            )
+            if isinstance(fit, Exception):  # the estimate itself failed (e.g. out of memory)
+                raise fit
             if not fit.fits:
                 raise preflight.DoesNotFit(fit.message)
             policy = fit.policy
@@ -356,13 +361,17 @@ def predict(
                 bind(model, policy, par.mesh)  # and device sharding under DAP
             _run_target(t, r, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline)
         except Exception as exc:  # noqa: BLE001 - one failing target must not stop the others
-            if par.active:  # ... except under DAP: the other ranks would wait for this one
+            if par.active and r.phase == "collectives":  # the other ranks wait in a collective: end the run
                 raise
-            r.status = "failed"
+            failure = exc
             r.message = _failure_message(t, exc)
-            log(f"error: {r.message}")
-            if debug:
+            if debug and not reported:
                 log(traceback.format_exc().rstrip())
+        rank, message = par.agree_failure(r.message if failure is not None else None)  # DAP: any rank's
+        if message is not None:
+            r.status, r.message = "failed", message if rank == 0 else f"{message} (on DAP rank {rank})"
+            if not reported:
+                log(f"error: {r.message}")
         r.seconds = round(time.perf_counter() - start, 2)
         if r.status == "ok":
             log(
@@ -393,12 +402,36 @@ def predict(
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
     if par.writer:
-        write_json(run.timings_path, timings)
+        try:
+            write_json(run.timings_path, timings)
+        except OSError as exc:  # the summary still follows
+            log(f"error: {os_error_line(exc, 'writing timings.json')}")
+            run.timings_path = None
     log("")
     log(run.summary_table())
     if run.failed:
         log(f"{len(run.failed)} of {len(run.results)} target(s) rejected or failed; see the error lines above")
+    signals.check()  # a signal whose exception Python dropped (in a callback) still ends the run
     return run
+
+
+def _preflight_all(todo: list[Target], cfg, request, dev, par: Parallel, log) -> dict:
+    """The pre-flight of every target (memory budget, DAP size): its :class:`~.preflight.Preflight`
+    (logged once when it does not fit), or the exception the estimate raised (the target fails with it)."""
+    fits = {}
+    for t in todo:
+        fit = par.check_residues(len(t.sequence))
+        if fit is None:
+            sizes = preflight.feature_sizes(cfg, len(t.sequence), t.msa_depth)
+            try:
+                fit = preflight.check(cfg, sizes, request, dev, par.dap)
+            except Exception as exc:  # noqa: BLE001 - fails this target only, in the loop below
+                fits[t.name] = exc
+                continue
+        fits[t.name] = fit
+        if not fit.fits:
+            log(f"error: {_failure_message(t, preflight.DoesNotFit(fit.message))}")
+    return fits
 
 
 def _run_target(
@@ -442,7 +475,9 @@ def _run_target(
         with torch.inference_mode():  # precision: the model enters its one autocast itself
             return model(batch)  # noqa: F821 - bound above; deleted only after this closure ran
 
-    out = stages.run(f"{t.name}/model", forward, forward=True)
+    r.phase = "collectives"  # under DAP a failure from here to the gather ends the run on every rank
+    with ForwardProgress(model, t.name).attached():
+        out = stages.run(f"{t.name}/model", forward, forward=True)
     keep = (
         "final_atom_positions",
         "final_atom_mask",
@@ -452,6 +487,7 @@ def _run_target(
         "ptm",
     )
     arrays = {k: v.detach().float().cpu().numpy() for k, v in par.gather(model, out, keep).items()}
+    r.phase = ""
     arrays["aatype"] = batch["aatype"].cpu().numpy()
     fill_unknown_backbone(arrays, out)  # X: N, CA, C, O from the final frame and psi
     r.recycles_run = int(out["num_recycles"]) - 1
@@ -494,6 +530,7 @@ def _run_target(
         "weights": weights_path,
         "weights_format": loaded.format,
         "preset": cfg.preset,
+        "architecture": getattr(loaded, "architecture", None),
         "num_recycles": cfg.num_recycles,
         "seed": seed,
         "precision": precision,
@@ -544,5 +581,9 @@ def _failure_message(t: Target, exc: BaseException) -> str:
         )
     if isinstance(exc, InputError):
         return str(exc) if exc.record else f"{exc} (record '{t.name}')"
+    if isinstance(exc, PredictError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"{t.source}: record '{t.name}': {os_error_line(exc, 'writing its outputs')}"
     text = " ".join(str(exc).split())[:300] or type(exc).__name__
     return f"{t.source}: record '{t.name}': {type(exc).__name__}: {text}"
