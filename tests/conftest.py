@@ -51,6 +51,7 @@ SLOW_TESTS = (
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
     "test_ablation.py::test_tiny_grid",
+    "test_recycle_early_stop.py::test_demo_weights_early_stop",  # demo weights, 9 + 9 + 2 iterations
     # device sharding: the four-process run, and the command-line runs (several interpreters each)
     "test_dap.py::test_inference_equals_single_device[4-tiny-low_memory_inference]",
     "test_dap.py::test_inference_equals_single_device[4-model_1-low_memory_inference]",
