@@ -161,6 +161,9 @@ def test_weights_folder_names(tmp_path):
     assert [(m.name, m.family) for m in got] == [("model_2_ptm", "openfold_ptm"), ("model_1_ptm", "openfold_ptm")]
     with pytest.raises(WeightsError, match="no weights family with every model of --models 3"):
         find_model_weights(tmp_path, [3])
+    (tmp_path / "af2" / "params").mkdir(parents=True)  # an unpacked archive's own folders
+    (tmp_path / "af2" / "params" / "params_model_3.npz").write_bytes(b"")
+    assert find_model_weights(tmp_path, [3])[0].path == str(tmp_path / "af2" / "params" / "params_model_3.npz")
     with pytest.raises(WeightsError, match="no such directory"):
         find_model_weights(tmp_path / "missing", [1])
     assert parse_model_list("1,2, 3") == [1, 2, 3] and parse_model_list("all") == [1, 2, 3, 4, 5]

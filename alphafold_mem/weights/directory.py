@@ -7,6 +7,9 @@ Recognised file names (the names the publishers use):
 * OpenFold (``finetuning_{1..5}.pt``, family ``openfold``; ``finetuning_ptm_{k}.pt`` or any ``*_{k}_ptm.pt``,
   family ``openfold_ptm``), from OpenFold's published checkpoints.
 
+They are looked for in the folder and two levels of sub-folders (``weights fetch`` unpacks a release
+into ``DIR/<name>/``, and an archive may hold its own folder).
+
 Files of one family are taken together: an ensemble never mixes AF2 and OpenFold weights, nor
 pTM and plain models. The model name recorded in the outputs is AF2's (``model_1``, ``model_1_ptm``).
 """
@@ -66,18 +69,25 @@ def parse_model_list(text: str) -> list[int]:
     return numbers
 
 
-def _found(directory: str) -> dict[str, dict[int, str]]:
+def _found(directory: str, depth: int = 2) -> dict[str, dict[int, str]]:
+    """Recognised files in ``directory`` and its sub-folders down to ``depth`` levels (an unpacked
+    archive may hold its own folder), the shallowest first."""
     found: dict[str, dict[int, str]] = {f: {} for f in FAMILIES}
-    for entry in sorted(os.listdir(directory)):
-        path = os.path.join(directory, entry)
-        if not os.path.isfile(path):
-            continue
-        for family, pattern in _PATTERNS.items():
-            m = pattern.match(entry)
-            if m:
-                number = int(next(g for g in m.groups() if g))
-                found[family].setdefault(number, path)
-                break
+    level = [directory]
+    for _ in range(depth + 1):
+        below = []
+        for folder in level:
+            for entry in sorted(os.listdir(folder)):
+                path = os.path.join(folder, entry)
+                if os.path.isdir(path):
+                    below.append(path)
+                    continue
+                for family, pattern in _PATTERNS.items():
+                    m = pattern.match(entry)
+                    if m:
+                        found[family].setdefault(int(next(g for g in m.groups() if g)), path)
+                        break
+        level = below
     return found
 
 
