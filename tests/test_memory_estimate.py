@@ -275,8 +275,10 @@ def test_memory_plan_cli(capsys, monkeypatch):
     assert main(args + ["--budget", "1GB", "--precision", "bf16-full", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert set(plan) == {"config", "rows", "recommended"} and plan["config"]["n_res"] == 20
-    assert set(plan["rows"][0]) == {"policy", "precision", "chunk_size", "dap", "peak_bytes", "fits"}
-    assert plan["recommended"] == plan["rows"][0] and plan["recommended"]["precision"] == "bf16-full"
+    row = {"setting", "policy", "precision", "chunk_size", "dap", "peak_bytes", "host_bytes", "fits"}
+    assert set(plan["rows"][0]) == row and set(plan["recommended"]) == row | {"flags", "host_memory_enough"}
+    assert {k: plan["recommended"][k] for k in row} == plan["rows"][0]
+    assert plan["recommended"]["precision"] == plan["recommended"]["policy"]["precision"] == "bf16-full"
     assert isinstance(plan["rows"][0]["peak_bytes"], int) and plan["rows"][0]["dap"] == 1
     assert main(args + ["--budget", "1kB"]) == 1
     out = capsys.readouterr().out
@@ -300,6 +302,8 @@ def test_memory_plan_max_length(capsys, monkeypatch):
                 "--preset",
                 "tiny",
                 "--max-length",
+                "--device",
+                "cuda",
                 "--budget",
                 "24kB",
                 "--precision",
@@ -311,4 +315,5 @@ def test_memory_plan_max_length(capsys, monkeypatch):
     )
     plan = json.loads(capsys.readouterr().out)
     assert plan["config"]["n_res"] == 24 and plan["recommended"]["n_res"] == 24
-    assert plan["recommended"]["policy"].startswith("attention=chunked,chunk_size=4")
+    assert plan["recommended"]["setting"] == "low_memory_inference, chunk 4, offload buffers"  # the table's name
+    assert plan["recommended"]["policy"]["chunk_size"] == 4 and plan["config"]["device"] == "cuda"

@@ -21,6 +21,7 @@ estimates every one). Exit status 0 when one fits, 1 when none does, 2 for bad o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -50,14 +51,128 @@ def _sizes(args: argparse.Namespace, config) -> tuple[int, int, int, int]:
     return (args.n_res or d.crop_size, args.n_seq or d.max_msa_clusters, args.n_extra or d.max_extra_msa, n_templ)
 
 
+def _device_and_budget(args: argparse.Namespace) -> tuple[str, int, str]:
+    """``(device, budget bytes, a note saying where both came from)``: ``--device`` or the device this
+    process runs on (CUDA when available), ``--budget`` or that device's free memory (CUDA:
+    ``torch.cuda.mem_get_info``; CPU: MemAvailable)."""
+    import torch
+
+    from ..planner import available_memory
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    notes = [f"device {device}" + ("" if args.device else " (this machine's; --device to plan for another)")]
+    if args.budget is not None:
+        budget = parse_bytes(args.budget)
+        notes.append(f"budget {budget / 1e9:.1f} GB (--budget)")
+    elif args.device is not None and device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda on a machine without CUDA: give --budget (e.g. --budget 80GB)")
+    else:
+        budget = available_memory(device)
+        what = "free memory of the CUDA device" if device == "cuda" else "available RAM (MemAvailable)"
+        notes.append(f"budget {budget / 1e9:.1f} GB ({what}; --budget to set)")
+    return device, budget, "; ".join(notes)
+
+
+def _flag_value(value) -> str:
+    return repr(value).replace(" ", "") if isinstance(value, tuple) else str(value)
+
+
+def predict_flags(policy) -> str:
+    """The ``alphafold-mem predict`` options that bind ``policy`` (a concrete inference
+    :class:`~alphafold_mem.MemoryPolicy`): ``--low-memory`` or ``--memory-policy reference``, whichever
+    leaves fewer fields to set, ``--chunk-size``, ``--precision`` and ``--memory-set FIELD=VALUE`` for
+    the rest. ``max_memory`` is not a field of the run's policy and is left out."""
+    from ..memory.policy import preset
+
+    skip = {"precision", "max_memory"}
+    best = None
+    for name in ("low_memory_inference", "reference"):
+        base = preset(name)
+        diffs = {
+            f.name: getattr(policy, f.name)
+            for f in dataclasses.fields(policy)
+            if f.name not in skip and getattr(policy, f.name) != getattr(base, f.name)
+        }
+        if best is None or len(diffs) < len(best[1]):
+            best = (name, diffs)
+    name, diffs = best
+    flags = ["--low-memory"] if name == "low_memory_inference" else ["--memory-policy", "reference"]
+    if name == "low_memory_inference" and isinstance(diffs.get("chunk_size"), int):
+        flags += ["--chunk-size", str(diffs.pop("chunk_size"))]
+    if policy.precision != preset("reference").precision:
+        flags += ["--precision", policy.precision]
+    for field, value in diffs.items():
+        flags += ["--memory-set", f"{field}={_flag_value(value)}"]
+    return " ".join(flags)
+
+
+def train_flags(policy) -> str:
+    """The ``alphafold-mem train`` options that bind ``policy``: ``--memory-policy`` with the preset
+    (``training`` or ``reference``) that leaves fewer fields to set and ``--memory-set FIELD=VALUE``."""
+    from ..memory.policy import preset
+
+    best = None
+    for name in ("training", "reference"):
+        base = preset(name)
+        diffs = {
+            f.name: getattr(policy, f.name)
+            for f in dataclasses.fields(policy)
+            if f.name != "max_memory" and getattr(policy, f.name) != getattr(base, f.name)
+        }
+        if best is None or len(diffs) < len(best[1]):
+            best = (name, diffs)
+    name, diffs = best
+    return " ".join(
+        ["--memory-policy", name] + [w for f, v in diffs.items() for w in ("--memory-set", f"{f}={_flag_value(v)}")]
+    )
+
+
+def _host_check(host: int) -> tuple[str, bool]:
+    """A sentence on the host memory that offload needs against this machine's available RAM, and
+    whether it is enough."""
+    from ..planner import available_memory
+
+    try:
+        have = available_memory("cpu")
+    except RuntimeError:
+        return f"needs {host / 1e9:.1f} GB of host memory for offload (this machine's is unknown)", True
+    enough = host <= have
+    return (
+        f"needs {host / 1e9:.1f} GB of host memory for offload; this machine has {have / 1e9:.1f} GB available"
+        + ("" if enough else " -- not enough: run on a machine with more RAM, or give a larger --budget"),
+        enough,
+    )
+
+
+class _Progress:
+    """One stderr line per estimate: which candidate, then how long it took and its peak."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet, self.count, self.t0 = quiet, 0, 0.0
+
+    def __call__(self, candidate, row) -> None:
+        if self.quiet:
+            return
+        if row is None:
+            self.count += 1
+            self.t0 = time.perf_counter()
+            print(f"memory-plan: estimating {self.count}: {candidate.label} ...", end="", file=sys.stderr, flush=True)
+        else:
+            print(
+                f" {row.estimate.total / 1e9:.2f} GB ({time.perf_counter() - self.t0:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     from ..config import model_config
     from ..planner import choose, max_length, policy_candidates
 
     try:
-        budget = parse_bytes(args.budget)
+        device, budget, source = _device_and_budget(args)
         config = model_config(args.preset)
-    except (ValueError, KeyError) as err:
+    except (ValueError, KeyError, RuntimeError) as err:
         print(f"memory-plan: {err}", file=sys.stderr)
         return 2
     if args.max_length and args.training:
@@ -76,24 +191,27 @@ def run(args: argparse.Namespace) -> int:
         "n_templ": n_templ,
         "training": bool(args.training),
         "budget_bytes": budget,
-        "device": args.device,
+        "device": device,
         "dap": args.dap,
     }
     say = (lambda *a, **k: None) if args.json else print
+    progress = _Progress(args.quiet)
+    if not args.quiet:
+        print(f"memory-plan: {source}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     if args.max_length:
         return _max_length(args, config, budget, precisions, conf, say, t0, max_length)
     kind = "training step" if args.training else "inference"
     say(
         f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
-        f"budget {budget / 1e9:.1f} GB; device {args.device}"
+        f"budget {budget / 1e9:.1f} GB; device {device}"
         + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else "")
     )
-    say(f"{'policy':52s} {'precision':>9s} {'peak GB':>9s} {'fits':>5s}")
     rows, recommended = [], None
+    table = []
     for precision in precisions:
         cands = policy_candidates(
-            args.training, precision, max(n_res, n_seq, n_extra), args.max_chunk_size, device=args.device
+            args.training, precision, max(n_res, n_seq, n_extra), args.max_chunk_size, device=device
         )
         choice = choose(
             config,
@@ -104,24 +222,39 @@ def run(args: argparse.Namespace) -> int:
             budget,
             cands,
             training=args.training,
-            device=args.device,
+            device=device,
             evaluate_all=args.all,
             frugal_last=not args.training,
             dap=args.dap,
+            progress=progress,
         )
         for row in choice.rows:
-            rows.append(row.as_dict())
-            say(
-                f"{row.candidate.label:52s} {precision:>9s} {row.estimate.total / 1e9:9.2f} "
-                f"{'yes' if row.fits else 'no':>5s}"
-            )
+            rows.append(row.as_dict(args.dap))
+            table.append(row)
         if choice.chosen is not None and recommended is None:
             recommended = choice.chosen
         if recommended is not None and not args.all:
             break
     seconds = time.perf_counter() - t0
+    say(f"{'setting':52s} {'precision':>9s} {'peak GB':>9s} {'host GB':>8s} {'fits':>5s}")
+    for row in table:
+        say(
+            f"{row.candidate.label:52s} {row.candidate.policy.precision:>9s} {row.estimate.total / 1e9:9.2f} "
+            f"{row.estimate.host / 1e9:8.2f} {'yes' if row.fits else 'no':>5s}"
+        )
+    flags = None
+    if recommended is not None:
+        policy = recommended.candidate.policy
+        flags = ("train " + train_flags(policy)) if args.training else ("predict " + predict_flags(policy))
+    host_note, host_ok = (
+        _host_check(recommended.estimate.host) if recommended and recommended.estimate.host else ("", True)
+    )
     if args.json:
-        print(json.dumps({"config": conf, "rows": rows, "recommended": recommended.as_dict() if recommended else None}))
+        rec = None
+        if recommended is not None:
+            rec = {**recommended.as_dict(args.dap), "flags": flags, "host_memory_enough": host_ok}
+        conf["host_available_bytes"] = _host_available()
+        print(json.dumps({"config": conf, "rows": rows, "recommended": rec}))
     elif recommended is None:
         need = min(r["peak_bytes"] for r in rows)
         print(
@@ -129,12 +262,12 @@ def run(args: argparse.Namespace) -> int:
             f"reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)"
         )
     else:
-        host = recommended.estimate.host
         print(
             f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"
-            + (f"; needs {host / 1e9:.1f} GB of host memory for offload" if host else "")
+            + (f"; {host_note}" if host_note else "")
             + f" ({seconds:.1f} s)"
         )
+        print(f"flags: alphafold-mem {flags}")
         if args.verbose:
             est = recommended.estimate
             print(
@@ -146,18 +279,33 @@ def run(args: argparse.Namespace) -> int:
     return 0 if recommended is not None else 1
 
 
+def _host_available() -> int | None:
+    from ..planner import available_memory
+
+    try:
+        return available_memory("cpu")
+    except RuntimeError:
+        return None
+
+
 def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> int:
     n_seq, n_extra, n_templ = conf["n_seq"], conf["n_extra"], conf["n_templ"]
     say(
         f"{args.preset} inference: the largest N_res within {budget / 1e9:.1f} GB (N_seq {n_seq}, N_extra {n_extra}, "
-        f"N_templ {n_templ}; the most frugal policy; device {args.device})"
+        f"N_templ {n_templ}; the most frugal setting; device {conf['device']})"
     )
     rows, best = [], None
     for precision in precisions:
-        n, row = max_length(config, budget, precision, n_seq, n_extra, n_templ, device=args.device)
+        if not args.quiet:
+            print(f"memory-plan: bisecting N_res for {precision} ...", file=sys.stderr, flush=True)
+        n, row = max_length(config, budget, precision, n_seq, n_extra, n_templ, device=conf["device"])
         say(
             f"  {precision:9s} N_res {n}"
-            + (f" ({row.estimate.total / 1e9:.2f} GB, {row.candidate.label})" if row else "")
+            + (
+                f" ({row.estimate.total / 1e9:.2f} GB, host {row.estimate.host / 1e9:.2f} GB; {row.candidate.label})"
+                if row
+                else ""
+            )
         )
         if row is not None:
             rows.append({**row.as_dict(), "n_res": n})
@@ -166,13 +314,20 @@ def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> 
         print(
             json.dumps(
                 {
-                    "config": {**conf, "n_res": best["n_res"] if best else 0, "max_length": True},
+                    "config": {
+                        **conf,
+                        "n_res": best["n_res"] if best else 0,
+                        "max_length": True,
+                        "host_available_bytes": _host_available(),
+                    },
                     "rows": rows,
                     "recommended": best,
                 }
             )
         )
     else:
+        if best is not None and best["host_bytes"]:
+            say(f"  {_host_check(best['host_bytes'])[0]}")
         print(f"({time.perf_counter() - t0:.1f} s)")
     return 0 if best is not None else 1
 
@@ -192,7 +347,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-seq", type=int, default=None, help="N_seq, MSA clusters (default: preset)")
     p.add_argument("--n-extra", type=int, default=None, help="N_extra, extra MSA sequences (default: preset)")
     p.add_argument("--n-templ", type=int, default=None, help="N_templ (default: preset's max templates)")
-    p.add_argument("--budget", default="80GB", help="device memory, e.g. 80GB, 40GiB (default: 80GB)")
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="device memory, e.g. 80GB, 40GiB (default: the free memory of --device on this machine: "
+        "torch.cuda.mem_get_info on CUDA, available RAM on CPU)",
+    )
     p.add_argument(
         "--precision",
         choices=PRECISION_CHOICES,
@@ -202,8 +362,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--device",
         choices=("cuda", "cpu"),
-        default="cuda",
-        help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op",
+        default=None,
+        help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op "
+        "(default: cuda when this machine has it, else cpu)",
     )
     p.add_argument("--max-chunk-size", type=int, default=None, help="largest chunk size considered (default 256)")
     p.add_argument("--training", action="store_true", help="a training step (forward + backward) instead of inference")
@@ -221,6 +382,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--all", action="store_true", help="estimate every candidate, not just what the search needs")
     p.add_argument("--json", action="store_true", help="print one JSON object (config, rows, recommended)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--verbose",
         "-v",
@@ -230,4 +392,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-__all__ = ["PRECISION_CHOICES", "parse_bytes", "register", "run"]
+__all__ = ["PRECISION_CHOICES", "parse_bytes", "predict_flags", "register", "run", "train_flags"]

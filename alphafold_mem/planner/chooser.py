@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -114,14 +114,19 @@ class Row:
     fits: bool
 
     def as_dict(self, dap: int = 1) -> dict:
-        """The ``memory-plan --json`` row."""
+        """The ``memory-plan --json`` row: ``setting`` (the table's label), ``policy`` (every field of the
+        :class:`MemoryPolicy`), ``precision``, ``chunk_size``, ``dap`` (devices sharing the protein),
+        ``peak_bytes`` (per device), ``host_bytes`` (the most parked in host memory at once by offload)
+        and ``fits``."""
         p = self.candidate.policy
         return {
-            "policy": self.candidate.label,
+            "setting": self.candidate.label,
+            "policy": dataclasses.asdict(p),
             "precision": p.precision,
             "chunk_size": p.chunk_size,
-            "dap": dap,
+            "dap": int(dap),
             "peak_bytes": int(self.estimate.total),
+            "host_bytes": int(self.estimate.host),
             "fits": bool(self.fits),
         }
 
@@ -167,6 +172,7 @@ def choose(
     evaluate_all: bool = False,
     frugal_last: bool = False,
     dap: int = 1,
+    progress: Optional[Callable[[Candidate, Optional[Row]], None]] = None,
 ) -> Choice:
     """The first candidate (in the given, fastest-first order) whose predicted total peak
     (parameters + inputs + activations, on ``device``) is at most ``budget`` bytes.
@@ -176,9 +182,13 @@ def choose(
     ``frugal_last``: the last candidate has the smallest peak, so it is estimated first and, if it
     does not fit, nothing else is. ``evaluate_all`` estimates every candidate (tables). ``dap``:
     the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
+    ``progress``: called as ``progress(candidate, None)`` before each estimate and
+    ``progress(candidate, row)`` after it (a command line shows what it is doing); with it, the
+    search is not served from the cache of earlier identical searches.
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
-    return _choose(
+    search = _choose if progress is None else functools.partial(_search, progress=progress)
+    return search(
         config,
         n_res,
         n_seq,
@@ -198,14 +208,38 @@ def choose(
 def _choose(
     config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap=1
 ) -> Choice:
+    return _search(
+        config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap
+    )
+
+
+def _search(
+    config,
+    n_res,
+    n_seq,
+    n_extra_seq,
+    n_templ,
+    budget,
+    candidates,
+    training,
+    device,
+    evaluate_all,
+    frugal_last,
+    dap=1,
+    progress=None,
+) -> Choice:
     rows: dict[int, Row] = {}
 
     def row(i: int) -> Row:
         if i not in rows:
+            if progress is not None:
+                progress(candidates[i], None)
             est = estimate_breakdown(
                 config, candidates[i].policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device, dap=dap
             )
             rows[i] = Row(candidates[i], est, est.total <= budget)
+            if progress is not None:
+                progress(candidates[i], rows[i])
         return rows[i]
 
     chosen = None
@@ -346,13 +380,15 @@ def max_length(
     upper: int = 100_000,
 ) -> tuple[int, Optional[Row]]:
     """The largest N_res whose inference fits ``budget`` bytes under ``policy`` (default: the most
-    frugal candidate of :func:`policy_candidates`, the last), by bisection on N_res in
-    [16, ``upper``]. Returns ``(N_res, row at that N_res)``; ``(0, None)`` if not even 16 fits."""
+    frugal candidate of :func:`policy_candidates` on ``device``, the last, under the ladder's label),
+    by bisection on N_res in [16, ``upper``]. Returns ``(N_res, row at that N_res)``; ``(0, None)`` if
+    not even 16 fits."""
 
     def row(n: int) -> Row:
-        p = policy or policy_candidates(False, precision, n)[-1].policy
-        est = estimate_breakdown(config, p.replace(precision=precision), n, n_seq, n_extra_seq, n_templ, device=device)
-        return Row(Candidate(p.name, p), est, est.total <= budget)
+        cand = Candidate(policy.name, policy) if policy else policy_candidates(False, precision, n, device=device)[-1]
+        p = cand.policy.replace(precision=precision)
+        est = estimate_breakdown(config, p, n, n_seq, n_extra_seq, n_templ, device=device)
+        return Row(dataclasses.replace(cand, policy=p), est, est.total <= budget)
 
     lo, hi = 16, upper
     if not row(lo).fits:
