@@ -8,7 +8,8 @@ Triton and never probes a device; the check runs only when a Triton kernel is re
 
 from __future__ import annotations
 
-from typing import Optional
+import contextlib
+from typing import Any, Iterator, NamedTuple, Optional
 
 import torch
 
@@ -102,3 +103,74 @@ def require_triton(op: str, *tensors) -> None:
             f"impl='triton' was requested for {op} but Triton cannot run here: {reason}. "
             f"Use impl='reference' instead (there is no automatic fallback)."
         )
+
+
+# -- the one launch point, the launch recorder and the target architecture -------------------------
+
+_target_arch: list = []  # stack of architectures set by target_arch()
+_recorders: list = []  # stack of (list that launches are appended to, whether they also run)
+
+
+class Launch(NamedTuple):
+    """One kernel launch as a launcher made it: the ``@triton.jit`` kernel, grid, arguments."""
+
+    kernel: Any
+    grid: tuple
+    args: tuple
+    kwargs: dict
+
+    @property
+    def name(self) -> str:
+        fn = getattr(self.kernel, "fn", self.kernel)
+        return getattr(fn, "__name__", repr(fn))
+
+
+def launch(kernel, grid: tuple, *args, **kwargs) -> None:
+    """Launch ``kernel[grid](*args, **kwargs)``: the only place the fused_* launchers launch.
+
+    Inside :func:`recording` the launch is appended to the recorder (and runs only with its
+    ``also_run``); for fake tensors (the memory planner's trace) nothing is launched."""
+    if _recorders:
+        launches, also_run = _recorders[-1]
+        launches.append(Launch(kernel, tuple(grid), args, kwargs))
+        if not also_run:
+            return
+    if is_fake(*(a for a in args if isinstance(a, torch.Tensor))):
+        return
+    kernel[grid](*args, **kwargs)
+
+
+@contextlib.contextmanager
+def recording(also_run: bool = False) -> Iterator[list]:
+    """Record the launches made inside the block (a list of :class:`Launch`). Without ``also_run``
+    nothing is launched (run the ops on fake tensors, ``FakeTensorMode``, so that nothing else touches
+    a device); with it, each recorded launch runs as well (the GPU check compares the two)."""
+    launches: list = []
+    _recorders.append((launches, also_run))
+    try:
+        yield launches
+    finally:
+        _recorders.pop()
+
+
+@contextlib.contextmanager
+def target_arch(arch: Optional[int]) -> Iterator[None]:
+    """Make the launchers inside the block pick the launch configuration of compute capability
+    ``arch`` (e.g. 80; ``None``: the interpreter's) instead of the one of the device they run on:
+    the ahead-of-time compile check and the interpreter tests of every architecture's blocks."""
+    _target_arch.append(arch)
+    try:
+        yield
+    finally:
+        _target_arch.pop()
+
+
+def launch_arch(device=None) -> Optional[int]:
+    """Compute capability whose launch configuration the launchers use: the one set by
+    :func:`target_arch`, else ``None`` under the interpreter, else the CUDA device's."""
+    if _target_arch:
+        return _target_arch[-1]
+    if interpreter_enabled() or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return major * 10 + minor

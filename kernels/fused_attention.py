@@ -69,8 +69,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ._triton_support import interpreter_enabled, is_fake
+from ._triton_support import interpreter_enabled, is_fake, launch, launch_arch
 from .fused_attention_kernels import attn_bwd_dbias_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_fwd_kernel
+from .launch_configs import attention_config
 
 __all__ = ["FusedAttentionFunction", "fused_attention"]
 
@@ -112,14 +113,9 @@ class _Bias:
         return (self.tensor if t is None else t, self.zoff, self.s_h, self.s_q, self.s_k)
 
 
-def _block_config(interpret: bool) -> dict:
-    if interpret:  # small blocks so that the CPU tests cross several blocks
-        return dict(
-            fwd=(16, 16), dq=(16, 16), dkdv=(16, 16), dbias=(16, 16), z_per_program=4, num_warps=1, num_stages=1
-        )
-    # Untuned defaults for C <= 64 on sm80+ (not swept; python -m alphafold_mem.kernels.benchmarks.bench_attention
-    # times them).
-    return dict(fwd=(64, 64), dq=(64, 32), dkdv=(32, 64), dbias=(64, 64), z_per_program=16, num_warps=4, num_stages=2)
+def _block_config(q: Tensor) -> dict:
+    """Blocks for the architecture the launch targets (:mod:`kernels.launch_configs`)."""
+    return attention_config(launch_arch(q.device), 32 if q.dtype == torch.float32 else 16)
 
 
 def _validate(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Optional[Tensor]], interpret: bool) -> None:
@@ -210,11 +206,13 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, b0: Optional[_Bias], b1: Optional[
     q4, k4, v4 = _flat(q, z), _flat(k, z), _flat(v, z)
     o4 = torch.empty((z, H, N_Q, CV), dtype=q.dtype, device=q.device)
     stats = torch.empty((2, z, H, N_Q), dtype=torch.float32, device=q.device)
-    if o4.numel() == 0 or is_fake(q4):
+    if o4.numel() == 0:
         return o4, stats
-    cfg = _block_config(interpret)
+    cfg = _block_config(q)
     bq, bk = cfg["fwd"]
-    attn_fwd_kernel[(triton.cdiv(N_Q, bq), z * H)](
+    launch(
+        attn_fwd_kernel,
+        (triton.cdiv(N_Q, bq), z * H),
         q4,
         k4,
         v4,
@@ -273,34 +271,34 @@ def _backward(
     ]
     if dq4.numel() + dv4.numel() == 0:
         return dq4, dk4, dv4, dbs
-    cfg = _block_config(interpret)
+    cfg = _block_config(q)
     common = _launch_options(q, v, b0, b1, cfg, interpret)
     operands = (_bias_arg(b0, delta), _bias_arg(b1, delta), q4.stride(), k4.stride(), v4.stride(), o4.stride())
 
-    fake = is_fake(q4)
     bq, bk = cfg["dq"]
-    if not fake:
-        attn_bwd_dq_kernel[(triton.cdiv(N_Q, bq), z * H)](
-            q4,
-            k4,
-            v4,
-            o4,
-            do4,
-            stats[0],
-            stats[1],
-            delta,
-            dq4,
-            *operands,
-            dq4.stride(),
-            H,
-            N_Q,
-            N_K,
-            C,
-            CV,
-            BLOCK_Q=bq,
-            BLOCK_K=bk,
-            **common,
-        )
+    launch(
+        attn_bwd_dq_kernel,
+        (triton.cdiv(N_Q, bq), z * H),
+        q4,
+        k4,
+        v4,
+        o4,
+        do4,
+        stats[0],
+        stats[1],
+        delta,
+        dq4,
+        *operands,
+        dq4.stride(),
+        H,
+        N_Q,
+        N_K,
+        C,
+        CV,
+        BLOCK_Q=bq,
+        BLOCK_K=bk,
+        **common,
+    )
     # a bias gradient is folded into the dk/dv pass unless the bias is shared across leading rows
     fold = [
         db is not None and (fold_mode == "all" or (fold_mode == "per_row" and not b.shares_rows))
@@ -313,42 +311,45 @@ def _backward(
         for a in ("Q", "K")
     }
     bq, bk = cfg["dkdv"]
-    if not fake:
-        attn_bwd_dkdv_kernel[(triton.cdiv(N_K, bk), z * H)](
-            q4,
-            k4,
-            v4,
-            do4,
-            stats[0],
-            stats[1],
-            delta,
-            dk4,
-            dv4,
-            operands[0],
-            operands[1],
-            *folded,
-            *operands[2:],
-            dk4.stride(),
-            dv4.stride(),
-            H,
-            N_Q,
-            N_K,
-            C,
-            CV,
-            FOLD_B0=fold[0],
-            FOLD_B1=fold[1],
-            **bcast,
-            BLOCK_Q=bq,
-            BLOCK_K=bk,
-            **common,
-        )
+    launch(
+        attn_bwd_dkdv_kernel,
+        (triton.cdiv(N_K, bk), z * H),
+        q4,
+        k4,
+        v4,
+        do4,
+        stats[0],
+        stats[1],
+        delta,
+        dk4,
+        dv4,
+        operands[0],
+        operands[1],
+        *folded,
+        *operands[2:],
+        dk4.stride(),
+        dv4.stride(),
+        H,
+        N_Q,
+        N_K,
+        C,
+        CV,
+        FOLD_B0=fold[0],
+        FOLD_B1=fold[1],
+        **bcast,
+        BLOCK_Q=bq,
+        BLOCK_K=bk,
+        **common,
+    )
     bq, bk = cfg["dbias"]
     for b, db, f in zip((b0, b1), dbs, fold):
-        if db is None or f or fake:
+        if db is None or f:
             continue
         # rows of q that share one bias row are summed in registers, Z_PER_PROGRAM at a time
         z_per = cfg["z_per_program"] if b.shares_rows else 1
-        attn_bwd_dbias_kernel[(triton.cdiv(N_Q, bq) * triton.cdiv(N_K, bk), triton.cdiv(z, z_per) * H)](
+        launch(
+            attn_bwd_dbias_kernel,
+            (triton.cdiv(N_Q, bq) * triton.cdiv(N_K, bk), triton.cdiv(z, z_per) * H),
             q4,
             k4,
             v4,

@@ -30,7 +30,7 @@ import triton.language as tl
 from torch import Tensor
 
 from ._triton_helpers import round_to
-from ._triton_support import interpreter_enabled, is_fake, persistent_programs
+from ._triton_support import interpreter_enabled, is_fake, launch, persistent_programs
 
 __all__ = ["FusedLayerNormFunction", "fused_layer_norm", "layer_norm_backward", "layer_norm_forward"]
 
@@ -163,8 +163,10 @@ def layer_norm_forward(x2: Tensor, weight: Tensor, bias: Tensor, eps: float, sto
     mean = torch.empty(m, dtype=torch.float32, device=x2.device)
     rstd = torch.empty(m, dtype=torch.float32, device=x2.device)
     block_r, block_c = _block_config(c)
-    if m > 0 and not is_fake(x2):
-        _ln_fwd_kernel[(triton.cdiv(m, block_r),)](
+    if m > 0:
+        launch(
+            _ln_fwd_kernel,
+            (triton.cdiv(m, block_r),),
             x2,
             x2 if y is None else y,
             weight,
@@ -192,8 +194,10 @@ def layer_norm_backward(x2: Tensor, dy2: Tensor, weight: Tensor, mean: Tensor, r
     n_prog = persistent_programs(x2.device, triton.cdiv(m, block_r))
     dw_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
     db_part = torch.zeros((n_prog, block_c), dtype=torch.float32, device=x2.device)
-    if m > 0 and not is_fake(x2):
-        _ln_bwd_kernel[(n_prog,)](
+    if m > 0:
+        launch(
+            _ln_bwd_kernel,
+            (n_prog,),
             x2,
             dy2,
             dx,

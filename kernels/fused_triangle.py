@@ -46,9 +46,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ._triton_support import interpreter_enabled, is_fake, persistent_programs
+from ._triton_support import interpreter_enabled, is_fake, launch, launch_arch, persistent_programs
 from .fused_layer_norm import layer_norm_backward, layer_norm_forward
 from .fused_triangle_kernels import tri_bwd_out_kernel, tri_bwd_proj_kernel, tri_fwd_kernel
+from .launch_configs import triangle_config
 from .reference import TriangleMultiplicationWeights
 
 __all__ = ["FusedTriangleMultiplicationFunction", "fused_triangle_multiplication", "launch_counts"]
@@ -59,13 +60,6 @@ _TL_DTYPE = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float
 
 #: Kernel launches of one forward and one backward (see the module docstring).
 launch_counts = {"forward": 2, "backward": 4}
-
-
-def _block_config(interpret: bool) -> dict:
-    if interpret:  # 16-wide blocks so that the CPU tests (N ~ 20-40) cross several of them
-        return dict(i=16, j=16, k=16, h=16, rows=16, num_warps=1, num_stages=1)
-    # Untuned defaults (not swept; python -m alphafold_mem.kernels.benchmarks.bench_triangle times them).
-    return dict(i=16, j=16, k=16, h=32, rows=32, num_warps=4, num_stages=2)
 
 
 def _pack(w: TriangleMultiplicationWeights, outgoing: bool) -> tuple[Tensor, Tensor]:
@@ -109,8 +103,8 @@ class _Launch:
         self.ch = w.left_projection_weight.shape[0]
         self.eps, self.outgoing = eps, outgoing
         self.interpret = interpreter_enabled()
-        self.fake = is_fake(z4)
-        self.cfg = _block_config(self.interpret)
+        # tiles for the architecture the launch targets (kernels.launch_configs)
+        self.cfg = triangle_config(launch_arch(z4.device), 32 if dot_dtype == torch.float32 else 16)
         self.z4, self.m3, self.stats = z4, m3, stats
         zs, ms, ss = z4.stride(), m3.stride(), stats[0].stride()
         # the contraction view: z for outgoing edges, z with i and k swapped for incoming ones
@@ -133,10 +127,10 @@ class _Launch:
         w, cfg = self.w, self.cfg
         s_vec = w["output_projection_weight"] @ w["center_layer_norm_weight"]  # [C_Z]
         t_vec = w["output_projection_weight"] @ w["center_layer_norm_bias"] + w["output_projection_bias"]
-        if self.fake:
-            return
         grid = (triton.cdiv(self.n, cfg["i"]), triton.cdiv(self.n, cfg["j"]), self.b)
-        tri_fwd_kernel[grid](
+        launch(
+            tri_fwd_kernel,
+            grid,
             self.z4,
             self.zcs,
             self.m3,
@@ -191,37 +185,38 @@ class _Launch:
                 ("bln", (bch,)),
             )
         }
-        if not self.fake:
-            tri_bwd_out_kernel[(n_prog,)](
-                x,
-                self.z4,
-                (self.stats[0], self.stats[1]),
-                d_out,
-                dzn,
-                w["layer_norm_input_weight"],
-                w["layer_norm_input_bias"],
-                w["center_layer_norm_weight"],
-                w["center_layer_norm_bias"],
-                w["output_projection_weight"],
-                w["output_projection_bias"],
-                w["gating_linear_weight"],
-                w["gating_linear_bias"],
-                part["wo"],
-                part["bo"],
-                part["wg"],
-                part["bg"],
-                part["wln"],
-                part["bln"],
-                rows,
-                cz,
-                ch,
-                self.eps,
-                n_prog,
-                BLOCK_R=self.cfg["rows"],
-                BLOCK_CH=bch,
-                **self.const,
-                **self.warps,
-            )
+        launch(
+            tri_bwd_out_kernel,
+            (n_prog,),
+            x,
+            self.z4,
+            (self.stats[0], self.stats[1]),
+            d_out,
+            dzn,
+            w["layer_norm_input_weight"],
+            w["layer_norm_input_bias"],
+            w["center_layer_norm_weight"],
+            w["center_layer_norm_bias"],
+            w["output_projection_weight"],
+            w["output_projection_bias"],
+            w["gating_linear_weight"],
+            w["gating_linear_bias"],
+            part["wo"],
+            part["bo"],
+            part["wg"],
+            part["bg"],
+            part["wln"],
+            part["bln"],
+            rows,
+            cz,
+            ch,
+            self.eps,
+            n_prog,
+            BLOCK_R=self.cfg["rows"],
+            BLOCK_CH=bch,
+            **self.const,
+            **self.warps,
+        )
         return {
             "output_projection_weight": part["wo"].sum(0)[:cz, :ch],
             "output_projection_bias": part["bo"].sum(0)[:cz],
@@ -241,38 +236,39 @@ class _Launch:
         d_wp = torch.zeros((n_prog, 4, self.ch, bcz), dtype=torch.float32, device=dx.device)
         d_bp = torch.zeros((n_prog, 4, self.ch), dtype=torch.float32, device=dx.device)
         dzs = dzn.stride() if self.outgoing else _swap(dzn.stride())
-        if not self.fake:
-            tri_bwd_proj_kernel[(n_prog, n_hb)](
-                dx,
-                dx.stride(),
-                _swap(dx.stride()),
-                self.z4,
-                self.zcs,
-                self.m3,
-                self.mcs,
-                (self.stats[0], self.stats[1]),
-                self.scs,
-                dzn,
-                dzs,
-                self.w["layer_norm_input_weight"],
-                self.w["layer_norm_input_bias"],
-                self.wp,
-                self.bp,
-                d_wp,
-                d_bp,
-                n,
-                self.cz,
-                self.ch,
-                n_tiles,
-                n_prog,
-                ATOMIC=n_hb > 1,
-                BLOCK_P=cfg["i"],
-                BLOCK_Q=cfg["k"],
-                BLOCK_J=cfg["j"],
-                BLOCK_H=cfg["h"],
-                **self.const,
-                **self.warps,
-            )
+        launch(
+            tri_bwd_proj_kernel,
+            (n_prog, n_hb),
+            dx,
+            dx.stride(),
+            _swap(dx.stride()),
+            self.z4,
+            self.zcs,
+            self.m3,
+            self.mcs,
+            (self.stats[0], self.stats[1]),
+            self.scs,
+            dzn,
+            dzs,
+            self.w["layer_norm_input_weight"],
+            self.w["layer_norm_input_bias"],
+            self.wp,
+            self.bp,
+            d_wp,
+            d_bp,
+            n,
+            self.cz,
+            self.ch,
+            n_tiles,
+            n_prog,
+            ATOMIC=n_hb > 1,
+            BLOCK_P=cfg["i"],
+            BLOCK_Q=cfg["k"],
+            BLOCK_J=cfg["j"],
+            BLOCK_H=cfg["h"],
+            **self.const,
+            **self.warps,
+        )
         return _unpack(d_wp.sum(0)[..., : self.cz], d_bp.sum(0), self.outgoing)
 
 

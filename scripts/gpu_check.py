@@ -18,6 +18,9 @@ out of time records the rows it skipped) and written to ``OUT_DIR/gpu_check.json
    pair bias's gradient folded into the dk/dv pass, ``triton-fold-all``) vs PyTorch eager,
    ``F.scaled_dot_product_attention`` and trifast / cuEquivariance / DeepSpeed Evoformer attention
    when importable; triangle multiplication vs PyTorch eager and cuEquivariance; LayerNorm;
+   then the launch table of ``scripts/aot_compile.py`` (the op calls CI compiled for this
+   architecture, same sizes and launch configuration), each Triton vs reference forward + backward
+   (ms, peak MiB), checking that the kernels launched are exactly the recorded ones;
 3. model-level memory: ``torch.cuda.max_memory_allocated`` above parameters and inputs
    (:func:`alphafold_mem.memory.track_peak`) for the memory policies, with and without the Triton
    kernels, at N_res 512 / 1024 / 2048 (model_1 channel sizes, 1 Evoformer + 1 extra-MSA block,
@@ -155,6 +158,65 @@ def benchmarks(device: torch.device, dry: bool, deadline: float) -> dict:
             rows += run([shape])
         results[kernel] = rows
     return results
+
+
+# -- 2b. the ahead-of-time compile check's launch table, run -----------------------------------------
+
+
+def _timed(fn: Callable[[], None], device: torch.device) -> tuple[float, Optional[float]]:
+    """(ms, peak MiB above the start) of one call; the peak only on CUDA."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+    t0 = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        return (time.perf_counter() - t0) * 1e3, (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    return (time.perf_counter() - t0) * 1e3, None
+
+
+def launch_table(device: torch.device, dry: bool, deadline: float) -> dict:
+    """Run every op call of scripts/aot_compile.py's launch table (what CI compiled for this
+    architecture: same cases, same sizes, same launch configuration), forward and backward, Triton
+    against the PyTorch reference: ms, peak MiB, and whether the kernels launched are exactly the
+    recorded ones (kernel, compile-time arguments, warps, stages). The dry run: the tiny preset at
+    tiny sizes in the interpreter, with sm_80's configuration."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import aot_compile
+
+    from alphafold_mem.kernels import _triton_support
+
+    if dry:
+        arch, presets, sizes = 80, ("tiny",), aot_compile.DRY_SIZES
+    else:
+        major, minor = torch.cuda.get_device_capability(device)
+        arch, presets, sizes = major * 10 + minor, aot_compile.DEFAULT_PRESETS, aot_compile.MODEL_SIZES
+    dtypes = (torch.float32, torch.bfloat16)
+    expected: dict = {}
+    for rec in aot_compile.launch_table(arch, presets, dtypes, sizes):
+        expected.setdefault(rec.case.variant, []).append(aot_compile.signature(rec.launch))
+    rows = []
+    reps = 1 if dry else 3
+    for case in aot_compile.cases(presets, dtypes, sizes):
+        row = dict(op=case.op, variant=case.variant, launches=None, same_as_table=None, error=None)
+        rows.append(row)
+        if time.monotonic() > deadline:
+            row["error"] = "skipped: time budget"
+            continue
+        try:
+            with _triton_support.target_arch(arch), _triton_support.recording(also_run=True) as got:
+                case.run(device, "triton")  # compile + warm-up
+            row["launches"] = len(got)
+            row["same_as_table"] = [aot_compile.signature(la) for la in got] == expected.get(case.variant)
+            for impl in ("triton", "reference"):
+                times = [_timed(lambda: case.run(device, impl), device) for _ in range(reps)]
+                row[f"{impl}_ms"] = min(t for t, _ in times)
+                row[f"{impl}_peak_mib"] = times[-1][1]
+        except Exception as exc:  # noqa: BLE001 - the row records it (OOM, a launch refused by the GPU, ...)
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return {"arch": arch, "presets": list(presets), "sizes": sizes._asdict(), "rows": rows}
 
 
 # -- 3. model-level memory ---------------------------------------------------------------------------
@@ -297,6 +359,36 @@ def markdown(report: dict) -> str:
                 for r in rows
             ],
         ) + [""]
+    table = report.get("launch_table")
+    if table:
+        lines += [f"## AOT launch table run (sm_{table['arch']}, {table['sizes']}): Triton vs reference, fwd + bwd", ""]
+        lines += _table(
+            [
+                "op",
+                "variant",
+                "launches",
+                "same as table",
+                "triton ms",
+                "reference ms",
+                "triton MiB",
+                "ref MiB",
+                "note",
+            ],
+            [
+                [
+                    r["op"],
+                    r["variant"],
+                    _cell(r["launches"], "{}"),
+                    _cell(r["same_as_table"], "{}"),
+                    _cell(r.get("triton_ms")),
+                    _cell(r.get("reference_ms")),
+                    _cell(r.get("triton_peak_mib"), "{:.0f}"),
+                    _cell(r.get("reference_peak_mib"), "{:.0f}"),
+                    r["error"] or "",
+                ]
+                for r in table["rows"]
+            ],
+        ) + [""]
     mem = report.get("model_memory")
     if mem:
         lines += ["## Model memory: activation peak above parameters and inputs (MB = 1e6 bytes)", ""]
@@ -331,7 +423,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--dry", action="store_true", help="CPU: Triton's interpreter at tiny sizes (tests the script)")
     ap.add_argument("--budget-s", type=float, default=480.0, help="wall-clock budget in seconds (default 480)")
-    ap.add_argument("--sections", default="tests,benchmarks,memory")
+    ap.add_argument("--sections", default="tests,benchmarks,launches,memory")
     args = ap.parse_args(argv)
     if args.dry:
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
@@ -365,9 +457,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     sections: list[tuple[str, float, Callable[[float], object]]] = [
         ("kernel_tests", 0.5, lambda d: kernel_tests(args.out_dir, args.dry, d)),
         ("benchmarks", 0.5, lambda d: benchmarks(device, args.dry, d)),
+        ("launch_table", 0.3, lambda d: launch_table(device, args.dry, d)),
         ("model_memory", 1.0, lambda d: model_memory(device, args.dry, d)),
     ]
-    wanted = {"tests": "kernel_tests", "benchmarks": "benchmarks", "memory": "model_memory"}
+    wanted = {"tests": "kernel_tests", "benchmarks": "benchmarks", "launches": "launch_table", "memory": "model_memory"}
     chosen = {wanted[s] for s in args.sections.split(",") if s}
     for name, share, run in sections:
         if name not in chosen:

@@ -1,0 +1,132 @@
+"""scripts/aot_compile.py: the launch table is recorded from the launchers without launching, the
+limit check fails an oversized configuration, and (slow) a representative subset compiles within
+every listed architecture's limits with Triton's bundled ptxas (the full table: the script itself,
+``python scripts/aot_compile.py --arch 80 86 90``; docs/kernels.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.kernel_checks import needs_triton  # noqa: F401 (sets TRITON_INTERPRET)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "aot_compile.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import aot_compile  # noqa: E402
+
+#: the CI subset (tests/conftest.py SLOW_TESTS): model_1's sizes, bf16 and fp32, the attention
+#: forward and dk/dv backward (the largest attention tiles) and the LayerNorm kernels, every arch
+CI_SUBSET = ("attn_fwd_kernel", "attn_bwd_dkdv_kernel", "_ln_fwd_kernel", "_ln_bwd_kernel")
+
+
+def _script(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@needs_triton
+def test_launch_table_records_every_kernel_without_launching():
+    table = aot_compile.launch_table(80, ("tiny",), (torch.float32, torch.bfloat16), aot_compile.DRY_SIZES)
+    names = {r.launch.name for r in table}
+    assert names == {
+        "attn_fwd_kernel",
+        "attn_bwd_dq_kernel",
+        "attn_bwd_dkdv_kernel",
+        "attn_bwd_dbias_kernel",
+        "tri_fwd_kernel",
+        "tri_bwd_out_kernel",
+        "tri_bwd_proj_kernel",
+        "_ln_fwd_kernel",
+        "_ln_bwd_kernel",
+    }
+    by_case: dict = {}
+    for r in table:
+        by_case.setdefault(r.case.variant, []).append(r.launch.name)
+    # the launchers' own counts: triangle 2 forward + 4 backward; attention 1 + (2 + shared pair bias)
+    for variant, launched in by_case.items():
+        if variant.startswith("pair "):
+            assert len(launched) == 6, (variant, launched)
+        if variant.startswith("msa_row") and "no-grad" not in variant:
+            assert launched[-1] == "attn_bwd_dbias_kernel" and len(launched) == 4
+        if "no-grad" in variant:
+            assert launched == ["attn_fwd_kernel"]
+    assert any("incoming" in v for v in by_case) and any("outgoing" in v for v in by_case)
+    assert {r.case.dtype for r in table} == {torch.float32, torch.bfloat16}
+    # the blocks recorded are the table's for that architecture
+    fwd = next(r.launch for r in table if r.launch.name == "attn_fwd_kernel" and r.case.dtype == torch.bfloat16)
+    from alphafold_mem.kernels.launch_configs import attention_config
+
+    assert (fwd.kwargs["BLOCK_Q"], fwd.kwargs["BLOCK_K"]) == attention_config(80, 16)["fwd"]
+
+
+def test_check_marks_limits():
+    row = dict(error=None, registers=255, spill_bytes=0, shared_bytes=166_913)
+    assert not aot_compile.check(dict(row), 80, "bf16")["ok"]
+    assert aot_compile.check(dict(row, shared_bytes=166_912), 80, "bf16")["ok"]
+    assert not aot_compile.check(dict(row, shared_bytes=101_377), 86, "bf16")["ok"]
+    assert aot_compile.check(dict(row, shared_bytes=200_000), 90, "bf16")["ok"]
+    spill = dict(row, shared_bytes=1024, spill_bytes=8)
+    assert not aot_compile.check(dict(spill), 80, "bf16")["ok"] and aot_compile.check(dict(spill), 80, "fp32")["ok"]
+    assert not aot_compile.check(dict(spill, spill_bytes=257), 80, "fp32")["ok"]
+    failed = aot_compile.check(dict(row, error="PTXASError: x"), 80, "fp32")
+    assert not failed["ok"] and failed["error"] == "PTXASError: x"
+
+
+_OVERSIZED = """
+import json, sys
+sys.path.insert(0, {scripts!r})
+import os
+os.environ["TRITON_INTERPRET"] = "0"
+import aot_compile
+from alphafold_mem.kernels import launch_configs
+reason = aot_compile.private_helpers_reason()
+if reason:
+    print(json.dumps({{"skip": reason}})); sys.exit(0)
+# a deliberately oversized forward tile: 256 x 128 scores in fp32 per program of 4 warps, 4 stages
+launch_configs._ATTENTION[(86, "16")] = dict(launch_configs._ATTENTION[(86, "16")], fwd=(256, 128), num_stages=4)
+os.environ["TRITON_CACHE_DIR"] = {cache!r}
+print(json.dumps(aot_compile.run([86], ["model_1"], ["bfloat16"], ["attn_fwd_kernel"], jobs=1)))
+"""
+
+
+def test_oversized_configuration_fails_the_check(tmp_path):
+    code = _OVERSIZED.format(scripts=str(ROOT / "scripts"), cache=str(tmp_path / "cache"))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    rows = out["rows"]
+    assert rows and all(r["kernel"] == "attn_fwd_kernel" and r["arch"] == 86 for r in rows)
+    assert not any(r["ok"] for r in rows), rows
+    assert all(("spills" in r["error"]) or ("shared memory" in r["error"]) for r in rows), rows
+
+
+def test_representative_subset_compiles_within_every_architecture(tmp_path):
+    out = tmp_path / "aot.json"
+    res = _script("--arch", "80", "86", "90", "--presets", "model_1", "--json", str(out), "--only", *CI_SUBSET)
+    if res.returncode == 2 and "skipped" in res.stderr:
+        pytest.skip(res.stderr.strip())
+    result = json.loads(out.read_text())
+    assert result["triton"] and result["rows"]
+    rows = result["rows"]
+    assert {r["arch"] for r in rows} == {80, 86, 90} and {r["dtype"] for r in rows} == {"fp32", "bf16"}
+    assert {r["kernel"] for r in rows} == set(CI_SUBSET)
+    bad = [r for r in rows if not r["ok"]]
+    assert not bad, json.dumps(bad, indent=1)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for r in rows:
+        assert r["shared_bytes"] <= r["shared_limit_bytes"]
+        assert r["spill_bytes"] <= (256 if r["dtype"] == "fp32" else 0)
+        assert r["registers"] > 0
