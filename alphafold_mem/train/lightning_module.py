@@ -36,6 +36,7 @@ from ..weights import normalize_state_dict_keys
 from .checkpoint import check_config_compatible
 from .config import TrainConfig
 from .ema import EMA
+from .progress import InterruptCheckpoint
 from .recycling import sample_num_iterations
 from .schedules import af2_scheduler
 from .strategies import check_strategy
@@ -124,6 +125,11 @@ class AlphaFoldLightning(L.LightningModule):
         self.last_num_iterations = 0
         self._pending_rng: Optional[dict] = None
         self._ema_ctx = None
+
+    def configure_callbacks(self):
+        """Training's own callbacks, whatever the trainer: :class:`~.progress.InterruptCheckpoint`
+        (SIGINT / SIGTERM end the step under way and write ``last.ckpt``)."""
+        return [InterruptCheckpoint()]
 
     def setup(self, stage: str) -> None:
         """Refuse sharded strategies (FSDP, DeepSpeed) however the Trainer was built."""

@@ -16,6 +16,9 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -24,7 +27,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-__all__ = ["HistoryCSVLogger", "StepTimer", "make_loggers", "LOGGERS"]
+__all__ = ["HistoryCSVLogger", "InterruptCheckpoint", "StepTimer", "make_loggers", "LOGGERS"]
 
 LOGGERS = ("csv", "tensorboard")
 
@@ -46,6 +49,57 @@ class StepTimer(Callback):
                 prog_bar=True,
                 batch_size=len(batch.sample_ids) if hasattr(batch, "sample_ids") else 1,
             )
+
+
+class InterruptCheckpoint(Callback):
+    """SIGINT (Ctrl+C) or SIGTERM during training: the step under way finishes, ``last.ckpt`` is written
+    beside the periodic checkpoints and training stops, with one line naming the checkpoint to give
+    ``--resume``; a second SIGINT stops at once (Python's KeyboardInterrupt). The checkpoint is
+    taken where the periodic ones are (the end of a step), so a resume from it is the uninterrupted
+    run's continuation. Handlers are installed when training starts (main thread only) and the
+    previous ones restored when it ends."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, log=None) -> None:
+        self.received: Optional[str] = None
+        self._previous: dict = {}
+        self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def _handler(self, signum, frame) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        self._log(f"train: {self.received} received; finishing this step and saving last.ckpt (SIGINT again: stop now)")
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.received is None or trainer.should_stop:
+            return
+        ckpt = trainer.checkpoint_callback
+        folder = Path(ckpt.dirpath) if ckpt is not None and ckpt.dirpath else Path(trainer.default_root_dir)
+        path = folder / "last.ckpt"
+        trainer.save_checkpoint(path)
+        trainer.should_stop = True
+        self._log(
+            f"train: stopped by {self.received} after step {trainer.global_step}; saved {path}; "
+            f"continue with the same command and --resume {path}"
+        )
+
+    def _restore(self) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._restore()
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self._restore()
 
 
 class _HistoryWriter(ExperimentWriter):
