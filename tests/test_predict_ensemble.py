@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from alphafold_mem import AlphaFold, model_config
 from alphafold_mem.cli import main
-from alphafold_mem.predict.ensemble import rank_predictions
+from alphafold_mem.predict.ensemble import ensemble_members, rank_predictions
 from alphafold_mem.weights import WeightsError, export_af2_params
 from alphafold_mem.weights.directory import find_model_weights, model_name_of, parse_model_list
 
@@ -143,6 +143,8 @@ def test_weights_folder_names(tmp_path):
     for name in (
         "params_model_1.npz",
         "params_model_2.npz",
+        "params_model_4.npz",
+        "params_model_5.npz",
         "params_model_1_ptm.npz",
         "finetuning_1.pt",
         "finetuning_2.pt",
@@ -161,6 +163,8 @@ def test_weights_folder_names(tmp_path):
     assert [(m.name, m.family) for m in got] == [("model_2_ptm", "openfold_ptm"), ("model_1_ptm", "openfold_ptm")]
     with pytest.raises(WeightsError, match="no weights family with every model of --models 3"):
         find_model_weights(tmp_path, [3])
+    members = ensemble_members([5, 2, 4, 1], tmp_path, None)  # the largest first: 5120 extra rows, templates
+    assert [m.name for m in members] == ["model_1", "model_4", "model_2", "model_5"]
     (tmp_path / "af2" / "params").mkdir(parents=True)  # an unpacked archive's own folders
     (tmp_path / "af2" / "params" / "params_model_3.npz").write_bytes(b"")
     assert find_model_weights(tmp_path, [3])[0].path == str(tmp_path / "af2" / "params" / "params_model_3.npz")

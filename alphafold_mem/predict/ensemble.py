@@ -19,7 +19,9 @@ folder ``<out>/<id>/`` (AF2's layout):
 
 ``<out>/timings.json`` holds the timings of every (model, seed) run. Model names are AF2's
 (``model_1``, ``model_1_ptm``; :mod:`alphafold_mem.weights.directory`); seeds are ``seed``,
-``seed + 1``, ... ``seed + num_seeds - 1``.
+``seed + 1``, ... ``seed + num_seeds - 1``. The models run largest first (most extra-MSA rows, then
+templates: AF2's ``model_1``, then ``model_3`` and ``model_4``, ``model_2``, ``model_5``), so that the
+pre-flight of the largest decides first whether a target fits.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..config import model_config
 from ..io import atomic_write
 from ..weights import default_weights_path
 from ..weights.detect import WeightsError
@@ -41,7 +44,7 @@ from .outputs.plots import plot_plddt_models
 from .runner import PredictionRun, TargetResult, predict
 from .targets import PredictError
 
-__all__ = ["RANK_BY", "EnsembleRun", "predict_ensemble", "rank_predictions"]
+__all__ = ["RANK_BY", "EnsembleRun", "ensemble_members", "predict_ensemble", "rank_predictions"]
 
 #: Ranking scores: AF2 monomer ranks by mean pLDDT; pTM needs a PAE head.
 RANK_BY = ("plddt", "ptm")
@@ -107,7 +110,7 @@ def predict_ensemble(
         raise PredictError(f"--rank-by {rank_by!r}: choose one of {', '.join(RANK_BY)}")
     if predict_options.get("dap", 1) > 1:
         raise PredictError("--dap with --models/--num-seeds is not supported: run the ensemble without --dap")
-    members = _members(models, weights_dir, weights, rank_by)
+    members = ensemble_members(models, weights_dir, weights, rank_by)
     seeds = [seed + k for k in range(num_seeds)]
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
@@ -168,20 +171,33 @@ def predict_ensemble(
     return result
 
 
-def _members(models, weights_dir, weights, rank_by) -> list[ModelWeights]:
+def ensemble_members(models, weights_dir, weights, rank_by: str = "plddt") -> list[ModelWeights]:
+    """The weights of an ensemble, largest model first (module docstring): AF2 models ``models`` from
+    ``weights_dir``, or the one ``weights`` file (default: the demo weights).
+
+    Raises:
+        PredictError: options that do not go together, or no family with every model (one line).
+    """
     if models:
         if weights_dir is None:
             raise PredictError("--models needs --weights-dir DIR (a folder of AF2 or OpenFold weights)")
         if weights is not None:
             raise PredictError("give --weights-dir with --models, not --weights")
         try:
-            return find_model_weights(weights_dir, models, need_ptm=rank_by == "ptm")
+            found = find_model_weights(weights_dir, models, need_ptm=rank_by == "ptm")
         except WeightsError as exc:
             raise PredictError(str(exc)) from None
+        return sorted(found, key=_size, reverse=True)  # the largest's pre-flight first: fail before the others ran
     if weights_dir is not None:
         raise PredictError("--weights-dir needs --models (e.g. --models 1,2,3,4,5)")
     path = os.fspath(weights) if weights is not None else str(default_weights_path())
     return [ModelWeights(model_name_of(path), 0, "file", path)]
+
+
+def _size(m: ModelWeights) -> tuple[int, bool]:
+    """AF2's models differ in size by their extra-MSA rows (5120 or 1024) and templates (models 1-2)."""
+    cfg = model_config(m.name)
+    return cfg.data.max_extra_msa, cfg.template.enabled
 
 
 def _read_json(path) -> object:
