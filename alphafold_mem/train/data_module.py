@@ -233,6 +233,24 @@ class _DrawSampler(Sampler[int]):
                 yield (b * self.world + self.rank) * self.batch_size + j
 
 
+class _DrawLoader(DataLoader):
+    """The training loader, resumable in Lightning's sense (``state_dict`` / ``load_state_dict``): its
+    state is the number of the next batch to draw. The data module restores that number from the
+    checkpoint before the loader is built (:meth:`AF2DataModule.load_state_dict`), so a resume draws
+    exactly the batches the uninterrupted run would have."""
+
+    #: the batches consumed so far (set by the data module; the sampler runs ahead of it by the
+    #: batches prefetched by workers)
+    position = None
+
+    def state_dict(self) -> dict:
+        return {"next_batch": int(self.position() if self.position is not None else self.sampler.next_batch)}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "next_batch" in state:
+            self.sampler.next_batch = int(state["next_batch"])
+
+
 class AF2DataModule(L.LightningDataModule):
     """Training (cropped, weighted draws) and validation (full chains) loaders.
 
@@ -369,7 +387,7 @@ class AF2DataModule(L.LightningDataModule):
         rank, world = self._rank_world()
         sampler = _DrawSampler(self.start_batch, max(1, self.max_steps), self.train_config.batch_size, rank, world)
         draws = _Draws(self.train_set, self.train_config.seed, self.distillation_set, self.options.distillation_prob)
-        return DataLoader(
+        loader = _DrawLoader(
             draws,
             batch_size=self.train_config.batch_size,
             sampler=sampler,
@@ -378,6 +396,8 @@ class AF2DataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(0),  # never draw from the global RNG
             persistent_workers=self.num_workers > 0,
         )
+        loader.position = lambda: self.state_dict()["batches_seen"]
+        return loader
 
     def val_dataloader(self):
         if self.val_set is None:
