@@ -31,6 +31,7 @@ from alphafold_mem.model import AlphaFold
 from alphafold_mem.predict.lock import LOCK_NAME, lock_output_dir
 from alphafold_mem.predict.progress import ForwardProgress
 from alphafold_mem.predict.signals import Interrupted, handle_signals
+from alphafold_mem.predict.signals import _handler as _run_handler
 from alphafold_mem.weights import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,9 +95,10 @@ def _error_lines(err: str) -> list[str]:
 # -- signals -------------------------------------------------------------------------------------
 def test_sigint_and_sigterm_at_random_moments_leave_complete_or_absent_targets(tiny, tmp_path, capsys):
     runs = int(os.environ.get("ALPHAFOLD_MEM_SIGNAL_RUNS", "4"))
+    assert main(_args(tiny, tmp_path / "first")) == 0  # imports and caches warmed up
     t0 = time.monotonic()
     assert main(_args(tiny, tmp_path / "whole")) == 0
-    whole = time.monotonic() - t0
+    whole = time.monotonic() - t0  # the length of a warm run
     assert all(_state(tmp_path / "whole", n) == "complete" for n in RECORDS)
     capsys.readouterr()
     rng = random.Random(35)
@@ -110,16 +112,28 @@ def test_sigint_and_sigterm_at_random_moments_leave_complete_or_absent_targets(t
             sig = (signal.SIGINT, signal.SIGTERM)[k % 2]
             out = tmp_path / f"run{k}"
             late.clear()
-            timer = threading.Timer(rng.uniform(0.0, whole), os.kill, (os.getpid(), sig))
+            fired = threading.Event()
+
+            ended = threading.Event()
+
+            def send(sig=sig, fired=fired, ended=ended, delay=rng.uniform(0.0, 0.7 * whole)):
+                while signal.getsignal(sig) is not _run_handler and not ended.wait(0.01):
+                    pass  # until the run's handlers are in place: the moment is measured from there
+                if not ended.wait(delay):
+                    fired.set()
+                    os.kill(os.getpid(), sig)
+
+            timer = threading.Thread(target=send)
             timer.start()
             code = main(_args(tiny, out))
+            ended.set()  # a run that ended first is not signalled afterwards
             timer.join()
             time.sleep(0.05)  # let a just-sent signal reach its handler
             err = capsys.readouterr().err
             states = {n: _state(out, n) for n in RECORDS}
             assert "partial" not in states.values(), (k, states, err)
             assert not list(out.glob(".*.tmp")), k  # no temporary left behind
-            if late:  # the signal came after the run (or before it began): nothing interrupted
+            if late or not fired.is_set():  # the signal came after the run (or before it began), or never
                 assert code == 0 and set(states.values()) == {"complete"}, (k, err)
                 continue
             interrupted += 1
