@@ -265,7 +265,7 @@ def predict(
         log(
             f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
-            f"memory policy {'auto (chosen per target)' if chosen else policy.name}, "
+            f"memory policy {'auto (chosen per target)' if chosen else policy_name(policy)}, "
             f"budget {budget / 1e9:.1f} GB, "
             f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run"
             + (f"; one protein shared by {par.dap} processes (DAP)" if par.dap > 1 else "")
@@ -319,7 +319,7 @@ def predict(
                 + (r.message and f", {r.message}")
                 + (f", pTM {r.ptm:.3f}" if r.ptm is not None else "")
                 + f", {r.seconds:.1f} s"
-                + (f", memory policy {policy.name}" if chosen else "")
+                + (f", memory policy {policy_name(policy)}" if chosen else "")
             )
 
     # 5. Timings and summary.
@@ -328,7 +328,7 @@ def predict(
     timings = {
         "device": str(dev),
         "precision": policy.precision,
-        "memory_policy": policy.name,
+        "memory_policy": policy_name(policy),
         "weights": weights_path if record_paths else os.path.basename(weights_path),
         "memory_measure": stages.describe(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
@@ -368,6 +368,8 @@ def _preflight_all(todo: list[Target], cfg, request, dev, par: Parallel, log) ->
                 fits[t.name] = exc
                 continue
         fits[t.name] = fit
+        if fit.fits and fit.policy != request:  # the planner chose (auto): say what, before the forward
+            log(f"{t.name}: memory policy chosen: {policy_name(fit.policy)}, chunk size {fit.policy.chunk_size}")
         if not fit.fits:
             log(f"error: {_failure_message(t, preflight.DoesNotFit(fit.message))}")
     return fits
@@ -452,7 +454,7 @@ def _run_target(
     )
     method = (
         f"weights {os.path.basename(weights_path)} ({loaded.format}, preset {cfg.preset}); {msa_note}; "
-        f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy.name}"
+        f"{cfg.num_recycles} recycle(s); seed {seed}; {precision}; memory policy {policy_name(policy)}"
         + (f" (chunk size {chunk_note})" if chunk_note is not None else "")
     )
     scores = {
@@ -473,7 +475,7 @@ def _run_target(
         "num_recycles": cfg.num_recycles,
         "seed": seed,
         "precision": precision,
-        "memory_policy": policy.name,
+        "memory_policy": policy_name(policy),
         "chunk_size": chunk_note,
         "recycles_run": r.recycles_run,
         "recycle_early_stop_tolerance": cfg.recycle_early_stop_tolerance,
@@ -494,6 +496,24 @@ def _run_target(
             relaxed_name = os.path.basename(r.outputs["pdb"])[: -len(".pdb")]  # the target's, or an ensemble's
             stages.run(f"{t.name}/relax", lambda: pipeline.relax_target(r.outputs, relaxed_name))
     r.status = "ok"
+
+
+def policy_name(policy: MemoryPolicy) -> str:
+    """The policy's name for people, without its precision (shown beside it): a preset's name, or
+    ``low_memory_inference`` with the fields it changes when that is shorter than the fields that
+    differ from the reference."""
+    plain = policy.replace(precision=MemoryPolicy().precision)
+    low = MemoryPolicy.low_memory_inference()
+    diffs = [
+        f"{f.name}={getattr(plain, f.name)}"
+        for f in dataclasses.fields(plain)
+        if getattr(plain, f.name) != getattr(low, f.name)
+    ]
+    return (
+        f"low_memory_inference with {','.join(diffs)}"
+        if diffs and len(diffs) < plain.name.count("=") + 1
+        else plain.name
+    )
 
 
 def _previous_mean_plddt(path: str) -> Optional[float]:
