@@ -55,3 +55,17 @@ def test_dry_run_end_to_end(tmp_path):
     assert {r["mode"] for r in mem} == {"inference", "training step"}
     assert any("triton" in r["policy"] for r in mem)
     assert all(r["error"] is None and r["peak_bytes"] > 0 and r["predicted_bytes"] > 0 for r in mem), mem
+
+
+def test_dry_launch_table_runs_what_aot_compile_records(tmp_path):
+    """--dry runs scripts/aot_compile.py's launch table (tiny preset and sizes, sm_80's launch
+    configuration, in the interpreter); every op call launches exactly the recorded kernels."""
+    out = tmp_path / "out"
+    res = _run(str(out), "--dry", "--sections", "launches", "--budget-s", "3000")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    table = json.loads((out / "gpu_check.json").read_text())["launch_table"]
+    assert table["arch"] == 80 and table["rows"]
+    assert {r["op"] for r in table["rows"]} == {"attention", "triangle_multiplication", "layer_norm"}
+    for r in table["rows"]:
+        assert r["error"] is None and r["same_as_table"] is True and r["launches"] >= 1, r
+        assert r["triton_ms"] > 0 and r["reference_ms"] > 0, r
