@@ -99,6 +99,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(CPU: gloo; CUDA: one GPU each), or joins torchrun's group when started by torchrun "
         "(default: 1)",
     )
+    p.add_argument(  # --devices (target parallelism): alphafold_mem.cli.devices_launch
+        "--devices",
+        type=int,
+        default=1,
+        metavar="N",
+        help="spread the targets over N devices, each target on one (CPU: N processes; CUDA: one GPU "
+        "each), or over the processes of torchrun/SLURM (N = their number); one summary and timings.json "
+        "(default: 1)",
+    )
     p.add_argument(
         "--overwrite",
         action="store_true",
@@ -138,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
     from ..predict.lock import lock_output_dir
     from ..predict.signals import Interrupted, handle_signals
 
+    if args.devices != 1:  # target parallelism: its own launcher, lock and signals
+        from .devices_launch import run_with_devices
+
+        return run_with_devices(args)
     if args.dap > 1 and any(getattr(args, k, None) for k in ("db", "template_db", "msa_server")):
         _log(  # P ranks would search (or ask the server) at once
             "error: --dap does not run the sequence search: run `alphafold-mem search` first (or predict "
