@@ -75,6 +75,7 @@ def test_interrupted_first_run_resumes_to_the_uninterrupted_weights(data_dir, tm
     assert said and said.group(1) == "2" and said.group(2) == str(last), stopped.stderr[-2000:]
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 2
     assert len(_steps(part)) == 2  # the default checkpoint interval (200) would have left nothing
+    assert "validation: no held-out chain is present" in stopped.stderr  # 1a8o is held out; only 2q2k is here
     resumed = _train(data_dir, part, "--resume", str(last), "--max-steps", "4")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "not resumable" not in resumed.stderr  # Lightning's warning: the training loader keeps its place

@@ -373,6 +373,8 @@ class AF2DataModule(L.LightningDataModule):
             )
         if self._rank_world()[0] == 0:
             report.emit(self.log, None if self.report_dir is None else self.report_dir / "data_report.json")
+            if self.val_set is None:
+                self.log("validation: no held-out chain is present (see --held-out, --val-data); no validation runs")
 
     def _rank_world(self) -> tuple[int, int]:
         """``(rank, world size)`` of the data-parallel replicas of the attached trainer, ``(0, 1)``
