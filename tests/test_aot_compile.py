@@ -99,6 +99,14 @@ print(json.dumps(aot_compile.run([86], ["model_1"], ["bfloat16"], ["attn_fwd_ker
 """
 
 
+#: The two ptxas compile tests run when ALPHAFOLD_MEM_AOT=1 (their wall time on CI's 2 cores is not yet measured;
+#: ``python scripts/aot_compile.py`` runs the full table).
+needs_aot = pytest.mark.skipif(
+    os.environ.get("ALPHAFOLD_MEM_AOT") != "1", reason="set ALPHAFOLD_MEM_AOT=1 to compile with ptxas"
+)
+
+
+@needs_aot
 def test_oversized_configuration_fails_the_check(tmp_path):
     code = _OVERSIZED.format(scripts=str(ROOT / "scripts"), cache=str(tmp_path / "cache"))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -113,6 +121,7 @@ def test_oversized_configuration_fails_the_check(tmp_path):
     assert all(("spills" in r["error"]) or ("shared memory" in r["error"]) for r in rows), rows
 
 
+@needs_aot
 def test_representative_subset_compiles_within_every_architecture(tmp_path):
     out = tmp_path / "aot.json"
     res = _script("--arch", "80", "86", "90", "--presets", "model_1", "--json", str(out), "--only", *CI_SUBSET)

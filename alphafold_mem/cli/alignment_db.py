@@ -15,6 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..data.alignment_db import write_alignment_db
+from ..data.errors import InputError
+
 __all__ = ["register", "run"]
 
 
@@ -36,9 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``alignment-db``; returns the exit status."""
-    from ..data.alignment_db import write_alignment_db
-    from ..data.errors import InputError
-
     try:
         path = write_alignment_db(
             args.alignment_dir, args.out_dir, name=args.name, shards=args.shards, duplicate_chains=args.duplicate_chains

@@ -22,9 +22,14 @@ import os
 import sys
 from typing import Callable
 
+import torch
+import torch.distributed as dist
+
+from ..distributed.launch import RankFailed, in_torchrun, init_from_env, run_local
+from ..predict.signals import handle_signals
+
 
 def _device_type(device: str) -> str:
-    import torch
 
     if device in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -34,9 +39,6 @@ def _device_type(device: str) -> str:
 def _rank_main(
     rank: int, world: int, run: Callable[[argparse.Namespace], int], args: argparse.Namespace, threads: int
 ) -> int:
-    import torch
-
-    from ..predict.signals import handle_signals  # heavy: the predict package loads torch
 
     if threads:
         torch.set_num_threads(threads)
@@ -47,12 +49,8 @@ def _rank_main(
 def run_with_dap(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:
     """Run ``run(args)`` (a module-level function returning an exit status) in ``args.dap``
     processes; returns rank 0's exit status, or 1 when a rank failed."""
-    from ..distributed.launch import RankFailed, in_torchrun, init_from_env, run_local
-
     device_type = _device_type(getattr(args, "device", "auto"))
     if in_torchrun():
-        import torch.distributed as dist
-
         init_from_env(device_type)
         try:
             return run(args)

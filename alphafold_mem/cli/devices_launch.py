@@ -32,6 +32,28 @@ import time
 import uuid
 from typing import Callable
 
+import torch
+
+from ..distributed.launch import die_with_parent
+from ..predict import PredictError, predict
+from ..predict.devices import (
+    PARTS_DIR,
+    launcher_rank,
+    merge,
+    only_targets,
+    rank_part,
+    read_part,
+    shares,
+    wait_for_parts,
+    write_part,
+)
+from ..predict.lock import lock_output_dir
+from ..predict.runner import TargetResult
+from ..predict.signals import Interrupted, handle_signals
+from ..predict.targets import collect_targets
+from .memory_args import predict_request
+from .pipeline_args import pipeline_from_args
+
 DEFAULT_WAIT_S = 1800.0
 
 
@@ -52,7 +74,6 @@ def _refusal(args: argparse.Namespace) -> str:
 
 
 def _device_of(args: argparse.Namespace, local_rank: int) -> str:
-    import torch
 
     wanted = args.device
     if wanted == "cpu" or (wanted == "auto" and not torch.cuda.is_available()):
@@ -63,9 +84,6 @@ def _device_of(args: argparse.Namespace, local_rank: int) -> str:
 
 def _collect(args: argparse.Namespace, log: Callable[[str], None]):
     """The valid targets and the rejected inputs (as results), read and checked once."""
-    from ..predict.runner import TargetResult
-    from ..predict.targets import collect_targets
-
     searching = bool(getattr(args, "db", None) or getattr(args, "msa_server", None))
     targets, rejected = collect_targets(
         args.input,
@@ -83,11 +101,6 @@ def _collect(args: argparse.Namespace, log: Callable[[str], None]):
 
 def _predict_share(args: argparse.Namespace, names: list[str], device: str, log: Callable[[str], None]):
     """:func:`alphafold_mem.predict.predict` with the options of ``args``, on the targets ``names`` only."""
-    from ..predict import predict
-    from ..predict.devices import only_targets
-    from .memory_args import predict_request
-    from .pipeline_args import pipeline_from_args
-
     with only_targets(names, report_rejected=False):
         return predict(
             args.input,
@@ -114,8 +127,6 @@ def _predict_share(args: argparse.Namespace, names: list[str], device: str, log:
 
 def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str, key: str) -> int:
     """One rank: its share, then its part; returns its exit status."""
-    from ..predict import PredictError
-    from ..predict.devices import rank_part, write_part
 
     def log(line: str) -> None:
         print("\n".join(f"[device rank {rank}] {part}" for part in line.split("\n")), file=sys.stderr, flush=True)
@@ -139,13 +150,9 @@ def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str
 
 
 def _rank_main(args: argparse.Namespace, rank: int, names: list[str], device: str, threads: int, key: str, parent):
-    from ..distributed.launch import die_with_parent
-    from ..predict.signals import Interrupted, handle_signals
 
     die_with_parent(parent)
     if threads:
-        import torch
-
         torch.set_num_threads(threads)
     try:
         with handle_signals():
@@ -165,7 +172,6 @@ def _exit_reason(code) -> str:
 
 
 def _finish(args, assigned, parts, rejected, targets, seconds, missing_reason) -> int:
-    from ..predict.devices import merge
 
     errors = {p.get("error") for p in parts.values() if p is not None}
     if not rejected and len(errors) == 1 and all(p is not None and p.get("error") for p in parts.values()):
@@ -178,9 +184,7 @@ def _finish(args, assigned, parts, rejected, targets, seconds, missing_reason) -
 
 
 def _local(args, assigned, targets, rejected) -> int:
-    import torch.multiprocessing as mp
-
-    from ..predict.devices import PARTS_DIR, read_part
+    import torch.multiprocessing as mp  # spawned ranks only
 
     world = len(assigned)
     key = uuid.uuid4().hex
@@ -224,7 +228,6 @@ def _local(args, assigned, targets, rejected) -> int:
 
 
 def _under_launcher(args, rank, world, key, assigned, targets, rejected) -> int:
-    from ..predict.devices import wait_for_parts
 
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))
     start = time.perf_counter()
@@ -248,11 +251,6 @@ def _under_launcher(args, rank, world, key, assigned, targets, rejected) -> int:
 
 def run_with_devices(args: argparse.Namespace) -> int:
     """``predict --devices N`` (module docstring); returns the exit status."""
-    from ..predict import PredictError
-    from ..predict.devices import launcher_rank, shares
-    from ..predict.lock import lock_output_dir
-    from ..predict.signals import Interrupted, handle_signals
-
     problem = _refusal(args)
     if problem:
         _log(f"error: {problem}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
+from ..weights.directory import parse_model_list
+
 __all__ = ["add_ensemble_arguments", "ensemble_options"]
 
 
@@ -59,8 +61,6 @@ def ensemble_options(args: argparse.Namespace) -> Optional[dict]:
     Raises:
         ValueError: an ensemble flag without --models/--num-seeds, or a bad model list (one line).
     """
-    from ..weights.directory import parse_model_list
-
     if args.models is None and args.num_seeds is None:
         if args.weights_dir is not None:
             raise ValueError("--weights-dir needs --models (e.g. --models 1,2,3,4,5)")

@@ -22,6 +22,9 @@ import time
 import warnings
 from pathlib import Path
 
+from ..data.chain_index import build_chain_index, default_index_dir
+from ..data.errors import InputError
+
 __all__ = ["add_source_options", "build_from_args", "register", "run"]
 
 
@@ -67,8 +70,6 @@ def _cpus() -> int:
 
 def build_from_args(args: argparse.Namespace, out: str | None = None, log=None) -> Path:
     """Build (or bring up to date) the index the source flags describe; returns its path."""
-    from ..data.chain_index import build_chain_index, default_index_dir
-
     dirs = args.mmcif_dir if isinstance(args.mmcif_dir, list) else [args.mmcif_dir]
     if out is None:
         index_dir = Path(args.index_dir) if args.index_dir else default_index_dir(dirs[0])
@@ -117,8 +118,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``index``; returns the exit status."""
-    from ..data.errors import InputError
-
     if not args.mmcif_dir:
         print("error: --structures/--mmcif-dir DIR is required", file=sys.stderr)
         return 1

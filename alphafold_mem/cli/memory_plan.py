@@ -27,7 +27,11 @@ import re
 import sys
 import time
 
-from ..memory.policy import field_choices
+import torch
+
+from ..config import model_config
+from ..memory.policy import field_choices, preset
+from ..planner import available_memory, choose, max_length, policy_candidates
 
 #: ``--precision``: the policy's precision values, read from its type.
 PRECISION_CHOICES = field_choices()["precision"]
@@ -55,10 +59,6 @@ def _device_and_budget(args: argparse.Namespace) -> tuple[str, int, str]:
     """``(device, budget bytes, a note saying where both came from)``: ``--device`` or the device this
     process runs on (CUDA when available), ``--budget`` or that device's free memory (CUDA:
     ``torch.cuda.mem_get_info``; CPU: MemAvailable)."""
-    import torch
-
-    from ..planner import available_memory
-
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     notes = [f"device {device}" + ("" if args.device else " (this machine's; --device to plan for another)")]
     if args.budget is not None:
@@ -82,8 +82,6 @@ def predict_flags(policy) -> str:
     :class:`~alphafold_mem.MemoryPolicy`): ``--low-memory`` or ``--memory-policy reference``, whichever
     leaves fewer fields to set, ``--chunk-size``, ``--precision`` and ``--memory-set FIELD=VALUE`` for
     the rest. ``max_memory`` is not a field of the run's policy and is left out."""
-    from ..memory.policy import preset
-
     skip = {"precision", "max_memory"}
     best = None
     for name in ("low_memory_inference", "reference"):
@@ -109,8 +107,6 @@ def predict_flags(policy) -> str:
 def train_flags(policy) -> str:
     """The ``alphafold-mem train`` options that bind ``policy``: ``--memory-policy`` with the preset
     (``training`` or ``reference``) that leaves fewer fields to set and ``--memory-set FIELD=VALUE``."""
-    from ..memory.policy import preset
-
     best = None
     for name in ("training", "reference"):
         base = preset(name)
@@ -130,8 +126,6 @@ def train_flags(policy) -> str:
 def _host_check(host: int) -> tuple[str, bool]:
     """A sentence on the host memory that offload needs against this machine's available RAM, and
     whether it is enough."""
-    from ..planner import available_memory
-
     try:
         have = available_memory("cpu")
     except RuntimeError:
@@ -166,8 +160,6 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import model_config
-    from ..planner import choose, max_length, policy_candidates
 
     try:
         device, budget, source = _device_and_budget(args)
@@ -280,7 +272,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _host_available() -> int | None:
-    from ..planner import available_memory
 
     try:
         return available_memory("cpu")

@@ -31,17 +31,21 @@ import os
 import sys
 import traceback
 
+from ..config import PRESETS
+from ..predict import PredictError, predict
+from ..predict.lock import lock_output_dir
+from ..predict.signals import Interrupted, handle_signals
+from ..weights import DEFAULT_WEIGHTS
+from .dap_launch import run_with_dap
+from .devices_launch import run_with_devices
+from .ensemble_args import add_ensemble_arguments, ensemble_options
 from .malloc import add_malloc_option
+from .memory_args import add_predict_memory_arguments, predict_request
+from .pipeline_args import add_pipeline_arguments, pipeline_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict`` subcommand."""
-    from ..config import PRESETS
-    from ..weights import DEFAULT_WEIGHTS
-    from .ensemble_args import add_ensemble_arguments
-    from .memory_args import add_predict_memory_arguments
-    from .pipeline_args import add_pipeline_arguments
-
     p = sub.add_parser(
         "predict",
         help="predict structures from FASTA/a3m inputs",
@@ -143,13 +147,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
     :mod:`alphafold_mem.cli.dap_launch`), holding the lock on ``--out`` and handling SIGINT/SIGTERM."""
     # heavy: the predict package loads torch (kept out of the parser's start-up)
-    from ..predict import PredictError
-    from ..predict.lock import lock_output_dir
-    from ..predict.signals import Interrupted, handle_signals
 
     if args.devices != 1:  # target parallelism: its own launcher, lock and signals
-        from .devices_launch import run_with_devices
-
         return run_with_devices(args)
     if args.dap > 1 and any(getattr(args, k, None) for k in ("db", "template_db", "msa_server")):
         _log(  # P ranks would search (or ask the server) at once
@@ -161,8 +160,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
             if args.dap > 1:
-                from .dap_launch import run_with_dap  # heavy: torch.distributed
-
                 return run_with_dap(args, run_one)
             return run_one(args)
     except PredictError as exc:  # the lock: --out in use or not writable
@@ -175,14 +172,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_one(args: argparse.Namespace) -> int:
     """``predict`` in this process (one rank of a ``--dap`` run when one is set up)."""
-    from ..predict import PredictError, predict
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
-
-    from .ensemble_args import ensemble_options
-    from .memory_args import predict_request
-    from .pipeline_args import pipeline_from_args
 
     try:
         pipeline = pipeline_from_args(args, log)
@@ -194,7 +186,7 @@ def run_one(args: argparse.Namespace) -> int:
     try:
         run_predict = predict
         if ensemble is not None:
-            from ..predict.ensemble import predict_ensemble
+            from ..predict.ensemble import predict_ensemble  # deferred: ensembles only
 
             run_predict = functools.partial(predict_ensemble, **ensemble)
         result = run_predict(

@@ -21,8 +21,14 @@ change on resume (the data position is numbered by them).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from pathlib import Path
 
+import torch
+
+from ..config import PRESETS, apply_overrides, model_config
+from ..io import os_error_line
 from .index import add_source_options, build_from_args
 from .malloc import add_malloc_option
 from .memory_args import parse_assignments, train_request
@@ -30,8 +36,6 @@ from .memory_args import parse_assignments, train_request
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` subcommand."""
-    from ..config import PRESETS
-
     p = sub.add_parser(
         "train",
         help="train or fine-tune a model (Lightning)",
@@ -232,9 +236,7 @@ _RUN_SETTINGS = {
 def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
     """Fill the run settings not given on the command line from the checkpoint (``saved``, or the
     defaults without --resume); returns the settings this run stores in its checkpoints."""
-    from pathlib import Path
-
-    from ..train.resume import default_out_dir
+    from ..train.resume import default_out_dir  # heavy: the train package loads Lightning
 
     stored = saved.run if saved is not None else {}
     for attr, (key, default) in _RUN_SETTINGS.items():
@@ -261,10 +263,11 @@ def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
 
 def _train_config(args: argparse.Namespace, saved):
     """The saved TrainConfig (or the defaults) with the flags given on the command line applied."""
-    import dataclasses
-
-    from ..train import DEFAULT_HELD_OUT, TrainConfig
-    from ..train.config import check_removed
+    from ..train import (  # heavy: the train package loads Lightning (seconds); only `train` needs it
+        DEFAULT_HELD_OUT,
+        TrainConfig,
+    )
+    from ..train.config import check_removed  # heavy: the train package loads Lightning
 
     base = saved.train_config if saved is not None and saved.train_config is not None else None
     tc_kwargs = {}
@@ -288,12 +291,15 @@ def _train_config(args: argparse.Namespace, saved):
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
 
-    from ..config import apply_overrides, model_config
-    from ..train import train
-    from ..train.init_weights import weights_config
-    from ..train.resume import read_saved_run, resolve_resume
+    from ..train import train  # heavy: the train package loads Lightning (seconds); only `train` needs it
+    from ..train.init_weights import (
+        weights_config,  # heavy: the train package loads Lightning (seconds); only `train` needs it
+    )
+    from ..train.resume import (  # heavy: the train package loads Lightning (seconds); only `train` needs it
+        read_saved_run,
+        resolve_resume,
+    )
 
     try:
         # helper E: a missing/damaged last.ckpt falls back to the newest complete step=N.ckpt (logged)
@@ -345,8 +351,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)
         return 2
     except OSError as exc:  # no space, read-only, permission: one line naming the path (alphafold_mem.io)
-        from ..io import os_error_line  # heavy: alphafold_mem.io loads torch
-
         print(f"alphafold-mem train: error: {os_error_line(exc, 'writing the run')}", file=sys.stderr)
         return 1
     print(f"checkpoints: {args.out}/checkpoints (last.ckpt), logs: {args.out}/logs/metrics.csv")

@@ -40,6 +40,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..binding import bind
 from ..config import ModelConfig, apply_overrides
@@ -183,8 +184,6 @@ _fakes = threading.local()
 def _fake_model(config: ModelConfig, dtype: torch.dtype):
     """``(mode, model)``: one FakeTensorMode per thread and the fake model of ``config`` in it,
     built once (rebinding a policy changes no parameter)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     if not hasattr(_fakes, "mode"):
         _fakes.mode, _fakes.models = FakeTensorMode(allow_non_fake_inputs=True), {}
     key = (config, dtype)

@@ -25,13 +25,13 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from ..distributed import gather_outputs, init_mesh
 from .preflight import Preflight
 from .targets import PredictError
 
 
 def check_writable(out_dir: str) -> None:
     """Create ``out_dir`` if needed and write (and remove) a probe file in it.
-
     Raises:
         PredictError: one line naming the directory and the reason (read-only, no permission, no space).
     """
@@ -53,7 +53,6 @@ def check_writable(out_dir: str) -> None:
 
 class Parallel:
     """The DAP side of one :func:`alphafold_mem.predict` run (``dap == 1``: nothing changes).
-
     Raises:
         PredictError: ``dap > 1`` without an initialised process group, or a DAP size that does not
             divide the number of processes.
@@ -66,8 +65,6 @@ class Parallel:
         self.mesh = None
         self.rank = 0
         if dap > 1:
-            from ..distributed import init_mesh
-
             if not dist.is_initialized():
                 raise PredictError(
                     f"--dap {dap}: no process group; start the run with `alphafold-mem predict ... "
@@ -148,7 +145,6 @@ class Parallel:
         kept = {k: out[k] for k in keys if k in out}
         if not self.active:
             return kept
-        from ..distributed import gather_outputs
 
         return gather_outputs(model, kept)
 

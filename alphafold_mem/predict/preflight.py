@@ -24,6 +24,8 @@ import torch
 
 from ..config import ModelConfig
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
+from ..planner import budget_of as planner_budget
+from ..planner import plan
 
 
 class DoesNotFit(Exception):
@@ -64,8 +66,6 @@ def feature_sizes(
 
 def budget_of(request: PolicyRequest, config: ModelConfig, device: torch.device) -> int:
     """Bytes a forward may use on ``device`` (see the module docstring)."""
-    from ..planner import budget_of as planner_budget
-
     return planner_budget(request, config, device)
 
 
@@ -79,8 +79,6 @@ def check(
     Raises:
         ValueError: ``request`` is not a policy request.
     """
-    from ..planner import plan
-
     request = as_request(request)
     n_res, n_seq, n_extra, _ = sizes
     choice = plan(request, config, sizes, device, dap=dap)

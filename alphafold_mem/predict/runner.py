@@ -25,6 +25,7 @@ All outputs are written atomically (temporary name, then rename).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -36,8 +37,12 @@ import numpy as np
 import torch
 
 from ..binding import bind
+from ..data import InputError, make_features, parse_msa
+from ..data.alignment_layout import msa_row_cap
+from ..data.features.values import check_feature_values
 from ..io import os_error_line
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
+from ..weights import DEFAULT_WEIGHTS, WeightsError, default_weights_path, load_weights
 from . import preflight, signals
 from .outputs import output_paths, write_json, write_target_outputs
 from .parallel import Parallel, check_writable
@@ -111,7 +116,6 @@ def predict(
     output_name: str = "{id}",
 ) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
-
     Args:
         inputs: a FASTA file (one or many records), a directory of FASTA files, an ``.a3m``/``.sto``
             whose first row is the query, or a list of these.
@@ -214,7 +218,6 @@ def predict(
         )
 
     # 3. Weights (only if there is work to do) and finished targets.
-    from ..weights import DEFAULT_WEIGHTS, default_weights_path
 
     weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
     if recycle_early_stop_tolerance < 0:
@@ -244,8 +247,6 @@ def predict(
     stages = Stages(dev, track_cpu=track_memory)
     loaded = None
     if todo:
-        from ..weights import WeightsError, load_weights
-
         if weights is None and not os.path.exists(weights_path):
             raise PredictError(
                 f"no --weights given and the default demo weights ({DEFAULT_WEIGHTS}) are "
@@ -379,10 +380,6 @@ def _run_target(
     t: Target, r: TargetResult, model, loaded, dev, policy, seed, stages, weights_path, par, pipeline=None
 ) -> None:
     """Features, forward and outputs of one target; fills ``r`` (raises on any failure)."""
-    from ..data import make_features, parse_msa
-    from ..data.alignment_layout import msa_row_cap
-    from ..data.features.values import check_feature_values
-
     precision = policy.precision
     cfg = model.config
     found = {}
@@ -517,7 +514,6 @@ def policy_name(policy: MemoryPolicy) -> str:
 
 
 def _previous_mean_plddt(path: str) -> Optional[float]:
-    import json
 
     try:
         with open(path) as fh:
@@ -528,7 +524,6 @@ def _previous_mean_plddt(path: str) -> Optional[float]:
 
 
 def _failure_message(t: Target, exc: BaseException) -> str:
-    from ..data import InputError
 
     if isinstance(exc, preflight.DoesNotFit):
         return f"{t.source}: record '{t.name}': does not fit: {exc}"

@@ -24,9 +24,10 @@ import torch
 
 from ..binding import bind
 from ..config import ModelConfig
-from ..data import Batch
+from ..data import Batch, collate
 from ..data.features.recycling import first_iterations, last_iteration
 from ..data.features.values import feature_value_problem
+from ..distributed import dp_coordinates, init_mesh
 from ..losses import AlphaFoldLoss
 from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
 from ..metrics import ca_rmsd, lddt_ca
@@ -72,7 +73,6 @@ def _set_rng_state(s: dict) -> None:
 
 class AlphaFoldLightning(L.LightningModule):
     """Training wrapper: ``self.model`` is the pure ``AlphaFold`` nn.Module.
-
     Args:
         model_config: the architecture / loss weights (``alphafold_mem.model_config``).
         train_config: optimiser, schedule, EMA and sampling settings.
@@ -143,8 +143,6 @@ class AlphaFoldLightning(L.LightningModule):
             return
         mesh, policy = None, self.memory_request
         if self.dap > 1:
-            from ..distributed import dp_coordinates, init_mesh
-
             mesh = init_mesh(self.dap, self.device.type)
             self.dp_rank, self.dp_size = dp_coordinates(mesh)
         if self.planned:
@@ -338,11 +336,8 @@ class AlphaFoldLightning(L.LightningModule):
 @torch.no_grad()
 def evaluate_lddt(model: AlphaFold, dataset, max_chains: Optional[int] = None) -> dict[str, float]:
     """Mean lDDT-Cα and Cα-RMSD of ``model`` (eval mode) over the samples of ``dataset`` (full chains).
-
     Returns ``{"lddt_ca", "ca_rmsd", "per_chain": {sample_id: lddt}}``.
     """
-    from ..data import collate
-
     was_training = model.training
     model.eval()
     per, rmsds = {}, []

@@ -155,7 +155,7 @@ def make_loggers(out: str | Path, loggers: Sequence[str] = ("csv",)) -> list:
         ValueError: an unknown logger name, or ``"tensorboard"`` without the ``tensorboard`` package
             (the optional extra: ``pip install 'alphafold_mem[tensorboard]'``).
     """
-    from lightning.pytorch.loggers import TensorBoardLogger
+    from lightning.pytorch.loggers import TensorBoardLogger  # optional: TensorBoard comes with the tensorboard extra
 
     unknown = set(loggers) - set(LOGGERS)
     if unknown:

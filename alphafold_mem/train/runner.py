@@ -11,6 +11,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ..config import ModelConfig
+from ..distributed import mesh_shape
 from ..memory.policy import PolicyRequest
 from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkpoint_config
 from .config import TrainConfig
@@ -45,7 +46,6 @@ def build_trainer(
     num_nodes: int = 1,
 ) -> L.Trainer:
     """A Lightning Trainer for :class:`AlphaFoldLightning`.
-
     Args:
         out_dir: checkpoints go to ``out_dir/checkpoints`` (``last.ckpt`` plus ``step=N.ckpt`` every
             ``ckpt_every_steps``, written atomically); logs to ``out_dir/logs/metrics.csv`` (always)
@@ -146,8 +146,6 @@ def train(
         callbacks = [*callbacks, RunSettingsCallback(run_settings)]
     L.seed_everything(train_config.seed, workers=True, verbose=False)
     if dap > 1:
-        from ..distributed import mesh_shape
-
         mesh_shape(devices if isinstance(devices, int) else dap, dap)  # raises a clear error
         strategy = "ddp" if strategy == "auto" else strategy
     module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)

@@ -79,7 +79,7 @@ def _third_party() -> dict:
     [1, rows, H, N, C], mask bias [1, rows, 1, 1, N], pair bias [1, 1, H, N, N]."""
     out = {}
     try:  # trifast (triangle attention only: rows == N): q [B, H, N, N, C], bias [B, H, N, N], mask [B, N, N]
-        from trifast import triangle_attention as trifast_attention
+        from trifast import triangle_attention as trifast_attention  # optional: a competitor, if installed
     except Exception:  # noqa: BLE001 - not installed, or a broken install
         pass
     else:
@@ -90,14 +90,14 @@ def _third_party() -> dict:
 
         out["trifast"] = trifast
     try:  # cuEquivariance: our layout, boolean key mask [B, rows, 1, 1, N], explicit scale
-        import cuequivariance_torch as cuet
+        import cuequivariance_torch as cuet  # optional: a competitor, if installed
     except Exception:  # noqa: BLE001
         pass
     else:
         if hasattr(cuet, "triangle_attention"):
             out["cueq"] = lambda q, k, v, b: cuet.triangle_attention(q, k, v, b[1], b[0] == 0, scale=1.0)
     try:  # DeepSpeed4Science Evoformer attention: q [B, rows, N, H, C], biases as ours
-        from deepspeed.ops.deepspeed4science import DS4Sci_EvoformerAttention
+        from deepspeed.ops.deepspeed4science import DS4Sci_EvoformerAttention  # optional: a competitor
     except Exception:  # noqa: BLE001
         pass
     else:
@@ -116,7 +116,7 @@ def _impls() -> dict:
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
 
     def triton_fold_all(q, k, v, biases):  # the shared pair bias's gradient in the dk/dv pass too
-        from alphafold_mem.kernels import fused_attention
+        from alphafold_mem.kernels import fused_attention  # needs Triton; the other rows run without it
 
         saved, fused_attention.BIAS_GRAD_FOLD = fused_attention.BIAS_GRAD_FOLD, "all"
         try:

@@ -33,9 +33,9 @@ class RelaxError(RuntimeError):
 def require_openmm():
     """``(openmm, openmm.app, openmm.unit, PDBFixer)`` or :class:`RelaxError` with the install command."""
     try:
-        import openmm
-        from openmm import app, unit
-        from pdbfixer import PDBFixer
+        import openmm  # optional: OpenMM and pdbfixer come with the relax extra
+        from openmm import app, unit  # optional: OpenMM and pdbfixer come with the relax extra
+        from pdbfixer import PDBFixer  # optional: OpenMM and pdbfixer come with the relax extra
     except ImportError as exc:
         raise RelaxError(
             f"Amber relaxation needs OpenMM and pdbfixer ({exc.name or exc} is missing): "
@@ -81,7 +81,6 @@ def minimize(
     threads: int = 0,
 ) -> dict:
     """Restrained minimisation of one prepared system.
-
     Args:
         topology, positions: from :func:`fix_structure` (positions in nm or a Quantity).
         restrained: ``[N_atoms]`` bool: atoms held by the harmonic restraint at their start position.
