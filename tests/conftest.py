@@ -2,7 +2,11 @@
 
 import os
 
-import torch
+# The command line asks for transparent huge pages before torch's first allocation (alphafold_mem.hugepages);
+# the test session runs with the same switch (c10 reads it once, at its first CPU allocation).
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import torch  # noqa: E402
 
 if not torch.cuda.is_available():  # CPU machines run the Triton kernels in Triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")

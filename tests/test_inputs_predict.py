@@ -4,6 +4,7 @@ targets still run, exit status 1 iff a target failed); directory inputs list eve
 targets are skipped only when sequence, MSA, weights and options match; outputs carry no local
 paths; a bad input feature never reaches the model."""
 
+import importlib
 import json
 import os
 import pathlib
@@ -307,6 +308,8 @@ def test_a_nan_template_coordinate_never_reaches_the_model(tmp_path, tiny_weight
         return feats
 
     monkeypatch.setattr(data, "make_features", make_features)
+    runner = importlib.import_module("alphafold_mem.predict.runner")  # the package root's `predict` is the function
+    monkeypatch.setattr(runner, "make_features", make_features)  # the runner imports it at its top
     forward = alphafold_mem.AlphaFold.forward
     from torch._subclasses.fake_tensor import FakeTensor
 

@@ -90,6 +90,9 @@ def test_defaults_to_this_machine_and_says_so(monkeypatch, capsys):
     import alphafold_mem.planner as planner
 
     monkeypatch.setattr(planner, "available_memory", lambda device=None: 7 * 10**9)
+    import alphafold_mem.cli.memory_plan as memory_plan
+
+    monkeypatch.setattr(memory_plan, "available_memory", lambda device=None: 7 * 10**9)  # imported at its top
     assert main(["memory-plan", "--preset", "tiny", "--n-res", "100", "--json"]) == 0
     captured = capsys.readouterr()
     plan = json.loads(captured.out)

@@ -57,8 +57,8 @@ class ForwardProgress:
         finally:
             for h in handles:
                 h.remove()
-            if self.shown and self._tty:
-                print(file=self._out, flush=True)  # end the updating line
+            if self.shown and self._tty:  # the last state (updates are throttled), then end the line
+                print("\r" + self.line(), file=self._out, flush=True)
 
     @property
     def _out(self) -> TextIO:
