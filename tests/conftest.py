@@ -120,3 +120,63 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if "cuda" in item.keywords and not runs_cuda:
             item.add_marker(skip_cuda)
+
+
+# --- Opt-in per-test CPU-time report -------------------------------------------------------------
+#: Set to 1 to rank the tests by CPU time (user + sys of the test process plus its waited-for child
+#: processes, over setup, call and teardown; a session- or module-scoped fixture is charged to the
+#: first test that uses it). ``ALPHAFOLD_MEM_TEST_CPU_FILE=path`` also writes every test as TSV.
+TEST_CPU = "ALPHAFOLD_MEM_TEST_CPU"
+TEST_CPU_FILE = "ALPHAFOLD_MEM_TEST_CPU_FILE"
+_CPU_START = {}
+_CPU_SECONDS = {}
+
+
+def _cpu_seconds():
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    if os.environ.get(TEST_CPU) == "1":
+        _CPU_START[item.nodeid] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    start = _CPU_START.pop(item.nodeid, None)
+    if start is not None:  # the teardown report (made after this hook) carries it to the xdist controller
+        own, children = (end - begin for end, begin in zip(_cpu_seconds(), start))
+        item.user_properties.append(("cpu_s", (own, children)))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        for name, value in report.user_properties:
+            if name == "cpu_s":
+                _CPU_SECONDS[report.nodeid] = tuple(value)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _CPU_SECONDS:
+        return
+    ranked = sorted(_CPU_SECONDS.items(), key=lambda kv: -sum(kv[1]))
+    total = sum(sum(v) for v in _CPU_SECONDS.values())
+    slow = sum(sum(v) for k, v in _CPU_SECONDS.items() if any(k.endswith(name) for name in SLOW_TESTS))
+    write = terminalreporter.write_line
+    terminalreporter.section("CPU time per test (user+sys, own + children)")
+    write(
+        f"{len(ranked)} tests: {total:.1f} s CPU in tests ({slow:.1f} s in SLOW_TESTS, {total - slow:.1f} s not slow)"
+    )
+    for nodeid, (own, children) in ranked[:40]:
+        write(f"{own + children:8.1f} s  (own {own:7.1f}, children {children:7.1f})  {nodeid}")
+    path = os.environ.get(TEST_CPU_FILE)
+    if path:
+        lines = [f"{own + ch:.2f}\t{own:.2f}\t{ch:.2f}\t{nodeid}" for nodeid, (own, ch) in ranked]
+        pathlib.Path(path).write_text("cpu_s\town_s\tchildren_s\tnodeid\n" + "\n".join(lines) + "\n")
+        write(f"all tests: {path}")
