@@ -4,8 +4,9 @@
 Coordinates are read with ``Bio.PDB.PDBParser`` and the SEQRES records with ``Bio.SeqIO``
 (``pdb-seqres``); observed residues are placed on the SEQRES by numbering offset or alignment
 (:func:`_map_to_seqres`) and reduced to atom37 by :func:`~.structure.build_chain` under the rules
-of :mod:`.structure`. Entry points: :func:`parse_pdb` (one chain) and :func:`read_pdb` (all protein
-chains).
+of :mod:`.structure`. Protein chains named by SEQRES without atoms in the model read are listed in
+``Structure.dropped``, as the mmCIF reader lists them. Entry points: :func:`parse_pdb` (one chain) and
+:func:`read_pdb` (all protein chains).
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def read_pdb(path, *, model: int | None = None) -> Structure:
 
     Residues are mapped onto the SEQRES records (``Bio.SeqIO`` ``pdb-seqres``) by numbering offset or
     alignment; without SEQRES the observed residues are the sequence (with a warning). Chains
-    without amino-acid residues (DNA/RNA, ligands) are skipped.
+    without amino-acid residues (DNA/RNA, ligands) are skipped. A protein chain named by SEQRES (one
+    holding an amino acid) with no amino-acid residue in the model read is listed in
+    ``Structure.dropped`` as ``(chain id, "no modelled atoms")`` (``" in model K"`` added when the file
+    has several models), as :func:`~.mmcif.read_mmcif` lists them.
 
     Args:
         path: the file.
@@ -167,4 +171,8 @@ def read_pdb(path, *, model: int | None = None) -> Structure:
         )
     if not chains:
         raise InputError("no protein chain with coordinates", file=path)
-    return Structure(pdb_id=pdb_id, chains=chains, num_models=len(models), path=path, **meta)
+    where = f" in model {index + 1}" if len(models) > 1 else ""
+    dropped = tuple(
+        (c, "no modelled atoms" + where) for c, seq in seqres.items() if c not in chains and set(seq) - {"X"}
+    )
+    return Structure(pdb_id=pdb_id, chains=chains, num_models=len(models), path=path, dropped=dropped, **meta)
