@@ -325,7 +325,8 @@ def ca_distance_change(ca_before: Tensor, ca_after: Tensor, batch: dict[str, Ten
     matrix between two iterations, in Å (the largest over a batch).
 
     Args:
-        ca_before, ca_after: Cα positions ``[*, N_res, 3]`` (Å) recycled into and out of an iteration.
+        ca_before: Cα positions ``[*, N_res, 3]`` (Å) recycled into an iteration.
+        ca_after: Cα positions ``[*, N_res, 3]`` (Å) out of the same iteration.
         batch: features with ``seq_mask [*, N_res]``.
     """
 

@@ -31,10 +31,12 @@ def dgram_from_positions(
     """One-hot distogram of pairwise distances (Suppl. Alg. 32 line 1; template features 1.7.1).
 
     Args:
-        x: positions ``[*, N, 3]`` in Å; y: the second residues ``[*, M, 3]`` (default: x).
-        num_bins, min_bin, max_bin: ``num_bins`` lower edges evenly spaced from ``min_bin`` to
-            ``max_bin`` (Å); the last bin is open-ended.
-        x_j: positions of the columns j ``[*, M, 3]`` (default: x).
+        x: positions of the rows i ``[*, N, 3]`` in Å.
+        num_bins: number of bins: ``num_bins`` lower edges evenly spaced from ``min_bin`` to
+            ``max_bin``; the last bin is open-ended.
+        min_bin: the first lower edge (Å).
+        max_bin: the last lower edge (Å).
+        y: positions of the columns j ``[*, M, 3]`` in Å (default: x).
 
     Returns:
         ``[*, N, M, num_bins]`` (dtype of x).

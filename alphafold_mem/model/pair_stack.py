@@ -22,7 +22,8 @@ class PairStackUpdates(nn.Module):
     Args:
         c: channels of the pair representation (c_z, or c_t in the template stack).
         c_hidden_mul: channels of the triangle multiplication's projections.
-        c_hidden_att, num_heads: per-head channels and heads of the triangle attention.
+        c_hidden_att: per-head channels of the triangle attention.
+        num_heads: heads of the triangle attention.
         transition_n: the transition's hidden-layer factor.
         dropout_rate: row-/column-shared dropout of every update but the transition (Suppl. 1.11.6).
         attention_first: the template pair stack's order (attention, then multiplication).

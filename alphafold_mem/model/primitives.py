@@ -36,7 +36,8 @@ class Linear(nn.Linear):
     """``nn.Linear`` with AF2's initialisers (Suppl. 1.11.4).
 
     Args:
-        c_in, c_out: channel sizes.
+        c_in: input channels.
+        c_out: output channels.
         bias: whether to use a bias.
         init: ``"default"`` (LeCun, truncated normal, fan-in), ``"relu"`` (He, truncated normal),
             ``"glorot"`` (Xavier uniform), ``"gating"`` (weights 0, bias 1) or ``"final"`` (zeros).

@@ -333,7 +333,10 @@ def estimate_peak(
     Args:
         config: the model config (e.g. ``model_config("model_1")``).
         policy: the memory policy, with a concrete chunk size.
-        n_res, n_seq, n_extra_seq, n_templ: N_res, N_seq (MSA clusters), N_extra, N_templ.
+        n_res: N_res, residues.
+        n_seq: N_seq, MSA clusters.
+        n_extra_seq: N_extra, extra MSA sequences.
+        n_templ: N_templ, templates.
         training: forward + backward instead of an inference forward.
         dap: the peak of one device when ``dap`` devices share the protein (dynamic axial
             parallelism; communication buffers included). Every device holds the parameters and the
