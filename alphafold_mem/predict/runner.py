@@ -116,6 +116,7 @@ def predict(
     output_name: str = "{id}",
 ) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
+
     Args:
         inputs: a FASTA file (one or many records), a directory of FASTA files, an ``.a3m``/``.sto``
             whose first row is the query, or a list of these.

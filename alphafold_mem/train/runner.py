@@ -46,6 +46,7 @@ def build_trainer(
     num_nodes: int = 1,
 ) -> L.Trainer:
     """A Lightning Trainer for :class:`AlphaFoldLightning`.
+
     Args:
         out_dir: checkpoints go to ``out_dir/checkpoints`` (``last.ckpt`` plus ``step=N.ckpt`` every
             ``ckpt_every_steps``, written atomically); logs to ``out_dir/logs/metrics.csv`` (always)
