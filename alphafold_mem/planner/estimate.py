@@ -263,7 +263,7 @@ def estimate_breakdown(
 
     Raises:
         ValueError: ``policy.chunk_size == "auto"`` (resolve it first:
-        :func:`alphafold_mem.planner.resolve_policy`).
+            :func:`alphafold_mem.planner.resolve_policy`).
     """
     if policy.chunk_size == "auto":
         raise ValueError(
