@@ -125,7 +125,8 @@ def pytest_collection_modifyitems(config, items):
 # --- Opt-in per-test CPU-time report -------------------------------------------------------------
 #: Set to 1 to rank the tests by CPU time (user + sys of the test process plus its waited-for child
 #: processes, over setup, call and teardown; a session- or module-scoped fixture is charged to the
-#: first test that uses it). ``ALPHAFOLD_MEM_TEST_CPU_FILE=path`` also writes every test as TSV.
+#: first test that uses it). ``ALPHAFOLD_MEM_TEST_CPU_FILE=path`` also writes every test as TSV (at the
+#: end; ``path.partial`` gets one line per test as the run goes).
 TEST_CPU = "ALPHAFOLD_MEM_TEST_CPU"
 TEST_CPU_FILE = "ALPHAFOLD_MEM_TEST_CPU_FILE"
 _CPU_START = {}
@@ -153,6 +154,10 @@ def pytest_runtest_teardown(item, nextitem):
     if start is not None:  # the teardown report (made after this hook) carries it to the xdist controller
         own, children = (end - begin for end, begin in zip(_cpu_seconds(), start))
         item.user_properties.append(("cpu_s", (own, children)))
+        path = os.environ.get(TEST_CPU_FILE)
+        if path:  # as the run goes: one line per test, appended by every process
+            with open(f"{path}.partial", "a") as f:
+                f.write(f"{own + children:.2f}\t{own:.2f}\t{children:.2f}\t{item.nodeid}\n")
 
 
 def pytest_runtest_logreport(report):
