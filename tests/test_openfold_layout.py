@@ -230,3 +230,21 @@ def test_train_data_dir_index_lives_in_the_data_dir(tmp_path, monkeypatch):
     assert again == first and [Path(p).name for p in parsed] == ["102m.cif"]
     assert {e["name"] for e in ChainIndex.load(again).entries} == {"1a8o_A", "102m_A"}
     assert not (tmp_path / "run1").exists() and not (tmp_path / "run2").exists()
+
+
+def test_require_alignments_keeps_chains_with_database_alignments(tree, tmp_path):
+    """``--require-alignments`` counts an alignment-database entry as alignments: the same chains are
+    kept whether the alignments are read from folders or from the database; only 1a8o_A (none) is
+    dropped, under "no alignment folder"."""
+    from alphafold_mem.data.sampling import NO_ALIGNMENT_REASON, ChainFilters
+
+    cfg = model_config("tiny")
+    for via_db in (False, True):
+        index = _build(tree, tmp_path / str(via_db), via_db=via_db)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = ProteinChainDataset(index, cfg, filters=ChainFilters(require_alignments=True))
+        assert {e["name"] for e in ds.entries} == {"102m_A", "1lcd_A", "2q2k_A", "2q2k_B"}, via_db
+        assert [(r["reason"], r["item"]) for r in ds.rejected] == [(NO_ALIGNMENT_REASON, "1a8o_A")], via_db
+        if via_db:
+            assert all(e.get("alignment_db") and not e.get("alignment_dir") for e in ds.entries)

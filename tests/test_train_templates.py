@@ -16,6 +16,7 @@ import torch
 from alphafold_mem import AlphaFold, MemoryPolicy, bind, model_config
 from alphafold_mem.cli import main
 from alphafold_mem.data import ProteinChainDataset, build_chain_index, collate, read_structure
+from alphafold_mem.data.alignment_db import write_alignment_db
 from alphafold_mem.data.training_templates import (
     TemplateSource,
     subsample_templates,
@@ -130,9 +131,13 @@ def test_training_templates_drop_later_releases_and_subsample(tree):
         rng=np.random.default_rng(0),
     )
     assert sel.used == ["721p_A"]
-    # Subsampling (OpenFold random_crop_to_size): k uniform in 0..n, random order.
+    # Subsampling (OpenFold data_transforms.random_crop_to_size): k uniform in 0..n, random order. k = 0
+    # is drawn too, as OpenFold does (templates_crop_start = randint(0, n) with n included keeps n - start
+    # templates): a chain with n = 3 usable templates trains without any in about 1 draw of 4.
     counts = np.bincount([len(subsample_templates(list("abc"), np.random.default_rng(s))) for s in range(800)])
     assert len(counts) == 4 and counts.min() > 150
+    assert abs(counts[0] / 800 - 1 / 4) < 0.05
+    assert subsample_templates([], np.random.default_rng(0)) == []
     assert {tuple(subsample_templates(list("abc"), np.random.default_rng(s))) for s in range(200)} >= {
         ("a", "b", "c"),
         ("c", "b", "a"),
@@ -240,3 +245,62 @@ def test_train_command_runs_with_templates(tree, tmp_path):
     saved = read_saved_run(out / "checkpoints" / "last.ckpt")
     assert saved.run["data_options"]["template_mmcif_dir"] == [str(tree / "templates")]
     assert (out / "logs" / "metrics.csv").read_text().count("\n") >= 2
+
+
+def test_templates_from_the_alignment_database_equal_those_from_the_folders(tree, tmp_path):
+    """The tree's alignment folders written into OpenFold's alignment database (hit files included):
+    indexed through the database, every chain's hit file is read from the ``.db`` shard by seek, and
+    every draw (training mode, OpenFold's shuffle and subsampling on) equals the draw from the
+    folders, feature by feature; 2q2k's draws hold templates, the others none."""
+    write_alignment_db(tree / "alignments", tmp_path / "db", shards=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        via_db = build_chain_index(
+            [tree / "mmcif"],
+            None,
+            tmp_path / "index" / "index.json",
+            cache_dir=tmp_path / "index" / "cache",
+            alignment_index=tmp_path / "db" / "alignment_db.index",
+        )
+    cfg = _cfg()
+    source = TemplateSource([tree / "templates"], max_hits=cfg.template.max_templates)
+    folders = ProteinChainDataset(tree / "index" / "index.json", cfg, seed=5, templates=source, recycling_slices=1)
+    stored = ProteinChainDataset(via_db, cfg, seed=5, templates=source, recycling_slices=1)
+    names = [e["name"] for e in folders.entries]
+    assert names == [e["name"] for e in stored.entries]
+    assert stored.notes == folders.notes  # the same chains lack a hit file ("no template hit file")
+    hit_file = stored.hit_file(stored.entries[names.index("2q2k_A")])
+    assert hit_file.span is not None and str(hit_file).endswith(".db[pdb70_hits.hhr]")
+    assert all(not e.get("alignment_dir") for e in stored.entries)
+    with_templates = set()
+    for epoch in range(4):
+        folders.set_epoch(epoch)
+        stored.set_epoch(epoch)
+        for i, name in enumerate(names):
+            a, b = folders[i].features, stored[i].features
+            assert a.keys() == b.keys()
+            for k in a:
+                assert torch.equal(a[k], b[k]), (name, epoch, k)
+            if a["template_mask"].sum() > 0:
+                with_templates.add(name)
+    assert with_templates == {"2q2k_A", "2q2k_B"}
+
+
+def test_hmmsearch_and_hhr_hits_read_from_a_database_span(tmp_path):
+    """Both hit formats read from bytes of a database file give the hits read from the file itself."""
+    from alphafold_mem.data.template_hits import read_template_hits
+
+    src = REPO_DATA.parent / "tests" / "data" / "templates"
+    names = ("102m_A_hits.sto", "102m_A_hits.hhr")
+    blobs = [b"padding before\n", *((src / n).read_bytes() for n in names)]
+    (tmp_path / "x.db").write_bytes(b"".join(blobs))
+    start = len(blobs[0])
+    n_res = len(_chain("102m_A").sequence)
+    for name, blob in zip(names, blobs[1:]):
+        stored_name = "hmm_output.sto" if name.endswith(".sto") else "pdb70_hits.hhr"
+        got = read_template_hits(tmp_path / "x.db", n_res, span=(start, len(blob)), name=stored_name)
+        want = read_template_hits(src / name, n_res)
+        assert [h.name for h in got] == [h.name for h in want] and len(got) == 2
+        assert all(np.array_equal(g.mapping, w.mapping) for g, w in zip(got, want))
+        assert all(g.source.startswith(f"{tmp_path / 'x.db'}[{stored_name}]") for g in got)
+        start += len(blob)

@@ -15,7 +15,8 @@ worker).
 Sampling as published (:mod:`.sampling`): chain filters (:class:`~.sampling.ChainFilters`), weights
 ``length factor / cluster size`` from a cluster file, self-distillation structures with residues of
 pLDDT < 70 masked out of the loss. Templates (:mod:`.training_templates`) from each chain's hit file
-when a :class:`~.training_templates.TemplateSource` is given and the model uses templates; their
+(in its alignment folder or the alignment database) when a
+:class:`~.training_templates.TemplateSource` is given and the model uses templates; their
 random draws use their own stream, ``default_rng([seed, e, i, 1])``.
 """
 
@@ -35,10 +36,10 @@ from .errors import InputError, warn_input
 from .features import Sample, make_features
 from .features.values import check_feature_values
 from .msa import Msa, parse_msa
-from .sampling import NO_ALIGNMENT_REASON, ChainFilters, length_factor, mask_low_plddt
+from .sampling import NO_ALIGNMENT_REASON, ChainFilters, has_alignments, length_factor, mask_low_plddt
 from .structure import ProteinChain
 from .structure_io import read_structure
-from .training_templates import TemplateSource, find_hit_file, training_templates
+from .training_templates import HitFile, TemplateSource, find_hit_file, find_stored_hit_file, training_templates
 
 __all__ = ["ProteinChainDataset"]
 
@@ -143,11 +144,11 @@ class ProteinChainDataset(torch.utils.data.Dataset):
     def _remarks(self, entry: dict, filters: ChainFilters | None) -> list[dict]:
         """Report notes of a chain that is used (:mod:`.drops` entries)."""
         name, out = entry.get("name", "?"), []
-        if filters is not None and not (entry.get("alignment_dir") or entry.get("alignment_db")):
+        if filters is not None and not has_alignments(entry):
             out.append(drop(NO_ALIGNMENT_REASON, name, "trained from its sequence alone"))
         if self.cluster_sizes is not None and name not in self.cluster_sizes:
             out.append(drop("not in the cluster file", name, "sampled as a cluster of its own"))
-        if self.templates is not None and find_hit_file(self.index.resolve(entry.get("alignment_dir"))) is None:
+        if self.templates is not None and self.hit_file(entry) is None:
             out.append(drop("no template hit file", name, "trained without templates"))
         return out
 
@@ -278,6 +279,15 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 )
         return msas
 
+    def hit_file(self, entry: dict) -> HitFile | None:
+        """The entry's template hit file (:mod:`.training_templates`): in its alignment folder, or among
+        its files in the alignment database; None without one."""
+        db = entry.get("alignment_db")
+        if db:
+            return find_stored_hit_file(self.index.resolve(db["db"]), db["files"])
+        path = find_hit_file(self.index.resolve(entry.get("alignment_dir")))
+        return None if path is None else HitFile(path, path.name)
+
     def load_templates(self, entry: dict, i: int) -> list:
         """The entry's templates for this draw (:func:`~.training_templates.training_templates`; its
         own random stream), ``[]`` without a template source or hit file."""
@@ -286,24 +296,26 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         if len(self._template_cache) > _TEMPLATE_CACHE_SIZE:
             self._template_cache.clear()
         rng = np.random.default_rng([self.seed, self.epoch, i, 1])
-        folder = self.index.resolve(entry.get("alignment_dir"))
+        hit_file = self.hit_file(entry)
+        if hit_file is None:
+            return []
         templates, _ = training_templates(
             entry["sequence"],
-            folder,
+            hit_file,
             entry.get("release_date"),
             self.templates,
             train=self.mode == "train",
             rng=rng,
             structure_cache=self._template_cache,
-            log=lambda line: self._template_warning(line, folder, entry["name"]),
+            log=lambda line: self._template_warning(line, hit_file, entry["name"]),
         )
         return templates
 
-    def _template_warning(self, line: str, folder, name: str) -> None:
-        """An unreadable hit file: warned once per folder (dropped hits are not warned)."""
-        if line.startswith("warning:") and folder not in self._bad_files:
-            self._bad_files.add(folder)
-            warn_input(line.removeprefix("warning: "), file=find_hit_file(folder), record=name)
+    def _template_warning(self, line: str, hit_file: HitFile, name: str) -> None:
+        """An unreadable hit file: warned once per file (dropped hits are not warned)."""
+        if line.startswith("warning:") and hit_file not in self._bad_files:
+            self._bad_files.add(hit_file)
+            warn_input(line.removeprefix("warning: "), file=str(hit_file), record=name)
 
     def _make(self, i: int) -> Sample:
         entry = self.entries[i]

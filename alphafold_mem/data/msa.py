@@ -23,7 +23,6 @@ by seek, plain or gzip-compressed.
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 from dataclasses import dataclass
@@ -34,9 +33,9 @@ from Bio import AlignIO
 from Bio.SeqIO.FastaIO import SimpleFastaParser
 
 from .errors import InputError, note_input, warn_input
-from .formats import ALIGNED, FASTA, MSA, is_gzip, require_format
+from .formats import ALIGNED, FASTA, MSA, require_format
 from .names import sanitize_name
-from .text import HEAD_BYTES, TrackedLines, binary_content, check_file, describe_char, open_text
+from .text import TrackedLines, describe_char, open_text, text_source
 
 __all__ = ["Msa", "parse_a3m", "parse_a3m_string", "parse_stockholm", "parse_msa", "query_problem"]
 
@@ -280,7 +279,7 @@ def parse_a3m(path, *, query: str | None = None, max_sequences: int | None = Non
         InputError: invalid or non-printable character (line:column), rows of the wrong length
             (listed by row number), a first row that differs from ``query``.
     """
-    path, opener = _source(path, span, name)
+    path, opener = text_source(path, span, name)
     with opener() as handle:
         return _msa_from_lines(handle, path, query, max_sequences)
 
@@ -317,7 +316,7 @@ def parse_stockholm(path, *, query: str | None = None, max_sequences: int | None
     Raises:
         InputError: unreadable alignment, an invalid character, a first row that differs from ``query``.
     """
-    path, opener = _source(path, span, name)
+    path, opener = text_source(path, span, name)
     budget = None if max_sequences is None else max(1, int(max_sequences))
     while True:
         alignment, more = _read_stockholm(opener, path, budget)
@@ -428,71 +427,3 @@ def parse_msa(
     found = require_format(name if span is not None else os.fspath(path), MSA, ALIGNED, FASTA, what="alignment")
     reader = parse_stockholm if found.reader == "parse_stockholm" else parse_a3m  # FASTA: A3M rules
     return reader(os.fspath(path), query=query, max_sequences=max_sequences, span=span, name=name)
-
-
-# ----------------------------------------------------------------------------------------------
-# Sources: a file, or a byte range of a database file
-
-
-class _Span(io.RawIOBase):
-    """``size`` bytes of an open binary file from ``start`` on, as a read-only stream."""
-
-    def __init__(self, fh, start: int, size: int):
-        self._fh, self._left = fh, int(size)
-        fh.seek(int(start))
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = min(len(buffer), self._left)
-        if n <= 0:
-            return 0
-        data = self._fh.read(n)
-        buffer[: len(data)] = data
-        self._left -= len(data)
-        return len(data)
-
-    def close(self) -> None:
-        self._fh.close()
-        super().close()
-
-
-def _span_text(db: str, start: int, size: int, name: str) -> io.TextIOBase:
-    raw: io.BufferedIOBase = io.BufferedReader(_Span(open(db, "rb"), start, size))
-    if is_gzip(name):
-        raw = gzip.GzipFile(fileobj=raw, mode="rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-
-
-def _source(path, span, name) -> tuple[str, object]:
-    """``(label, opener)`` of an alignment file or of ``span`` bytes of a database file.
-
-    Raises:
-        InputError: the file (or span) is missing, out of range or not text.
-    """
-    if span is None:
-        path = check_file(path)
-        return path, lambda: open_text(path)
-    db = os.fspath(path)
-    start, size = (int(v) for v in span)
-    label = f"{db}[{name}]"
-    try:
-        total = os.path.getsize(db)
-    except OSError as exc:
-        raise InputError(f"alignment database file cannot be read ({exc.strerror or exc})", file=db) from exc
-    if start < 0 or size < 0 or start + size > total:
-        raise InputError(
-            f"{name} at bytes {start}+{size} lies outside the database file ({total} bytes): "
-            "the index does not belong to these .db files; rebuild them together",
-            file=db,
-        )
-    try:
-        with _span_text(db, start, size, name or "") as handle:
-            head = handle.buffer.read(HEAD_BYTES)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(f"stored alignment cannot be read ({exc})", file=label) from exc
-    why = binary_content(head)
-    if why:
-        raise InputError(f"{why}; expected an alignment", file=label)
-    return label, lambda: _span_text(db, start, size, name or "")

@@ -37,6 +37,7 @@ __all__ = [
     "cluster_sizes",
     "length_factor",
     "draw_source",
+    "has_alignments",
     "mask_low_plddt",
     "DISTILLATION_PROB",
     "MIN_DISTILLATION_PLDDT",
@@ -117,7 +118,8 @@ class ChainFilters:
         chains: keep only these chain ids (``--filter-file``); ``None``: all.
         obsolete: obsolete PDB id -> successor (:func:`~.templates_from_hits.parse_obsolete`): chains of
             an obsolete entry are dropped (their successor is indexed in its own right).
-        require_alignments: drop chains without an alignment folder; otherwise they are kept (single
+        require_alignments: drop chains without alignments (neither an alignment folder nor an entry
+            in the alignment database: :func:`has_alignments`); otherwise they are kept (single
             sequence) and counted as a note.
     """
 
@@ -151,9 +153,15 @@ class ChainFilters:
         if self.obsolete and pdb_id in self.obsolete:
             successor = self.obsolete[pdb_id]
             return "obsolete entry", f"{pdb_id} is obsolete" + (f" (replaced by {successor})" if successor else "")
-        if self.require_alignments and not entry.get("alignment_dir"):
+        if self.require_alignments and not has_alignments(entry):
             return NO_ALIGNMENT_REASON, "no alignment folder (--require-alignments)"
         return None
+
+
+def has_alignments(entry: dict) -> bool:
+    """Whether an index entry has alignments: an alignment folder (``alignment_dir``) or an entry of
+    OpenFold's alignment database (``alignment_db``)."""
+    return bool(entry.get("alignment_dir") or entry.get("alignment_db"))
 
 
 def draw_source(rng: np.random.Generator, distillation_prob: float) -> bool:

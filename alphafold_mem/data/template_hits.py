@@ -32,7 +32,7 @@ import numpy as np
 from Bio import AlignIO, SearchIO
 
 from .errors import InputError, warn_input
-from .text import check_file, open_text
+from .text import text_source
 
 __all__ = ["TemplateHit", "parse_hhr", "parse_hmmsearch_sto", "read_template_hits", "TEMPLATE_HIT_SUFFIXES"]
 
@@ -104,16 +104,18 @@ def _mapping_from_rows(
     return mapping, "".join(residues)
 
 
-def _line_numbers(path: str, pattern: re.Pattern) -> list[int]:
-    with open_text(path) as fh:
+def _line_numbers(opener, pattern: re.Pattern) -> list[int]:
+    with opener() as fh:
         return [k for k, line in enumerate(fh, 1) if pattern.match(line)]
 
 
-def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
+def parse_hhr(path, query_length: int | None = None, *, span=None, name: str | None = None) -> list[TemplateHit]:
     """Read an HHsearch/HHblits ``.hhr`` result (HH-suite 2/3 text format) with ``Bio.SearchIO``.
     Args:
-        path: the ``.hhr`` file (optionally ``.gz``).
+        path: the ``.hhr`` file (optionally ``.gz``), or an alignment database shard with ``span``.
         query_length: ``N_res``; default: the file's ``Match_columns``.
+        span, name: ``(start, size)`` and the stored file's name: the hits are those bytes of
+            ``path`` (OpenFold's alignment database, :mod:`.alignment_db`).
 
     Returns:
         One :class:`TemplateHit` per alignment, in file order (HHsearch sorts by probability).
@@ -121,9 +123,9 @@ def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
     Raises:
         InputError: the file cannot be parsed (one line naming it).
     """
-    path = check_file(path)
+    path, opener = text_source(path, span, name)
     try:
-        with open_text(path) as fh:
+        with opener() as fh:
             results = list(SearchIO.parse(fh, "hhsuite3-text"))
     except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
         raise InputError(f"cannot read HHsearch result: {' '.join(str(exc).split())[:200]}", file=path) from None
@@ -133,7 +135,7 @@ def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
     n_res = query_length or result.seq_len
     if not n_res:
         raise InputError("no Match_columns line and no query length given", file=path)
-    starts = _line_numbers(path, re.compile(r"^No +\d+\s*$"))
+    starts = _line_numbers(opener, re.compile(r"^No +\d+\s*$"))
     hsps = sorted((hsp for hit in result for hsp in hit.hsps), key=lambda h: h.output_index)
     hits = []
     for hsp in hsps:
@@ -163,13 +165,14 @@ def parse_hhr(path, query_length: int | None = None) -> list[TemplateHit]:
     return hits
 
 
-def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
+def parse_hmmsearch_sto(path, query_length: int, *, span=None, name: str | None = None) -> list[TemplateHit]:
     """Read hmmsearch's ``-A`` Stockholm output against a ``pdb_seqres.txt``-style database.
     Args:
-        path: the ``.sto`` file (optionally ``.gz``).
+        path: the ``.sto`` file (optionally ``.gz``), or an alignment database shard with ``span``.
         query_length: ``N_res``: the profile's match states are the query's residues (AF2 builds the
             profile with ``hmmbuild --hand`` from the query's MSA). A row with more match states than
             ``N_res`` is cut at ``N_res`` with a warning.
+        span, name: as :func:`parse_hhr`.
 
     Returns:
         One :class:`TemplateHit` per row (domain), in file order; rows not marked ``mol:protein`` are
@@ -178,15 +181,15 @@ def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
     Raises:
         InputError: the file cannot be parsed, or a row name lacks its ``/<start>-<end>`` range.
     """
-    path = check_file(path)
+    path, opener = text_source(path, span, name)
     try:
-        with open_text(path) as fh:
+        with opener() as fh:
             alignments = list(AlignIO.parse(fh, "stockholm"))
     except ValueError as exc:
         raise InputError(f"cannot read Stockholm alignment: {' '.join(str(exc).split())[:200]}", file=path) from None
     rows = [(r.id, r.description, str(r.seq)) for a in alignments for r in a]
     lines = {}
-    with open_text(path) as fh:
+    with opener() as fh:
         for k, line in enumerate(fh, 1):
             if line.strip() and not line.startswith(("#", "//")):
                 lines.setdefault(line.split()[0], k)
@@ -235,16 +238,20 @@ def parse_hmmsearch_sto(path, query_length: int) -> list[TemplateHit]:
     return hits
 
 
-def read_template_hits(path, query_length: int) -> list[TemplateHit]:
-    """:func:`parse_hhr` for ``.hhr``, :func:`parse_hmmsearch_sto` for ``.sto`` (optionally ``.gz``).
+def read_template_hits(path, query_length: int, *, span=None, name: str | None = None) -> list[TemplateHit]:
+    """:func:`parse_hhr` for ``.hhr``, :func:`parse_hmmsearch_sto` for ``.sto`` (optionally ``.gz``);
+    with ``span``, the format is that of the stored file's ``name`` (OpenFold's alignment database).
     Raises:
         InputError: another suffix, or the format's parser's errors.
     """
-    name = os.fspath(path)
-    base = name[:-3] if name.endswith(".gz") else name
+    path = os.fspath(path)
+    named = name if span is not None else path
+    base = named[:-3] if named.lower().endswith(".gz") else named
     suffix = Path(base).suffix.lower()
     if suffix == ".hhr":
-        return parse_hhr(name, query_length)
+        return parse_hhr(path, query_length, span=span, name=name)
     if suffix == ".sto":
-        return parse_hmmsearch_sto(name, query_length)
-    raise InputError(f"unknown template hit format {suffix!r} (expected .hhr or .sto)", file=name)
+        return parse_hmmsearch_sto(path, query_length, span=span, name=name)
+    raise InputError(
+        f"unknown template hit format {suffix!r} (expected .hhr or .sto)", file=f"{path}[{name}]" if span else path
+    )

@@ -1,6 +1,7 @@
 """Low-level text input shared by the FASTA and A3M/Stockholm parsers: opening plain or ``.gz``
 files (``.gz`` in any letter case, :mod:`.formats`), checking that a path names a readable text file
-(:func:`check_file`; binary content is refused in one line, :func:`binary_content`), and splitting
+(:func:`check_file`; binary content is refused in one line, :func:`binary_content`), reading a file
+stored as a byte range of a larger one (:func:`text_source`: OpenFold's alignment database), and splitting
 ``>``-records with Biopython's ``SimpleFastaParser`` while remembering the 1-based line and column
 every character came from, so that errors can point at it. ``;``, ``#`` and ``!`` lines in column 1
 are comments (Pearson/BLAST conventions) and CRLF endings are normalised.
@@ -12,7 +13,7 @@ import gzip
 import io
 import os
 import zlib
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from Bio.SeqIO.FastaIO import SimpleFastaParser
 
@@ -27,6 +28,7 @@ __all__ = [
     "binary_content",
     "split_records",
     "describe_char",
+    "text_source",
     "HEAD_BYTES",
 ]
 
@@ -164,3 +166,76 @@ def split_records(lines: Iterable[str]) -> tuple[TrackedLines, list[tuple[str, s
 def describe_char(ch: str) -> str:
     """``ch`` quoted for an error message, or its byte value when it is not printable."""
     return repr(ch) if ch.isprintable() else f"non-printable byte 0x{ord(ch):02x}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Sources: a file, or a byte range of a database file
+
+
+class _Span(io.RawIOBase):
+    """``size`` bytes of an open binary file from ``start`` on, as a read-only stream."""
+
+    def __init__(self, fh, start: int, size: int):
+        self._fh, self._left = fh, int(size)
+        fh.seek(int(start))
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self._left)
+        if n <= 0:
+            return 0
+        data = self._fh.read(n)
+        buffer[: len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def _span_text(db: str, start: int, size: int, name: str) -> io.TextIOBase:
+    raw: io.BufferedIOBase = io.BufferedReader(_Span(open(db, "rb"), start, size))
+    if is_gzip(name):
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+
+
+def text_source(path, span=None, name: str | None = None, what: str | None = None) -> tuple[str, Callable]:
+    """``(label, opener)`` of a text file, or of the ``span = (start, size)`` bytes of a database file
+    ``path`` that hold a file named ``name`` (its suffix says whether it is gzip-compressed).
+    ``opener()`` returns a new text handle (as :func:`open_text`); ``label`` is ``path``, or
+    ``<path>[<name>]`` for a span.
+
+    Raises:
+        InputError: the file (or span) is missing, lies outside the database file, or is not text
+            (:func:`check_file` for a file); ``what`` names the expected content in the message
+            (default: "text" for a file, "an alignment" for a span).
+    """
+    if span is None:
+        path = check_file(path) if what is None else check_file(path, what)
+        return path, lambda: open_text(path)
+    db = os.fspath(path)
+    start, size = (int(v) for v in span)
+    label = f"{db}[{name}]"
+    try:
+        total = os.path.getsize(db)
+    except OSError as exc:
+        raise InputError(f"alignment database file cannot be read ({exc.strerror or exc})", file=db) from exc
+    if start < 0 or size < 0 or start + size > total:
+        raise InputError(
+            f"{name} at bytes {start}+{size} lies outside the database file ({total} bytes): "
+            "the index does not belong to these .db files; rebuild them together",
+            file=db,
+        )
+    try:
+        with _span_text(db, start, size, name or "") as handle:
+            head = handle.buffer.read(HEAD_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"stored file cannot be read ({exc})", file=label) from exc
+    why = binary_content(head)
+    if why:
+        raise InputError(f"{why}; expected {what or 'an alignment'}", file=label)
+    return label, lambda: _span_text(db, start, size, name or "")

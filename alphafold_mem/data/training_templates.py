@@ -3,7 +3,9 @@ files kept in the chain's alignment folder, through the prediction path's
 :func:`~.templates_from_hits.templates_from_hit_file` (same checks, same mmCIF lookup).
 
 * Hit file: the first of ``pdb70_hits.hhr``, ``hmm_output.sto``, ``pdb_hits.sto`` present in the
-  folder (:data:`HIT_FILES`; AF2 v2.0 HHsearch, AF2 v2.3 hmmsearch, our search's name).
+  folder (:data:`HIT_FILES`; AF2 v2.0 HHsearch, AF2 v2.3 hmmsearch, our search's name), or, for a
+  chain whose alignments are in OpenFold's alignment database (:mod:`.alignment_db`), the first of
+  them among its stored files, read by seek (:class:`HitFile`); the same hits either way.
 * Date cut-off: the earlier of ``--max-template-date`` and the training chain's own release date
   minus 60 days (AF2 ``TemplateHitFeaturizer.get_templates``), so no template released after its
   target is used; a chain without a release date uses ``--max-template-date`` alone.
@@ -11,8 +13,10 @@ files kept in the chain's alignment folder, through the prediction path's
 * Training (OpenFold ``data.train``: ``shuffle_top_k_prefiltered`` 20, ``max_template_hits`` 4,
   ``subsample_templates``): the first 20 hits (in the file's rank order) are shuffled, hits are
   checked in that order until 4 pass, and then a uniformly drawn number ``k`` in ``0..n`` of the ``n``
-  passing templates is kept, in random order (OpenFold ``random_crop_to_size``). Evaluation: the
-  first 4 passing hits in rank order.
+  passing templates is kept, in random order (OpenFold ``data_transforms.random_crop_to_size``:
+  ``templates_crop_start = randint(0, n)`` inclusive, ``n - start`` templates kept). So a chain with
+  ``n`` usable templates trains without any in 1 draw of ``n + 1`` on average, as in OpenFold.
+  Evaluation: the first 4 passing hits in rank order.
 
 The template features are built on the full chain and cropped with the sample by
 :func:`~.features.make_features`.
@@ -34,8 +38,10 @@ from .templates_from_hits import TemplateSelection, select_templates
 
 __all__ = [
     "HIT_FILES",
+    "HitFile",
     "TemplateSource",
     "find_hit_file",
+    "find_stored_hit_file",
     "template_cutoff",
     "subsample_templates",
     "training_templates",
@@ -79,6 +85,27 @@ class TemplateSource:
         template_cutoff(self.max_template_date, None)  # a bad date fails at start-up
 
 
+@dataclass(frozen=True)
+class HitFile:
+    """A chain's template hit file: the file ``path``, or (``span`` given) the ``span = (start, size)``
+    bytes of the alignment database shard ``path`` that hold the file ``name``."""
+
+    path: Path
+    name: str
+    span: Optional[tuple[int, int]] = None
+
+    def __str__(self) -> str:
+        return str(self.path) if self.span is None else f"{self.path}[{self.name}]"
+
+    def read(self, query_length: int) -> list:
+        """The hits (:func:`~.template_hits.read_template_hits`), mapped onto ``query_length`` residues.
+
+        Raises:
+            InputError: the file or stored bytes cannot be read or parsed.
+        """
+        return read_template_hits(self.path, query_length, span=self.span, name=self.name)
+
+
 def find_hit_file(folder: str | os.PathLike | None) -> Optional[Path]:
     """The chain's template hit file (:data:`HIT_FILES`, first found), or None."""
     if folder is None:
@@ -88,6 +115,21 @@ def find_hit_file(folder: str | os.PathLike | None) -> Optional[Path]:
         if path.is_file():
             return path
     return None
+
+
+def find_stored_hit_file(db: str | os.PathLike, files) -> Optional[HitFile]:
+    """The template hit file among a chain's files in an alignment database shard ``db`` (``files``:
+    the index's ``[[name, start, size], ...]``; :data:`HIT_FILES` order, first found), or None."""
+    where = {f[0]: (int(f[1]), int(f[2])) for f in files}
+    name = next((n for n in HIT_FILES if n in where), None)
+    return None if name is None else HitFile(Path(db), name, where[name])
+
+
+def _hit_file(where) -> Optional[HitFile]:
+    if where is None or isinstance(where, HitFile):
+        return where
+    path = find_hit_file(where)
+    return None if path is None else HitFile(path, path.name)
 
 
 def _date(text: Optional[str]) -> Optional[_dt.date]:
@@ -115,8 +157,9 @@ def template_cutoff(max_template_date: Optional[str], release_date: Optional[str
 
 
 def subsample_templates(templates: list, rng: np.random.Generator) -> list:
-    """OpenFold ``random_crop_to_size`` with ``subsample_templates``: a uniformly drawn start
-    ``s`` in ``0..n``, a random order, and the first ``n - s`` templates of that order."""
+    """OpenFold ``data_transforms.random_crop_to_size`` with ``subsample_templates``: a uniformly
+    drawn start ``s`` in ``0..n`` (both ends included), a random order, and the first ``n - s``
+    templates of that order. ``s = n`` keeps none: probability ``1 / (n + 1)``, as in OpenFold."""
     n = len(templates)
     start = int(rng.integers(0, n + 1))
     order = rng.permutation(n)
@@ -125,7 +168,7 @@ def subsample_templates(templates: list, rng: np.random.Generator) -> list:
 
 def training_templates(
     sequence: str,
-    folder: str | os.PathLike | None,
+    where: HitFile | str | os.PathLike | None,
     release_date: Optional[str],
     source: TemplateSource,
     *,
@@ -137,15 +180,17 @@ def training_templates(
     """``(templates, selection)`` for one chain: ``(chain, mapping)`` pairs ready for
     :func:`~.features.make_features` and the per-hit choices (None without a hit file).
 
-    An unreadable hit file gives no templates (the prediction path's rule); ``log`` receives its
-    warning line and the dropped hits.
+    ``where`` is the chain's alignment folder (its hit file found by :func:`find_hit_file`), a
+    :class:`HitFile` (e.g. from :func:`find_stored_hit_file`), or None (no templates). An unreadable
+    hit file gives no templates (the prediction path's rule); ``log`` receives its warning line and
+    the dropped hits.
     """
-    path = find_hit_file(folder)
-    if path is None:
+    hit_file = _hit_file(where)
+    if hit_file is None:
         return [], None
     log = log or (lambda line: None)
     try:
-        hits = read_template_hits(path, len(sequence))
+        hits = hit_file.read(len(sequence))
     except (InputError, OSError) as exc:
         log(f"warning: {' '.join(str(exc).split())}; training this chain without templates")
         return [], None
