@@ -5,12 +5,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast demo clean-venv
+.PHONY: install test test-fast demo docs benchmarks clean-venv
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,6 +26,17 @@ test-fast: install
 demo: install
 	$(VENV)/bin/alphafold-mem predict data/fasta/per_entry/1lcd.fasta \
 		--msa data/alignments/1lcd_A/jackhmmer_pool.a3m --out out/demo
+
+# The documentation site (mkdocs.yml) into site/; any warning fails the build (tests/test_docs_build.py too).
+docs: install
+	$(VENV)/bin/mkdocs build --strict
+
+# Regenerate docs/benchmarks/*.md from the benchmark scripts: MODE=quick (small sizes, minutes on a CPU)
+# or MODE=full (the scripts' documented sizes); PAGES=memory,dap,... for some pages only.
+MODE ?= quick
+PAGES ?=
+benchmarks: install
+	$(PY) scripts/make_benchmarks.py --mode $(MODE) $(if $(PAGES),--pages $(PAGES))
 
 clean-venv:
 	rm -rf $(VENV)
