@@ -6,8 +6,16 @@ Per technique: the loss of every step (the AF2 loss as trained, times sqrt(crop 
 relative deviation from the reference curve; the median step time; the held-out lDDT-Cα after the K
 steps (the trained weights, not the EMA: K is too small for an average to move); and the peak of one
 training step (forward, AF2 loss, backward) by the storage counter, on the first training batch
-after the K steps. Techniques map onto training as :mod:`.techniques` says: ``precision=bf16`` is
-the trainer's ``bf16-mixed``, the policy's own precision stays fp32.
+after the K steps that holds a template (of the first :data:`TEMPLATE_SEARCH_BATCHES`; else the first
+batch). Techniques map onto training as :mod:`.techniques` says: ``precision=bf16`` is the trainer's
+``bf16-mixed``, the policy's own precision stays fp32.
+
+Templates are trained as ``alphafold-mem train`` trains them (:mod:`alphafold_mem.data.training_templates`):
+hit files in the training data's alignment folders (``pdb70_hits.hhr``, ``hmm_output.sto``,
+``pdb_hits.sto``), template mmCIFs from ``<train data>/templates/`` when present, else from its
+structure folder (``mmcif/`` or ``pdb_mmcif/``, as OpenFold trains with its mmCIF directory as the
+template directory); :func:`template_options`. The rows say how many chains had a hit file and how
+many templates the measured batch held; a chain without hits trains with one masked placeholder.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ from lightning.pytorch.callbacks import Callback
 from ..memory import track_peak
 from ..train import AF2DataModule, AlphaFoldLightning, TrainConfig, build_trainer, evaluate_lddt
 from ..train.config import DEFAULT_HELD_OUT
+from ..train.data_module import DataOptions
 from .results import ResultStore, row
 from .techniques import TRAINER_PRECISION, Technique
 
-__all__ = ["StepRecorder", "TrainingRun", "run_training", "train_config"]
+__all__ = ["StepRecorder", "TrainingRun", "run_training", "template_options", "train_config"]
 
 SECTION = "training"
+#: Training batches searched for one holding a template, for the peak measurement.
+TEMPLATE_SEARCH_BATCHES = 16
 
 
 class StepRecorder(Callback):
@@ -57,6 +68,15 @@ def train_config(seed: int = 0, lr: float = 1e-3) -> TrainConfig:
     return TrainConfig(lr=lr, warmup_steps=0, seed=seed, held_out=DEFAULT_HELD_OUT, val_every_steps=0)
 
 
+def template_options(data_dir: Path) -> DataOptions:
+    """The training templates ``data_dir`` gives (see the module docstring): :class:`DataOptions`
+    with its template mmCIF folder, or without templates when it has no mmCIF folder."""
+    data_dir = Path(data_dir)
+    own = data_dir / "templates"
+    found = [own] if own.is_dir() else [data_dir / d for d in ("mmcif", "pdb_mmcif") if (data_dir / d).is_dir()]
+    return DataOptions(template_mmcif_dirs=tuple(str(d) for d in found))
+
+
 @dataclass
 class TrainingRun:
     """What the training section needs."""
@@ -71,11 +91,33 @@ class TrainingRun:
     seed: int = 0
     device: str = "cpu"
     tick: Callable[..., None] = lambda label, advance=True: None
+    data_options: Optional[DataOptions] = None  # None: template_options(data_dir)
 
 
-def _tracked_step(module: AlphaFoldLightning, dm: AF2DataModule, precision: str, device: str) -> int:
-    """Storage-counter peak of one training step (forward, AF2 loss, backward) on the first batch."""
-    batch = next(iter(dm.train_dataloader())).to(torch.device(device))
+def _measured_batch(dm: AF2DataModule):
+    """The first training batch holding a template among the first :data:`TEMPLATE_SEARCH_BATCHES`
+    (the first batch when none does, without templates, or when no training chain has a hit file)."""
+    ds, first = dm.train_set, None
+    search = ds.templates is not None and any(ds.hit_file(e) is not None for e in ds.entries)
+    if search:
+        dm.max_steps = max(dm.max_steps, TEMPLATE_SEARCH_BATCHES)  # one loader pass covers the search
+    for k, batch in enumerate(dm.train_dataloader()):
+        if first is None:
+            first = batch
+        if not search:
+            break
+        if batch.features["template_mask"].sum() > 0:
+            return batch
+        if k + 1 >= TEMPLATE_SEARCH_BATCHES:
+            break
+    return first
+
+
+def _tracked_step(module: AlphaFoldLightning, dm: AF2DataModule, precision: str, device: str) -> tuple[int, int]:
+    """``(peak bytes, templates in the batch)``: the storage-counter peak of one training step
+    (forward, AF2 loss, backward) on :func:`_measured_batch`."""
+    batch = _measured_batch(dm).to(torch.device(device))
+    templates = int(batch.features["template_mask"][..., 0].sum()) if "template_mask" in batch.features else 0
     model = module.model.train()
     model.zero_grad(set_to_none=True)
     autocast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
@@ -86,11 +128,26 @@ def _tracked_step(module: AlphaFoldLightning, dm: AF2DataModule, precision: str,
             loss, _ = module.loss_fn(out, feats)
         loss.backward()
     model.zero_grad(set_to_none=True)
-    return mem.peak
+    return mem.peak, templates
 
 
-def _one(run: TrainingRun, t: Technique, tmp: Path) -> tuple[StepRecorder, Optional[float], int, str]:
-    """Train ``t`` for ``run.steps`` steps: (recorder, held-out lDDT-Cα, step peak, trainer precision)."""
+def _template_note(dm: AF2DataModule, templates: int) -> str:
+    """What the measured step saw of the template stack, for the peak row."""
+    ds = dm.train_set
+    if ds.templates is None:
+        return "no templates (the model has no template stack, or the training data no mmCIF folder)"
+    with_hits = sum(ds.hit_file(e) is not None for e in ds.entries)
+    return (
+        f"measured on a batch holding {templates} template(s); "
+        f"{with_hits} of {len(ds.entries)} training chains have a template hit file"
+    )
+
+
+def _one(
+    run: TrainingRun, t: Technique, tmp: Path, options: DataOptions
+) -> tuple[StepRecorder, Optional[float], tuple[int, str], str]:
+    """Train ``t`` for ``run.steps`` steps: (recorder, held-out lDDT-Cα, (step peak, what it saw of the
+    templates), trainer precision)."""
     import lightning as L  # heavy: Lightning takes seconds to import; only the training section needs it
 
     precision = TRAINER_PRECISION[t.policy.precision]
@@ -98,7 +155,9 @@ def _one(run: TrainingRun, t: Technique, tmp: Path) -> tuple[StepRecorder, Optio
     tc = train_config(run.seed)
     module = AlphaFoldLightning(run.model_config, tc, t.policy.replace(precision="fp32"))
     module.model.load_state_dict(run.state_dict)
-    dm = AF2DataModule(run.data_dir, run.model_config, tc, cache_dir=run.cache_dir, max_steps=run.steps)
+    dm = AF2DataModule(
+        run.data_dir, run.model_config, tc, cache_dir=run.cache_dir, max_steps=run.steps, options=options
+    )
     rec = StepRecorder()
     trainer = build_trainer(
         tmp / t.name.replace("/", "_"),
@@ -119,14 +178,15 @@ def _one(run: TrainingRun, t: Technique, tmp: Path) -> tuple[StepRecorder, Optio
         held = None
         if dm.val_set is not None and len(dm.val_set):
             held = evaluate_lddt(module.model, dm.val_set)["lddt_ca"]
-        peak = _tracked_step(module, dm, precision, run.device)
-    return rec, held, peak, precision
+        peak, templates = _tracked_step(module, dm, precision, run.device)
+    return rec, held, (peak, _template_note(dm, templates)), precision
 
 
 def run_training(run: TrainingRun, techniques: Sequence[Technique]) -> None:
     """The training grid: one row group per technique, the reference first (the deviation needs its
     curve); rows go to ``run.store`` as each technique finishes."""
     ref_curve: list[float] = []
+    options = run.data_options if run.data_options is not None else template_options(run.data_dir)
     for t in techniques:
         policy = t.policy_json()
         reason = t.skip_reason(SECTION, run.device)
@@ -142,7 +202,7 @@ def run_training(run: TrainingRun, techniques: Sequence[Technique]) -> None:
         run.tick(f"train {t.name}")
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                rec, held, peak, precision = _one(run, t, Path(tmp))
+                rec, held, (peak, template_note), precision = _one(run, t, Path(tmp), options)
         except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
             run.store.add(
                 [
@@ -161,7 +221,12 @@ def run_training(run: TrainingRun, techniques: Sequence[Technique]) -> None:
             ref_curve = rec.losses
         common = dict(
             policy={**policy, "trainer_precision": precision},
-            config={**run.config, "steps": run.steps, "train_config": train_config(run.seed).to_dict()},
+            config={
+                **run.config,
+                "steps": run.steps,
+                "train_config": train_config(run.seed).to_dict(),
+                "template_mmcif_dirs": list(options.template_mmcif_dirs),
+            },
         )
         rows = [row(SECTION, t.name, "train", "loss", v, step=i + 1, **common) for i, v in enumerate(rec.losses)]
         devs = [abs(a - b) / abs(b) for a, b in zip(rec.losses, ref_curve) if b]
@@ -184,7 +249,7 @@ def run_training(run: TrainingRun, techniques: Sequence[Technique]) -> None:
                 **common,
                 reason=f"median of {len(rec.seconds)} steps (the first includes warm-up)",
             ),
-            row(SECTION, t.name, "train", "train_peak_bytes", peak, **common),
+            row(SECTION, t.name, "train", "train_peak_bytes", peak, **common, reason=template_note),
             row(
                 SECTION,
                 t.name,
