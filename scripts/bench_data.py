@@ -6,7 +6,8 @@ for the second chain of each 2Q2K copy, a ``chain_data_cache.json`` and an align
 by ``alphafold-mem alignment-db``), then prints one table:
 
 * index build (``build_chain_index``, from scratch) per worker count: median wall time of
-  ``--repeats`` runs, CPU time (this process + workers), and the ratio to one worker;
+  ``--repeats`` runs (interleaved: repeat 1 of every worker count, then repeat 2, ...), CPU time
+  (this process + workers), and the ratio to one worker, with every run listed;
 * an incremental rebuild after adding 1 % more structures;
 * start-up from a built index of ``--startup-chains`` chains (index entries replicated under new
   names): CPU seconds of ``ChainIndex.load`` + ``ProteinChainDataset``, in a fresh process;
@@ -102,6 +103,7 @@ def build(tree: Path, out: Path, workers: int, via_db: bool = False):
         )
     wall, main_cpu, kids = time.perf_counter() - t0, _cpu() - c0, _cpu(resource.RUSAGE_CHILDREN) - k0
     critical = main_cpu + (max(index.worker_cpu.values(), default=0.0) if workers > 1 else 0.0)
+    index.main_cpu = main_cpu  # type: ignore[attr-defined]  # the serial part: this process's CPU s
     return index, wall, main_cpu + kids, critical
 
 
@@ -173,24 +175,28 @@ def main(argv=None) -> int:
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         head = f"{'measure':<52} {'wall s':>9} {'CPU s':>9} {'ratio':>7} {'crit. CPU s':>12} {'ratio':>7}"
         print(head)
-        base = None
+        runs: dict[int, list] = {w: [] for w in args.workers}
         last = None
-        for w in args.workers:
-            runs = []
-            for r in range(args.repeats):
+        for r in range(args.repeats):  # interleaved: the machine's load changes alike for every worker count
+            for w in args.workers:
                 out = tmp / f"index_w{w}_r{r}"
                 shutil.rmtree(out, ignore_errors=True)
                 index, wall, cpu, crit = build(tree, out, w)
-                runs.append((wall, cpu, crit))
-                last = out
-            wall, cpu, crit = (statistics.median(x[j] for x in runs) for j in range(3))
+                runs[w].append((wall, cpu, crit, index.main_cpu))
+                if w == args.workers[-1]:
+                    last = out
+        base = None
+        for w in args.workers:
+            wall, cpu, crit = (statistics.median(x[j] for x in runs[w]) for j in range(3))
             base = base or (wall, crit)
             label = f"index build, {w} worker(s), median of {args.repeats}"
             print(
                 f"{label:<52} {wall:>9.2f} {cpu:>9.2f} {wall / base[0]:>7.2f} {crit:>12.2f} {crit / base[1]:>7.2f}",
                 flush=True,
             )
-            print(f"  runs (wall s): {', '.join(f'{x[0]:.2f}' for x in runs)}")
+            print(f"  runs (wall s): {', '.join(f'{x[0]:.2f}' for x in runs[w])}")
+            print(f"  runs (crit. CPU s): {', '.join(f'{x[2]:.2f}' for x in runs[w])}")
+            print(f"  runs (this process's CPU s, the serial part): {', '.join(f'{x[3]:.2f}' for x in runs[w])}")
         extra = max(1, n_struct // 100)
         make_tree(tree, extra * 1, start=n_struct)
         _, wall, cpu, _ = build(tree, last, args.workers[-1])
