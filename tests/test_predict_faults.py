@@ -33,6 +33,7 @@ from alphafold_mem.predict.progress import ForwardProgress
 from alphafold_mem.predict.signals import Interrupted, handle_signals
 from alphafold_mem.predict.signals import _handler as _run_handler
 from alphafold_mem.weights import save_checkpoint
+from tests.predict_cli import predict_args
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "b": "SRVVNQASHVSAKTREKVEAAMAE", "c": "LNYIPNRMKPVTLYDV"}
@@ -52,21 +53,7 @@ def tiny(tmp_path_factory):
 
 
 def _args(tiny: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "predict",
-        str(tiny / "three.fasta"),
-        "--out",
-        str(out),
-        "--weights",
-        str(tiny / "tiny.ckpt"),
-        "--device",
-        "cpu",
-        "--single-sequence",
-        "--num-recycles",
-        "0",
-        "--no-track-memory",
-        *extra,
-    ]
+    return predict_args(tiny / "three.fasta", out, tiny / "tiny.ckpt", *extra)
 
 
 def _state(out: Path, name: str) -> str:
@@ -192,6 +179,71 @@ def test_disk_full_fails_targets_in_one_line_and_keeps_earlier_outputs(tiny, tmp
         )
     assert any("writing timings.json" in ln or f"cannot write {out / 'timings.json'}" in ln for ln in errors)
     assert "status" in err and "2 of 3 target(s) rejected or failed" in err  # the summary still comes
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(out.iterdir()) if f.is_file() and f.suffix != ".lock"}
+
+
+def test_a_failed_overwrite_keeps_the_previous_result(tiny, tmp_path, monkeypatch, capsys):
+    """--overwrite stages a target's new files and swaps them in only when all are written: a write
+    failing at target b's fifth file leaves b's previous result whole; a and c are replaced."""
+    out = tmp_path / "out"
+    assert main(_args(tiny, out, "--seed", "0")) == 0
+    before = _files(out)
+    real_fsync = af_io._fsync
+
+    def full(path):
+        if os.path.basename(path).startswith(".b_pae.png."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(path)
+
+    monkeypatch.setattr(af_io, "_fsync", full)
+    capsys.readouterr()
+    code = main(_args(tiny, out, "--seed", "1", "--overwrite"))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert any(
+        "record 'b'" in ln and f"cannot write {out / 'b'}_pae.png (No space left on device)" in ln
+        for ln in _error_lines(err)
+    )
+    after = _files(out)
+    assert {n: after[n] for n in after if n.startswith("b")} == {n: before[n] for n in before if n.startswith("b")}
+    assert [_state(out, n) for n in RECORDS] == ["complete"] * 3
+    seeds = {n: json.loads((out / f"{n}_scores.json").read_text())["seed"] for n in RECORDS}
+    assert seeds == {"a": 1, "b": 0, "c": 1}
+    assert not list(out.glob(".*.tmp"))
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real tmpfs of 1 MiB where this process may mount one."""
+    d = tmp_path / "tmpfs"
+    d.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)]).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield d
+    subprocess.run(["umount", str(d)])
+
+
+def test_an_overwrite_on_a_full_tmpfs_keeps_every_previous_result(tiny, small_tmpfs, capsys):
+    out = small_tmpfs / "out"
+    assert main(_args(tiny, out, "--seed", "0")) == 0
+    before = _files(out)
+    free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+    (small_tmpfs / "filler").write_bytes(b"\0" * (free - 8192))  # room for the lock file, not for a target
+    capsys.readouterr()
+    code = main(_args(tiny, out, "--seed", "1", "--overwrite"))
+    err = capsys.readouterr().err
+    assert code == 1
+    errors = _error_lines(err)
+    for name in RECORDS:
+        assert any(f"record '{name}'" in ln and "(No space left on device)" in ln for ln in errors), err
+    after = _files(out)
+    targets = [n for n in before if n != "timings.json"]  # the run's timings fit in what is left
+    assert len(targets) == 3 * len(SUFFIXES) and {n: after[n] for n in targets} == {n: before[n] for n in targets}
+    assert [_state(out, n) for n in RECORDS] == ["complete"] * 3
+    assert not list(out.glob(".*.tmp"))
 
 
 def test_read_only_out_fails_before_any_model_work(tiny, tmp_path, monkeypatch, capsys):

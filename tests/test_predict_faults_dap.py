@@ -18,6 +18,7 @@ import torch
 from alphafold_mem.config import model_config
 from alphafold_mem.model import AlphaFold
 from alphafold_mem.weights import save_checkpoint
+from tests.predict_cli import predict_command
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "short": "MK", "c": "LNYIPNRMKPVTLYDV"}
@@ -35,26 +36,7 @@ def tiny(tmp_path_factory):
 
 
 def _argv(tiny: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "alphafold_mem.cli",
-        "predict",
-        str(tiny / "three.fasta"),
-        "--out",
-        str(out),
-        "--weights",
-        str(tiny / "tiny.ckpt"),
-        "--device",
-        "cpu",
-        "--single-sequence",
-        "--num-recycles",
-        "0",
-        "--no-track-memory",
-        "--dap",
-        "2",
-        *extra,
-    ]
+    return predict_command(tiny / "three.fasta", out, tiny / "tiny.ckpt", "--dap", "2", *extra)
 
 
 def _ranks(launcher: int) -> list[int]:

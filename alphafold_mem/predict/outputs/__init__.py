@@ -2,17 +2,21 @@
 
 Every writer takes plain numpy arrays (atom37 layout, Å; pLDDT on 0-100) and writes one file
 atomically (:func:`alphafold_mem.io.atomic_write`), so an interrupted run never leaves a half-written
-output; :func:`write_target_outputs` writes all files of one target, all or none: a signal is
-held until they are all in place (:func:`alphafold_mem.predict.signals.deferred`), and a failed write
-(no space, read-only) removes the files of the target already written, so a target is either complete
-under its final names or absent.
+output. :func:`write_target_outputs` writes all files of one target, all or none: they are first
+written into a staging directory next to them (``.<name>.<random>.tmp``) and renamed into place only
+when every one is complete, so a failed write (no space, read-only) or a signal leaves the target as
+it was (absent, or the previous result under ``--overwrite``); a signal is held while the files are
+renamed (:func:`alphafold_mem.predict.signals.deferred`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 
+from ...io import WriteError
 from ...version import __version__
 from .. import signals
 from ..provenance import check_still_ours
@@ -34,32 +38,66 @@ def output_paths(out_dir: str, name: str, with_pae: bool) -> dict[str, str]:
 
 def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: dict, method: str) -> None:
     """Write every output file of one target (paths from :func:`output_paths`), all or none (module
-    docstring); the scores JSON is written last, so its presence marks the target as finished.
+    docstring): the files are staged, then renamed into place with the scores JSON last, so its presence
+    marks the target as finished. A previous result's scores JSON is removed before the renames, and its
+    files that this result does not have (a PAE of another model) after them.
 
     Raises:
-        alphafold_mem.io.WriteError: a file could not be written (the target's new files are removed).
+        alphafold_mem.io.WriteError: a file could not be written (named by its final path); the
+            target's files are as they were.
         alphafold_mem.predict.targets.PredictError: another run wrote this target with other inputs or
             options since this run started (:func:`~alphafold_mem.predict.provenance.check_still_ours`).
     """
     check_still_ours(t, paths["scores"])
-    written: list[str] = []
+    final = paths["scores"]
+    name = os.path.basename(final)[: -len("_scores.json")]
+    directory = os.path.dirname(os.path.abspath(final))
     with signals.deferred():
         try:
-            _write_all(paths, t, out, scores, method, written)
-        except BaseException:
-            for path in written:
-                with contextlib.suppress(OSError):
+            os.makedirs(directory, exist_ok=True)
+            stage = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise WriteError(exc.errno, exc.strerror, paths["pdb"]) from exc
+        try:
+            staged = {k: os.path.join(stage, os.path.basename(p)) for k, p in paths.items()}
+            try:
+                _write_all(staged, t, out, scores, method)
+            except WriteError as exc:  # named by the staged path: name the final one
+                where = next((paths[k] for k, p in staged.items() if p == exc.filename), exc.filename)
+                raise WriteError(exc.errno, exc.strerror, where) from exc
+            _swap_in(staged, paths)
+            stale = set(output_paths(directory, name, with_pae=True).values()) - {
+                os.path.abspath(p) for p in paths.values()
+            }
+            for path in stale:  # a previous result's file this one does not have
+                with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
-            raise
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
-def _write_all(paths: dict[str, str], t: Target, out: dict, scores: dict, method: str, written: list) -> None:
+def _swap_in(staged: dict[str, str], paths: dict[str, str]) -> None:
+    """Rename the staged files into place, the scores JSON last (the previous one removed first, so no
+    moment shows a previous scores JSON beside new files); on a failed rename the target's files are
+    removed (absent rather than mixed)."""
+    key = "scores"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(paths["scores"])
+        for key in [k for k in staged if k != "scores"] + ["scores"]:
+            os.replace(staged[key], paths[key])
+    except OSError as exc:
+        for path in paths.values():
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        raise WriteError(exc.errno, exc.strerror, paths[key]) from exc
+
+
+def _write_all(paths: dict[str, str], t: Target, out: dict, scores: dict, method: str) -> None:
     aatype, mask = out["aatype"], out["final_atom_mask"]
     pos, plddt = out["final_atom_positions"], out["plddt"]
     remarks = [f"target {t.name}: {t.description[:200]}", method]
-    written.append(paths["pdb"])  # listed before each write: a failed one leaves the old file or none
     write_pdb(paths["pdb"], t.name, aatype, pos, mask, plddt, remarks=remarks)
-    written.append(paths["cif"])
     write_modelcif(
         paths["cif"],
         t.name,
@@ -72,15 +110,11 @@ def _write_all(paths: dict[str, str], t: Target, out: dict, scores: dict, method
         software_version=__version__,
         method_details=method,
     )
-    written.append(paths["plddt_png"])
     plot_plddt(paths["plddt_png"], plddt, title=t.name)
     if "pae_json" in paths:
         pae, max_pae = out["predicted_aligned_error"], out["max_predicted_aligned_error"]
-        written.append(paths["pae_json"])
         write_json(paths["pae_json"], pae_json(pae, max_pae), indent=None)
-        written.append(paths["pae_png"])
         plot_pae(paths["pae_png"], pae, max_pae, title=t.name)
-    written.append(paths["scores"])
     write_json(paths["scores"], scores, flat=True)  # last: its presence marks the target as finished
 
 
