@@ -131,6 +131,11 @@ TEST_CPU = "ALPHAFOLD_MEM_TEST_CPU"
 TEST_CPU_FILE = "ALPHAFOLD_MEM_TEST_CPU_FILE"
 _CPU_START = {}
 _CPU_SECONDS = {}
+# Only the outermost session reports: a pytest run that a test starts (scripts/gpu_check.py --dry runs
+# tests/test_kernels_cuda.py) inherits the variables, but its CPU time is already its parent test's.
+_CPU_ROOT = "_ALPHAFOLD_MEM_TEST_CPU_ROOT"  # the pid of the outermost pytest process
+os.environ.setdefault(_CPU_ROOT, str(os.getpid()))
+_CPU_REPORTS = os.environ.get(TEST_CPU) == "1" and os.environ[_CPU_ROOT] in (str(os.getpid()), str(os.getppid()))
 
 
 def _cpu_seconds():
@@ -142,7 +147,7 @@ def _cpu_seconds():
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    if os.environ.get(TEST_CPU) == "1":
+    if _CPU_REPORTS:
         _CPU_START[item.nodeid] = _cpu_seconds()
     yield
 
@@ -168,7 +173,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _CPU_SECONDS:
+    if not _CPU_REPORTS or not _CPU_SECONDS:
         return
     ranked = sorted(_CPU_SECONDS.items(), key=lambda kv: -sum(kv[1]))
     total = sum(sum(v) for v in _CPU_SECONDS.values())
