@@ -16,6 +16,8 @@ from alphafold_mem.config import model_config
 from alphafold_mem.data import ChainIndex, ProteinChainDataset, build_chain_index
 from alphafold_mem.data.alignment_db import AlignmentDb, write_alignment_db
 
+from .test_train_templates import HITS, write_hhr
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 STRUCTURES = ("102m", "1a8o", "1lcd", "2q2k")
 
@@ -34,8 +36,9 @@ def tree(tmp_path_factory) -> Path:
     """An OpenProteinSet-like tree from the shipped files.
 
     - 102m_A: its own folder; 1lcd_A: its MSA stored under 1lcd_X, listed with it in
-      duplicate_pdb_chains.txt; 2q2k_A: its MSA stored under 9zzz_A, found by sequence through
-      chain_data_cache.json (no alignment is opened for that); 1a8o_A: no alignment.
+      duplicate_pdb_chains.txt; 2q2k_A: its MSA and template hits (pdb70_hits.hhr) stored under
+      9zzz_A, found by sequence through chain_data_cache.json (no alignment is opened for that);
+      1a8o_A: no alignment.
     """
     if not all((DATA / "mmcif" / f"{s}.cif").is_file() for s in STRUCTURES):
         pytest.skip("data/ example set not shipped")
@@ -47,6 +50,7 @@ def tree(tmp_path_factory) -> Path:
     shutil.copytree(DATA / "alignments" / "102m_A", ali / "102m_A")
     shutil.copytree(DATA / "alignments" / "1lcd_A", ali / "1lcd_X")
     shutil.copytree(DATA / "alignments" / "2q2k_A", ali / "9zzz_A")
+    write_hhr(ali / "9zzz_A" / "pdb70_hits.hhr", "2q2k_A", _chain_seq("2q2k_A"), HITS)
     (root / "duplicate_pdb_chains.txt").write_text("1lcd_X 1lcd_A\n102m_A\n")
     cache = {
         "9zzz_A": {"release_date": "2000-01-01", "seq": _chain_seq("2q2k_A"), "resolution": 2.0, "cluster_size": 1},
@@ -205,9 +209,12 @@ def test_cli_alignment_db_index_and_train(tree, tmp_path):
     run = ["train", "--preset", "tiny", "--max-steps", "2", "--no-progress-bar", "--accelerator", "cpu"]
     run += ["--held-out", "1a8o", "--set", "num_recycles=0", "--set", "data.crop_size=16"]
     run += ["--set", "data.max_msa_clusters=4", "--num-workers", "0", "--out", str(tmp_path / "run")]
+    run += ["--template-mmcif-dir", str(tree / "pdb_mmcif")]  # 2q2k's hits are read from the database
     index_dir = tmp_path / "stable_index"
     rc = main([*run, "--mmcif-dir", str(tree / "pdb_mmcif"), *flags, "--index-dir", str(index_dir)])
     assert rc == 0 and (index_dir / "index.json").is_file()
+    report = json.loads((tmp_path / "run" / "data_report.json").read_text())
+    assert {n["item"] for n in report["notes"] if n["reason"] == "no template hit file"} == {"102m_A", "1lcd_A"}
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
     assert not (tmp_path / "run" / "chain_index").exists()  # the index lives in its own place, not under --out
 
