@@ -201,3 +201,24 @@ def test_devices_with_dap_is_refused_in_one_line(tmp_path, tiny_weights, capsys)
     ]
     assert main(["predict", str(fasta), "--out", str(tmp_path / "out"), "--devices", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --devices must be >= 1, got 0"
+
+
+def test_predict_runs_only_the_named_targets_and_reports_no_rejected_record(tmp_path, tiny_weights):
+    """``predict(targets=...)``, one rank's run: only the named valid targets are run and reported; the
+    inputs are read silently (the launcher reported the rejected record once)."""
+    records = {"t2": SEQUENCES["t2"], "bad": "MKV1LAG", "t3": SEQUENCES["t3"]}
+    fasta = _fasta(tmp_path / "three.fasta", records)
+    lines: list[str] = []
+    run = alphafold_mem.predict(
+        fasta,
+        tmp_path / "out",
+        weights=tiny_weights,
+        single_sequence=True,
+        num_recycles=0,
+        device="cpu",
+        log=lines.append,
+        targets=["t3"],
+    )
+    assert run.exit_code == 0 and [r.name for r in run.results] == ["t3"]
+    assert sorted(p for p in os.listdir(tmp_path / "out") if not p.startswith(".") and p.endswith(".pdb")) == ["t3.pdb"]
+    assert not any("bad" in line or line.startswith("error:") for line in lines), lines

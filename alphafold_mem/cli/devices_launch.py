@@ -40,7 +40,6 @@ from ..predict.devices import (
     PARTS_DIR,
     launcher_rank,
     merge,
-    only_targets,
     rank_part,
     read_part,
     shares,
@@ -101,28 +100,28 @@ def _collect(args: argparse.Namespace, log: Callable[[str], None]):
 
 def _predict_share(args: argparse.Namespace, names: list[str], device: str, log: Callable[[str], None]):
     """:func:`alphafold_mem.predict.predict` with the options of ``args``, on the targets ``names`` only."""
-    with only_targets(names, report_rejected=False):
-        return predict(
-            args.input,
-            args.out,
-            msa=args.msa,
-            msa_dir=args.msa_dir,
-            single_sequence=args.single_sequence,
-            weights=args.weights,
-            preset=args.preset,
-            num_recycles=args.num_recycles,
-            device=device,
-            seed=args.seed,
-            overwrite=args.overwrite,
-            memory_policy=predict_request(args),
-            track_memory=args.track_memory,
-            log=log,
-            debug=args.debug,
-            pipeline=pipeline_from_args(args, log),
-            min_msa_depth=args.min_msa_depth,
-            record_paths=args.record_paths,
-            recycle_early_stop_tolerance=getattr(args, "recycle_early_stop_tolerance", 0.0),
-        )
+    return predict(
+        args.input,
+        args.out,
+        msa=args.msa,
+        msa_dir=args.msa_dir,
+        single_sequence=args.single_sequence,
+        weights=args.weights,
+        preset=args.preset,
+        num_recycles=args.num_recycles,
+        device=device,
+        seed=args.seed,
+        overwrite=args.overwrite,
+        memory_policy=predict_request(args),
+        track_memory=args.track_memory,
+        log=log,
+        debug=args.debug,
+        pipeline=pipeline_from_args(args, log),
+        min_msa_depth=args.min_msa_depth,
+        record_paths=args.record_paths,
+        recycle_early_stop_tolerance=getattr(args, "recycle_early_stop_tolerance", 0.0),
+        targets=names,
+    )
 
 
 def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str, key: str) -> int:

@@ -7,9 +7,9 @@ one summary and ``timings.json`` made from the ranks' parts.
   of the Evoformer's work, ``N_res^2 * (N_seq + N_res)`` (:func:`target_cost`), with ``N_seq`` the
   MSA's distinct rows capped at the rows a model reads (:data:`MSA_ROWS_READ`). The shares depend
   only on the inputs, so every rank of a torchrun/SLURM job computes the same ones on its own.
-* **One rank's run** (:func:`only_targets`): :func:`alphafold_mem.predict.predict` on the whole
-  input, restricted to the rank's share; inputs are rejected (and reported) once, by the launcher or
-  rank 0, never by every rank.
+* **One rank's run**: :func:`alphafold_mem.predict.predict` on the whole input with ``targets=`` the
+  rank's share; inputs are rejected (and reported) once, by the launcher or rank 0, never by every
+  rank.
 * **Parts** (:func:`write_part`, :func:`wait_for_parts`): each rank writes
   ``<out>/.devices/rank<k>.json`` (its targets' results, seconds, exit status) when it ends; the
   merge (:func:`merge`) makes one :class:`~alphafold_mem.predict.runner.PredictionRun` (summary
@@ -19,14 +19,12 @@ one summary and ``timings.json`` made from the ranks' parts.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
 from dataclasses import asdict
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
-from . import runner
 from .outputs import write_json
 from .runner import PredictionRun, TargetResult
 from .targets import Target
@@ -36,7 +34,6 @@ __all__ = [
     "PARTS_DIR",
     "launcher_rank",
     "merge",
-    "only_targets",
     "part_path",
     "shares",
     "target_cost",
@@ -88,26 +85,6 @@ def launcher_rank(environ: Optional[dict] = None) -> Optional[tuple[int, int, st
     else:
         return None
     return (rank, world, key) if world > 1 else None
-
-
-@contextlib.contextmanager
-def only_targets(names: list[str], report_rejected: bool) -> Iterator[None]:
-    """Within the block, :func:`alphafold_mem.predict.predict` runs only the targets ``names`` (the
-    others are neither run nor reported); rejected inputs are reported (logged and in the results)
-    only when ``report_rejected``. For one rank's process, which runs nothing else meanwhile."""
-    original = runner.collect_targets
-    wanted = set(names)
-
-    def collect(inputs, msa=None, msa_dir=None, log=print, **kwargs):
-        quiet = log if report_rejected else (lambda line: None)
-        targets, rejected = original(inputs, msa, msa_dir, quiet, **kwargs)
-        return [t for t in targets if t.name in wanted], rejected if report_rejected else []
-
-    runner.collect_targets = collect
-    try:
-        yield
-    finally:
-        runner.collect_targets = original
 
 
 def part_path(out_dir: str, rank: int) -> str:

@@ -31,7 +31,7 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional
 
 import numpy as np
 import torch
@@ -114,6 +114,7 @@ def predict(
     dap: int = 1,
     recycle_early_stop_tolerance: float = 0.0,
     output_name: str = "{id}",
+    targets: Optional[Collection[str]] = None,
 ) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
@@ -158,6 +159,10 @@ def predict(
             JSON (``recycles_run``) and timings.json.
         output_name: the outputs' base name relative to ``out_dir``, with ``{id}`` for the target name
             (ensembles: ``"{id}/model_1_seed_0"``, :mod:`.ensemble`).
+        targets: run only the valid targets of these names (one ``--devices`` rank's share,
+            :mod:`alphafold_mem.cli.devices_launch`); reading the inputs logs nothing and rejected
+            records are not reported, as whoever chose the names checked and reported the inputs.
+            ``None``: every target, rejected inputs logged and reported.
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -185,9 +190,17 @@ def predict(
 
     # 1-2. Inputs, validated before any model work.
     searching = pipeline is not None and pipeline.searching  # then depth and Neff after the search
+    wanted = None if targets is None else set(targets)
     targets, rejected = collect_targets(
-        inputs, msa, msa_dir, log, single_sequence=single_sequence, min_msa_depth=0 if searching else min_msa_depth
+        inputs,
+        msa,
+        msa_dir,
+        log if wanted is None else (lambda line: None),
+        single_sequence=single_sequence,
+        min_msa_depth=0 if searching else min_msa_depth,
     )
+    if wanted is not None:
+        targets, rejected = [t for t in targets if t.name in wanted], []
     results = [
         TargetResult(name=x.name, length=x.length, status="invalid", message=x.message, order=x.order) for x in rejected
     ]
