@@ -35,6 +35,7 @@ import torch
 
 from ..binding import bind
 from ..memory import MemoryPolicy, track_peak
+from ..memory.host import MMAP_ENV
 from ..planner import batch_sizes
 from .chains import Chain, chain_features, experimental_chain
 from .planning import Planner, PlannerTimeout
@@ -42,12 +43,9 @@ from .results import ResultStore, row
 from .scores import DEVIATION_MEASURES, Prediction, accuracy, deviation
 from .techniques import Technique
 
-__all__ = ["InferenceRun", "MMAP_ENV", "run_inference", "forward"]
+__all__ = ["InferenceRun", "run_inference", "forward"]
 
 SECTION = "inference"
-#: Environment of the RSS worker: glibc serves blocks >= 64 KiB by mmap and unmaps them on free, so a
-#: block freed before the measured forward is not reused unseen from the heap.
-MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
 @dataclass
@@ -312,22 +310,38 @@ def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured
     """Peak-RSS growth per chain from one fresh subprocess (:mod:`.rss_worker`) per policy; a
     technique whose policy was measured already in this run reuses that process's numbers (its
     ``prepare`` hook, a weights perturbation, does not change memory and does not run there)."""
-    known = measured.get(t.policy, {})
-    if all(c.name in known for c in chains):
+
+    def rows(values: dict, config: Optional[dict], **fields) -> list[dict]:
         return [
             row(
                 SECTION,
                 t.name,
                 c.name,
                 "peak_rss_bytes",
-                known[c.name],
+                values.get(c.name),
                 n_res=c.n_res,
                 policy=t.policy_json(),
-                config={**run.config, **c.describe()},
-                reason="same policy as a row measured before in this run",
+                config=None if config is None else {**run.config, **c.describe(), **config},
+                **fields,
             )
             for c in chains
         ]
+
+    known = measured.get(t.policy, {})
+    if all(c.name in known for c in chains):
+        return rows(known, {}, reason="same policy as a row measured before in this run")
+    result, failure = _rss_worker(run, t, chains)
+    if failure:
+        return rows({}, None, status="failed", reason=failure)
+    measured.setdefault(t.policy, {}).update(result)
+    note = "measured without the technique's prepare hook" if t.perturbed else ""
+    measure = f"VmHWM growth, fresh process, MALLOC_MMAP_THRESHOLD_={MMAP_ENV['MALLOC_MMAP_THRESHOLD_']}"
+    return rows(result, {"measure": measure}, reason=note)
+
+
+def _rss_worker(run: InferenceRun, t: Technique, chains: Sequence[Chain]) -> tuple[dict, str]:
+    """``({chain name: peak-RSS growth in bytes}, "")`` from one :mod:`.rss_worker` process under
+    :data:`~alphafold_mem.memory.host.MMAP_ENV`, or ``({}, why it failed)``."""
     job = {
         "weights": run.weights,
         "policy": dataclasses.asdict(t.policy),
@@ -338,7 +352,6 @@ def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured
             for c in chains
         ],
     }
-    note = "measured without the technique's prepare hook" if t.perturbed else ""
     root = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,
@@ -358,36 +371,5 @@ def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured
         )
     if proc.returncode != 0:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        return [
-            row(
-                SECTION,
-                t.name,
-                c.name,
-                "peak_rss_bytes",
-                status="failed",
-                reason=f"RSS worker: {tail}"[:400],
-                n_res=c.n_res,
-                policy=t.policy_json(),
-            )
-            for c in chains
-        ]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    measured.setdefault(t.policy, {}).update(result)
-    return [
-        row(
-            SECTION,
-            t.name,
-            c.name,
-            "peak_rss_bytes",
-            result[c.name],
-            n_res=c.n_res,
-            policy=t.policy_json(),
-            config={
-                **run.config,
-                **c.describe(),
-                "measure": "VmHWM growth, fresh process, MALLOC_MMAP_THRESHOLD_=65536",
-            },
-            reason=note,
-        )
-        for c in chains
-    ]
+        return {}, f"RSS worker: {tail}"[:400]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), ""

@@ -1,6 +1,6 @@
 """Worker process of the second memory measure: the peak-RSS growth of one inference forward per chain
 (:func:`alphafold_mem.memory.host.rss_growth`), in a fresh process started by :mod:`.inference` with
-``MALLOC_MMAP_THRESHOLD_`` set low (:data:`.inference.MMAP_ENV`) and torch's huge-page switch set
+``MALLOC_MMAP_THRESHOLD_`` set low (:data:`alphafold_mem.memory.host.MMAP_ENV`) and torch's huge-page switch set
 as the command line sets it (:func:`alphafold_mem.hugepages.request_huge_pages`, before any tensor).
 
 ``python -m alphafold_mem.ablation.rss_worker JOB.json`` where the job holds ``weights``, ``policy``

@@ -19,8 +19,9 @@ the resident set (RSS), which is larger for three reasons, from the largest:
      instead of once per allocation.
    - ``release``: :func:`apply_malloc_remedy` fixes the threshold at 64 KiB (``M_MMAP_THRESHOLD``,
      which also turns the dynamic adjustment off) and trims the heap top on every free
-     (``M_TRIM_THRESHOLD`` 0): what ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0`` does
-     from the environment. Cost: one mmap/munmap pair and fresh zeroed pages per large allocation.
+     (``M_TRIM_THRESHOLD`` 0): what ``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0``
+     (:data:`MMAP_ENV`) does from the environment. Cost: one mmap/munmap pair and fresh zeroed pages
+     per large allocation.
 
    Measured (``scripts/compare_openfold.py --mode training``, our side; README "Training memory a
    machine sees"): in a training step at N_res 64, ``trim`` took 0.94-0.97x plain glibc's CPU time
@@ -86,6 +87,7 @@ __all__ = [
     "rss_growth",
     "DEFAULT_MALLOC",
     "MALLOC_SETTINGS",
+    "MMAP_ENV",
     "OPT_OUT_ENV",
 ]
 
@@ -95,6 +97,16 @@ DEFAULT_MALLOC = "trim"
 #: Seconds between two ``malloc_trim(0)`` calls of :func:`start_malloc_trim`.
 TRIM_PERIOD_S = 1.0
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
+#: ``release``'s glibc thresholds in bytes: blocks >= 64 KiB mmapped (unmapped on free), the heap top
+#: trimmed on every free.
+RELEASE_MMAP_THRESHOLD, RELEASE_TRIM_THRESHOLD = 65536, 0
+#: The same thresholds as glibc reads them from the environment at start-up: the environment of a
+#: process that measures the peak resident set (the ablation's RSS worker, ``benchmarks/standalone/rss.py``
+#: allocator ``mmap``), so a block freed before the measured call is not reused unseen from the heap.
+MMAP_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": str(RELEASE_MMAP_THRESHOLD),
+    "MALLOC_TRIM_THRESHOLD_": str(RELEASE_TRIM_THRESHOLD),
+}
 
 
 class _MallInfo2(ctypes.Structure):
@@ -136,7 +148,9 @@ def _declined(*needs: str) -> Optional[str]:
     return None
 
 
-def apply_malloc_remedy(mmap_threshold: int = 65536, trim_threshold: int = 0) -> str:
+def apply_malloc_remedy(
+    mmap_threshold: int = RELEASE_MMAP_THRESHOLD, trim_threshold: int = RELEASE_TRIM_THRESHOLD
+) -> str:
     """Make glibc return freed memory to the system (see the module docstring, point 1).
 
     Does nothing when ``ALPHAFOLD_MEM_MALLOC=default`` is set, when the user already set

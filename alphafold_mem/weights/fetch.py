@@ -89,6 +89,22 @@ _AF2_SOURCE = (
     "URL from DeepMind's scripts/download_alphafold_params.sh and README (github.com/google-deepmind/alphafold); "
     "no size or SHA-256 is published for the archive: the computed value is printed, pin it with --sha256"
 )
+
+
+def _af2_release(name: str, suffix: str) -> Release:
+    """The AF2 monomer models 1-5 whose file names end in ``suffix`` (``""`` or ``"_ptm"``), unpacked
+    from the one parameter archive."""
+    files = f"params_model_{{1..5}}{suffix}.npz"
+    return Release(
+        name,
+        "https://storage.googleapis.com/alphafold/",
+        (_AF2_TAR,),
+        members=(f"params_model_[1-5]{suffix}.npz", "LICENSE"),
+        source=_AF2_SOURCE,
+        description=f"AlphaFold2 monomer {'pTM ' if suffix else ''}models 1-5 ({files}, CC BY 4.0)",
+    )
+
+
 _OPENFOLD_FILES = (
     "finetuning_1.pt",
     "finetuning_2.pt",
@@ -104,22 +120,8 @@ _OPENFOLD_FILES = (
 )
 
 RELEASES = {
-    "af2": Release(
-        "af2",
-        "https://storage.googleapis.com/alphafold/",
-        (_AF2_TAR,),
-        members=("params_model_[1-5].npz", "LICENSE"),
-        source=_AF2_SOURCE,
-        description="AlphaFold2 monomer models 1-5 (params_model_{1..5}.npz, CC BY 4.0)",
-    ),
-    "af2-ptm": Release(
-        "af2-ptm",
-        "https://storage.googleapis.com/alphafold/",
-        (_AF2_TAR,),
-        members=("params_model_[1-5]_ptm.npz", "LICENSE"),
-        source=_AF2_SOURCE,
-        description="AlphaFold2 monomer pTM models 1-5 (params_model_{1..5}_ptm.npz, CC BY 4.0)",
-    ),
+    "af2": _af2_release("af2", ""),
+    "af2-ptm": _af2_release("af2-ptm", "_ptm"),
     "openfold": Release(
         "openfold",
         "https://huggingface.co/nz/OpenFold/resolve/main/",

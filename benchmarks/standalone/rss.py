@@ -23,22 +23,6 @@ from typing import Callable
 
 __all__ = ["ALLOCATORS", "MMAP_ENV", "host_module", "measure", "measure_rss"]
 
-#: Environment for a measuring process: glibc serves blocks >= 64 KiB by mmap and unmaps them on free
-#: (the same as ``alphafold_mem.ablation.inference.MMAP_ENV``, which this file cannot import; a test compares).
-MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-#: glibc settings of a measuring process's environment: ``default`` leaves the environment as it is
-#: (glibc's dynamic mmap threshold keeps freed large blocks in the heap; a process of ours then applies
-#: its own default, :func:`alphafold_mem.memory.host.apply_malloc_setting`, as ``train``/``predict``
-#: do: ``--malloc trim``); ``release`` is ``default`` with ours applying ``--malloc release`` (the
-#: fixed 64 KiB threshold, set from inside the process); ``glibc`` is ``default`` with ours opting out
-#: (``ALPHAFOLD_MEM_MALLOC=default``: plain glibc on both sides); ``mmap`` returns blocks above 64 KiB
-#: to the system at once, on both sides.
-ALLOCATORS = {
-    "default": {},
-    "release": {"ALPHAFOLD_MEM_MALLOC": "release"},
-    "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"},
-    "mmap": MMAP_ENV,
-}
 
 _HOST = Path(__file__).resolve().parents[2] / "alphafold_mem" / "memory" / "host.py"
 _HOST_NAME = "_alphafold_mem_host"
@@ -56,6 +40,24 @@ def host_module():
             del sys.modules[_HOST_NAME]
             raise
     return sys.modules[_HOST_NAME]
+
+
+#: Environment for a measuring process: glibc serves blocks >= 64 KiB by mmap and unmaps them on free
+#: (``alphafold_mem.memory.host.MMAP_ENV``, read from host.py loaded by file path).
+MMAP_ENV = dict(host_module().MMAP_ENV)
+#: glibc settings of a measuring process's environment: ``default`` leaves the environment as it is
+#: (glibc's dynamic mmap threshold keeps freed large blocks in the heap; a process of ours then applies
+#: its own default, :func:`alphafold_mem.memory.host.apply_malloc_setting`, as ``train``/``predict``
+#: do: ``--malloc trim``); ``release`` is ``default`` with ours applying ``--malloc release`` (the
+#: fixed 64 KiB threshold, set from inside the process); ``glibc`` is ``default`` with ours opting out
+#: (``ALPHAFOLD_MEM_MALLOC=default``: plain glibc on both sides); ``mmap`` returns blocks above 64 KiB
+#: to the system at once, on both sides.
+ALLOCATORS = {
+    "default": {},
+    "release": {"ALPHAFOLD_MEM_MALLOC": "release"},
+    "glibc": {"ALPHAFOLD_MEM_MALLOC": "default"},
+    "mmap": MMAP_ENV,
+}
 
 
 def measure(fn: Callable[[], object]) -> dict:
