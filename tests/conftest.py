@@ -55,7 +55,6 @@ SLOW_TESTS = (
     "test_predict_devices.py::test_devices_2_with_a_rejected_record_finishes_the_others_and_exits_1",
     "test_predict_devices.py::test_a_rank_that_fails_as_a_whole_fails_its_targets_and_the_others_finish",
     "test_train.py::test_overfit_one_protein_raises_lddt",
-    "test_model_triton.py::test_tiny_model_triton_matches_reference",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c16_maskgrad]",
     "test_kernels.py::test_fused_attention_matches_reference[msa_row_bf16_c8]",
     "test_ablation.py::test_tiny_grid",

@@ -32,6 +32,9 @@ def test_without_cuda_exits_zero_saying_so(tmp_path):
 
 
 def test_dry_run_end_to_end(tmp_path):
+    """Its kernel-test section runs tests/test_kernels_cuda.py in the interpreter, so this is also the
+    suite's model-level Triton check: the tiny model with ``kernels="triton"`` against the reference policy,
+    outputs and parameter gradients (``test_model_compiled_matches_reference``; no second copy runs in-process)."""
     out = tmp_path / "out"
     res = _run(str(out), "--dry", "--budget-s", "3000")  # a loaded 2-core machine: no section may time out
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
