@@ -101,6 +101,19 @@ def _fail_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+def _failed_row(t: Technique, chain: Chain, exc: BaseException) -> dict:
+    """The row of a technique that failed on a chain (no measure), with the reason in one line."""
+    return row(
+        SECTION,
+        t.name,
+        chain.name,
+        status="failed",
+        reason=_fail_reason(exc),
+        n_res=chain.n_res,
+        policy=t.policy_json(),
+    )
+
+
 def _tracked(run: InferenceRun, t: Technique, batch: dict) -> tuple[Prediction, int, Optional[int]]:
     """Prediction, storage-counter peak and (CUDA) allocator peak of one forward under ``t``."""
     cuda = run.device.type == "cuda"
@@ -177,19 +190,7 @@ def _attempt(run: InferenceRun, t: Technique, chain: Chain, fn: Callable[[], lis
         run.store.add(fn())
         return True
     except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
-        run.store.add(
-            [
-                row(
-                    SECTION,
-                    t.name,
-                    chain.name,
-                    status="failed",
-                    reason=_fail_reason(exc),
-                    n_res=chain.n_res,
-                    policy=t.policy_json(),
-                )
-            ]
-        )
+        run.store.add([_failed_row(t, chain, exc)])
         return False
 
 
@@ -289,18 +290,7 @@ def _dap_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], ref_t: T
     try:
         rows = dap_runner(run, t, todo, refs)
     except Exception as exc:  # noqa: BLE001 - one technique failing must not stop the grid
-        rows = [
-            row(
-                SECTION,
-                t.name,
-                c.name,
-                status="failed",
-                reason=_fail_reason(exc),
-                n_res=c.n_res,
-                policy=t.policy_json(),
-            )
-            for c in todo
-        ]
+        rows = [_failed_row(t, c, exc) for c in todo]
     run.store.add(rows)
     for _ in {r["chain"] for r in rows}:
         run.tick(f"dap {t.name}")
