@@ -304,3 +304,32 @@ def test_hmmsearch_and_hhr_hits_read_from_a_database_span(tmp_path):
         assert all(np.array_equal(g.mapping, w.mapping) for g, w in zip(got, want))
         assert all(g.source.startswith(f"{tmp_path / 'x.db'}[{stored_name}]") for g in got)
         start += len(blob)
+
+
+def test_unreadable_stored_hit_file_is_warned_once_and_the_chain_trains_without_templates(tree, tmp_path):
+    """A hit file stored in the alignment database that is not text: one warning naming the shard and
+    the stored file, the chain's draws carry no template, the other draws are unaffected."""
+    shutil.copytree(tree / "alignments", tmp_path / "alignments")
+    (tmp_path / "alignments" / "2q2k_A" / "pdb70_hits.hhr").write_bytes(b"\x00\x01\x02 not an hhr")
+    write_alignment_db(tmp_path / "alignments", tmp_path / "db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        index = build_chain_index(
+            [tree / "mmcif"],
+            None,
+            tmp_path / "index" / "index.json",
+            cache_dir=tmp_path / "index" / "cache",
+            alignment_index=tmp_path / "db" / "alignment_db.index",
+        )
+    cfg = _cfg()
+    source = TemplateSource([tree / "templates"], subsample=False, max_hits=cfg.template.max_templates)
+    ds = ProteinChainDataset(index, cfg, seed=0, templates=source, recycling_slices=1)
+    i = [e["name"] for e in ds.entries].index("2q2k_A")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            assert ds[i].features["template_mask"].sum() == 0
+    lines = [str(w.message) for w in caught if "pdb70_hits.hhr" in str(w.message)]
+    assert len(lines) == 1 and "alignment_db_0.db[pdb70_hits.hhr]" in lines[0] and "binary content" in lines[0], lines
+    assert ds.num_skipped == 0
