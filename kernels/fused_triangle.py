@@ -10,25 +10,33 @@ residue axes swapped (a stride swap, no copy) and the left/right weights exchang
 still reads z at (i, j). The kernels (:mod:`kernels.fused_triangle_kernels`) therefore only know
 the outgoing form.
 
-Memory. No ``[*, N, N, c_hidden]`` tensor is materialised in the forward or saved for backward:
-every program recomputes the projections A, B of the (i or j, k) tiles it contracts, from z, with
-the input LayerNorm applied from its saved fp32 statistics. Saved for backward: z, the mask (fp32
-[*, N, N]), the input LayerNorm statistics (fp32 [2, *, N, N]) and the weights. The backward holds
-one fp32 [*, N, N, c_hidden] buffer (x, overwritten in place by dx) and one fp32 [*, N, N, c_z]
-buffer (dz'): a third of what the reference saves at AF2's sizes (c_hidden = c_z).
+Memory. No ``[*, N, N, c_hidden]`` tensor is saved for backward: every program recomputes the
+projections A, B of the (i or j, k) tiles it contracts, from z, with the input LayerNorm applied from
+its saved fp32 statistics. Saved for backward: z, the mask (fp32 [*, N, N]), the input LayerNorm
+statistics (fp32 [2, *, N, N]) and the weights. The forward holds one transient fp32 buffer of x for
+a slab of rows i, ``[*, S, N, c_hidden]`` with S N c_hidden <= :data:`SLAB_ELEMENTS` (64 MiB; at
+least one i block of rows): the contraction fills it, the output branch reads it, the next slab
+reuses it. The backward holds one fp32 [*, N, N, c_hidden] buffer (x, overwritten in place by dx)
+and one fp32 [*, N, N, c_z] buffer (dz'): a third of what the reference saves at AF2's sizes
+(c_hidden = c_z).
 
 Cost of not materialising the projections: each (i, k) tile of A is recomputed once per j block and
 each B tile once per i block, so the forward does about ``1 + 4 c_z / BLOCK`` times the reference's
 FLOPs (BLOCK = BLOCK_I = BLOCK_J; the contraction itself is ``2 N^3 c_hidden``), the backward
 about three times the forward.
 
-Launches: forward 2 (input LayerNorm statistics; fused projection, contraction, output LayerNorm,
-projection and gate). Backward 4: x recomputed (the forward kernel in its STORE_X mode); the output
-branch backward (dx in place, the gate's dz', weight partials); the contraction and projection
-backward (dA, dB, dz', weight partials); the input LayerNorm backward
+Launches (:mod:`kernels.fused_triangle_kernels`, :mod:`kernels.fused_triangle_bwd_kernels`): forward
+1 + 2 per slab (input LayerNorm statistics; per slab the contraction into x, then the output
+LayerNorm, projection and gate). Backward 5: x recomputed whole (the contraction kernel); the output
+branch's weight gradients (tiled over output channels); the output branch backward to its inputs (dx
+in place, the gate's dz', the output LayerNorm's gradients); the contraction and projection backward
+(dA, dB, dz', projection weight partials); the input LayerNorm backward
 (:func:`kernels.fused_layer_norm.layer_norm_backward`). Weight gradients are sums of per-program
-fp32 partials (deterministic); dz' gets one fp32 atomic add per channel block when c_hidden spans
-more than one block.
+fp32 partials (deterministic); the projection backward adds its dz' with fp32 atomics (one add per
+channel block and role: the summation order varies between runs). No program holds more than a
+[BLOCK * BLOCK, BLOCK_H] or [BLOCK_R, c_z] tile: c_z is read in chunks (``launch_configs`` key
+``c``), so the kernels fit the shared memory and registers of every listed GPU without spilling
+(``scripts/aot_compile.py``, docs/kernels.md).
 
 Limits: z ``[*, N, N, c_z]`` fp32, bf16 or fp16 with c_z <= 256, c_hidden <= 256; weights of any
 float dtype; mask ``[*, N, N]`` (broadcastable to z's leading dims). Under ``torch.autocast`` the
@@ -48,7 +56,8 @@ from torch import Tensor
 
 from ._triton_support import interpreter_enabled, is_fake, launch, launch_arch, persistent_programs
 from .fused_layer_norm import layer_norm_backward, layer_norm_forward
-from .fused_triangle_kernels import tri_bwd_out_kernel, tri_bwd_proj_kernel, tri_fwd_kernel
+from .fused_triangle_bwd_kernels import tri_bwd_out_kernel, tri_bwd_out_weights_kernel, tri_bwd_proj_kernel
+from .fused_triangle_kernels import tri_fwd_kernel, tri_fwd_out_kernel
 from .launch_configs import triangle_config
 from .reference import TriangleMultiplicationWeights
 
@@ -58,8 +67,10 @@ _MAX_C = 256
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _TL_DTYPE = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
-#: Kernel launches of one forward and one backward (see the module docstring).
-launch_counts = {"forward": 2, "backward": 4}
+#: Kernel launches of one forward (with x in one slab; 2 more per further slab) and one backward.
+launch_counts = {"forward": 3, "backward": 5}
+#: the most values of the forward's transient fp32 x buffer (one slab of rows i): 2^24, 64 MiB
+SLAB_ELEMENTS = 1 << 24
 
 
 def _pack(w: TriangleMultiplicationWeights, outgoing: bool) -> tuple[Tensor, Tensor]:
@@ -109,166 +120,95 @@ class _Launch:
         zs, ms, ss = z4.stride(), m3.stride(), stats[0].stride()
         # the contraction view: z for outgoing edges, z with i and k swapped for incoming ones
         self.zcs, self.mcs, self.scs = (zs, ms, ss) if outgoing else (_swap(zs), _swap(ms), _swap(ss))
-        self.zs, self.ss = zs, ss
         self.wp, self.bp = _pack(w, outgoing)
         f32 = {k: v.float().contiguous() for k, v in w._asdict().items()}
         self.w = f32
+        self.ln = (f32["layer_norm_input_weight"], f32["layer_norm_input_bias"])
+        self.cln = (f32["center_layer_norm_weight"], f32["center_layer_norm_bias"])
+        self.ow = tuple(f32[k] for k in ("output_projection_weight", "output_projection_bias"))
+        self.ow += (f32["gating_linear_weight"], f32["gating_linear_bias"])
         ieee = dot_dtype == torch.float32 and (self.interpret or not torch.backends.cuda.matmul.allow_tf32)
-        self.const = dict(
-            BLOCK_CZ=max(16, triton.next_power_of_2(self.cz)),
-            DOT_DTYPE=_TL_DTYPE[dot_dtype],
-            EMULATE=self.interpret,
-            IEEE=ieee,
-        )
+        self.bcz = max(16, triton.next_power_of_2(self.cz))
+        self.bch = max(16, triton.next_power_of_2(self.ch))
+        self.block_c = min(self.cfg["c"], self.bcz)  # c_z chunk of the projections and of the output branch
+        self.dot = dict(DOT_DTYPE=_TL_DTYPE[dot_dtype], EMULATE=self.interpret, IEEE=ieee)
         self.warps = dict(num_warps=self.cfg["num_warps"], num_stages=self.cfg["num_stages"])
 
-    def contract(self, out: Tensor, x: Tensor, store_x: bool) -> None:
-        """The forward kernel: ``out`` [B, N, N, C_Z], or with ``store_x`` x into ``x`` [B, N, N, C_H] (fp32)."""
-        w, cfg = self.w, self.cfg
-        s_vec = w["output_projection_weight"] @ w["center_layer_norm_weight"]  # [C_Z]
-        t_vec = w["output_projection_weight"] @ w["center_layer_norm_bias"] + w["output_projection_bias"]
-        grid = (triton.cdiv(self.n, cfg["i"]), triton.cdiv(self.n, cfg["j"]), self.b)
-        launch(
-            tri_fwd_kernel,
-            grid,
-            self.z4,
-            self.zcs,
-            self.m3,
-            self.mcs,
-            (self.stats[0], self.stats[1]),
-            self.scs,
-            self.z4,
-            self.zs,
-            (self.stats[0], self.stats[1]),
-            self.ss,
-            w["layer_norm_input_weight"],
-            w["layer_norm_input_bias"],
-            self.wp,
-            self.bp,
-            w["center_layer_norm_weight"],
-            s_vec,
-            t_vec,
-            w["output_projection_weight"],
-            w["gating_linear_weight"],
-            w["gating_linear_bias"],
-            out,
-            out.stride(),
-            x,
-            x.stride(),
-            self.n,
-            self.cz,
-            self.ch,
-            self.eps,
-            STORE_X=store_x,
-            BLOCK_I=cfg["i"],
-            BLOCK_J=cfg["j"],
-            BLOCK_K=cfg["k"],
-            BLOCK_H=cfg["h"],
-            **self.const,
-            **self.warps,
-        )
+    def slab_rows(self) -> int:
+        """Rows i per forward slab: x of a slab, [B, rows, N, C_H] fp32, holds at most
+        :data:`SLAB_ELEMENTS` values (at least one i block; the whole of x when it fits)."""
+        per_row = self.b * self.n * self.ch
+        rows = max(SLAB_ELEMENTS // max(per_row, 1), 1)
+        return self.n if rows >= self.n else max(self.cfg["i"], rows // self.cfg["i"] * self.cfg["i"])
+
+    def contract(self, x: Tensor, i0: int, i1: int) -> None:
+        """x_ij (fp32) for rows i in [i0, i1) into ``x`` [B, >= i1 - i0, N, C_H] (row i at x[:, i - i0])."""
+        cfg = self.cfg
+        n_hb = triton.cdiv(self.ch, cfg["h"])
+        grid = (triton.cdiv(i1 - i0, cfg["i"]), triton.cdiv(self.n, cfg["j"]), self.b * n_hb)
+        args = (self.z4, self.zcs, self.m3, self.mcs, (self.stats[0], self.stats[1]), self.scs, self.ln, self.wp)
+        args += (self.bp, x, x.stride(), self.n, self.cz, self.ch, i0, i1, n_hb)
+        blocks = dict(BLOCK_I=cfg["i"], BLOCK_J=cfg["j"], BLOCK_K=cfg["k"], BLOCK_H=cfg["h"], BLOCK_C=self.block_c)
+        launch(tri_fwd_kernel, grid, *args, **blocks, **self.dot, **self.warps)
+
+    def forward(self, out: Tensor) -> None:
+        """``out`` [B, N, N, C_Z]: slab by slab of rows i, the contraction into an fp32 x buffer, then the
+        output LayerNorm, projection and gate of the slab's rows."""
+        s = self.slab_rows()
+        x = torch.empty((self.b, s, self.n, self.ch), dtype=torch.float32, device=out.device)
+        blocks = dict(BLOCK_R=self.cfg["rows"], BLOCK_O=self.block_c, BLOCK_CZ=self.bcz, BLOCK_CH=self.bch)
+        for i0 in range(0, self.n, s):
+            i1 = min(self.n, i0 + s)
+            self.contract(x, i0, i1)
+            rows = (i1 - i0) * self.n
+            mean, rstd = self.stats[0][:, i0:i1], self.stats[1][:, i0:i1]
+            bst = (x.stride(0), self.z4.stride(0), mean.stride(0), out.stride(0))
+            args = (x, self.z4[:, i0:i1], mean, rstd, out[:, i0:i1], bst, rows, self.cz, self.ch, self.eps)
+            grid = (triton.cdiv(rows, self.cfg["rows"]), self.b)
+            launch(tri_fwd_out_kernel, grid, *args, self.ln, self.cln, self.ow, **blocks, **self.dot, **self.warps)
 
     def output_backward(self, x: Tensor, d_out: Tensor, dzn: Tensor) -> dict:
         """dx in place in ``x``, the gate's dz' into ``dzn``; gradients of the output-branch weights."""
-        w, cz, ch = self.w, self.cz, self.ch
+        cz, ch, bcz, bch = self.cz, self.ch, self.bcz, self.bch
         rows = self.b * self.n * self.n
-        bcz, bch = max(16, triton.next_power_of_2(cz)), max(16, triton.next_power_of_2(ch))
-        n_prog = persistent_programs(x.device, triton.cdiv(rows, self.cfg["rows"]))
-        part = {
-            k: torch.zeros((n_prog,) + s, dtype=torch.float32, device=x.device)
-            for k, s in (
-                ("wo", (bcz, bch)),
-                ("bo", (bcz,)),
-                ("wg", (bcz, bcz)),
-                ("bg", (bcz,)),
-                ("wln", (bch,)),
-                ("bln", (bch,)),
-            )
-        }
-        launch(
-            tri_bwd_out_kernel,
-            (n_prog,),
-            x,
-            self.z4,
-            (self.stats[0], self.stats[1]),
-            d_out,
-            dzn,
-            w["layer_norm_input_weight"],
-            w["layer_norm_input_bias"],
-            w["center_layer_norm_weight"],
-            w["center_layer_norm_bias"],
-            w["output_projection_weight"],
-            w["output_projection_bias"],
-            w["gating_linear_weight"],
-            w["gating_linear_bias"],
-            part["wo"],
-            part["bo"],
-            part["wg"],
-            part["bg"],
-            part["wln"],
-            part["bln"],
-            rows,
-            cz,
-            ch,
-            self.eps,
-            n_prog,
-            BLOCK_R=self.cfg["rows"],
-            BLOCK_CH=bch,
-            **self.const,
-            **self.warps,
-        )
+        n_rb = triton.cdiv(rows, self.cfg["rows"])
+        dev = x.device
+        n_split = persistent_programs(dev, n_rb)
+        dw = tuple(torch.zeros((n_split,) + s, dtype=torch.float32, device=dev) for s in ((bcz, bch), (bcz,)))
+        dw += tuple(torch.zeros((n_split,) + s, dtype=torch.float32, device=dev) for s in ((bcz, bcz), (bcz,)))
+        blocks = dict(BLOCK_R=self.cfg["rows"], BLOCK_O=self.block_c, BLOCK_CZ=bcz, BLOCK_CH=bch)
+        stats = (self.stats[0], self.stats[1])
+        args = (x, self.z4, stats, d_out, rows, cz, ch, self.eps, self.ln, self.cln, self.ow)
+        grid = (bcz // self.block_c, n_split)
+        launch(tri_bwd_out_weights_kernel, grid, *args, dw, n_split, **blocks, **self.dot, **self.warps)
+        n_prog = persistent_programs(dev, n_rb)
+        dcln = tuple(torch.zeros((n_prog, bch), dtype=torch.float32, device=dev) for _ in range(2))
+        args = (x, self.z4, stats, d_out, dzn, rows, cz, ch, self.eps, self.ln, self.cln, self.ow, dcln, n_prog)
+        launch(tri_bwd_out_kernel, (n_prog,), *args, **blocks, **self.dot, **self.warps)
         return {
-            "output_projection_weight": part["wo"].sum(0)[:cz, :ch],
-            "output_projection_bias": part["bo"].sum(0)[:cz],
-            "gating_linear_weight": part["wg"].sum(0)[:cz, :cz],
-            "gating_linear_bias": part["bg"].sum(0)[:cz],
-            "center_layer_norm_weight": part["wln"].sum(0)[:ch],
-            "center_layer_norm_bias": part["bln"].sum(0)[:ch],
+            "output_projection_weight": dw[0].sum(0)[:cz, :ch],
+            "output_projection_bias": dw[1].sum(0)[:cz],
+            "gating_linear_weight": dw[2].sum(0)[:cz, :cz],
+            "gating_linear_bias": dw[3].sum(0)[:cz],
+            "center_layer_norm_weight": dcln[0].sum(0)[:ch],
+            "center_layer_norm_bias": dcln[1].sum(0)[:ch],
         }
 
     def projection_backward(self, dx: Tensor, dzn: Tensor) -> dict:
         """dz' of the projections added into ``dzn``; gradients of the four projection weights and biases."""
         cfg, n = self.cfg, self.n
-        bcz = self.const["BLOCK_CZ"]
         n_hb = triton.cdiv(self.ch, cfg["h"])
-        n_tiles = self.b * triton.cdiv(n, cfg["i"]) * triton.cdiv(n, cfg["j"])
+        n_tiles = self.b * triton.cdiv(n, cfg["i"]) * triton.cdiv(n, cfg["k"])
         n_prog = persistent_programs(dx.device, n_tiles, per_sm=2)
-        d_wp = torch.zeros((n_prog, 4, self.ch, bcz), dtype=torch.float32, device=dx.device)
+        d_wp = torch.zeros((n_prog, 4, self.ch, self.bcz), dtype=torch.float32, device=dx.device)
         d_bp = torch.zeros((n_prog, 4, self.ch), dtype=torch.float32, device=dx.device)
         dzs = dzn.stride() if self.outgoing else _swap(dzn.stride())
-        launch(
-            tri_bwd_proj_kernel,
-            (n_prog, n_hb),
-            dx,
-            dx.stride(),
-            _swap(dx.stride()),
-            self.z4,
-            self.zcs,
-            self.m3,
-            self.mcs,
-            (self.stats[0], self.stats[1]),
-            self.scs,
-            dzn,
-            dzs,
-            self.w["layer_norm_input_weight"],
-            self.w["layer_norm_input_bias"],
-            self.wp,
-            self.bp,
-            d_wp,
-            d_bp,
-            n,
-            self.cz,
-            self.ch,
-            n_tiles,
-            n_prog,
-            ATOMIC=n_hb > 1,
-            BLOCK_P=cfg["i"],
-            BLOCK_Q=cfg["k"],
-            BLOCK_J=cfg["j"],
-            BLOCK_H=cfg["h"],
-            **self.const,
-            **self.warps,
-        )
+        args = (dx, dx.stride(), self.z4, self.zcs, self.m3, self.mcs)
+        args += ((self.stats[0], self.stats[1]), self.scs, dzn, dzs, self.ln, self.wp, self.bp, d_wp, d_bp)
+        args += (n, self.cz, self.ch, n_tiles, n_prog)
+        blocks = dict(BLOCK_P=cfg["i"], BLOCK_Q=cfg["k"], BLOCK_J=cfg["j"], BLOCK_H=cfg["h"], BLOCK_C=self.block_c)
+        blocks.update(BLOCK_CZ=self.bcz)
+        launch(tri_bwd_proj_kernel, (n_prog, n_hb, 2), *args, **blocks, **self.dot, **self.warps)
         return _unpack(d_wp.sum(0)[..., : self.cz], d_bp.sum(0), self.outgoing)
 
 
@@ -304,7 +244,7 @@ class FusedTriangleMultiplicationFunction(torch.autograd.Function):
         w = TriangleMultiplicationWeights(*weights)
         out = torch.empty((bsz, n, n, cz), dtype=dot_dtype, device=z.device)
         if out.numel():
-            _Launch(z4, m3, stats, w, outgoing, eps, dot_dtype).contract(out, out, store_x=False)
+            _Launch(z4, m3, stats, w, outgoing, eps, dot_dtype).forward(out)
         ctx.save_for_backward(z4, m3, stats, *weights)
         ctx.cfg = (outgoing, eps, dot_dtype, z.shape)
         return out.view(lead + (n, n, cz))
@@ -326,7 +266,7 @@ class FusedTriangleMultiplicationFunction(torch.autograd.Function):
         dzn = torch.empty((bsz, n, n, cz), dtype=torch.float32, device=z4.device)  # dL/dz'
         d_out = d_out.reshape(bsz, n, n, cz).contiguous()
         if x.numel():
-            launch.contract(x, x, store_x=True)
+            launch.contract(x, 0, n)
         grads = launch.output_backward(x, d_out, dzn) if x.numel() else {}
         if x.numel():
             grads.update(launch.projection_backward(x, dzn))

@@ -45,12 +45,14 @@ _ATTENTION.update({(a, "16"): _ATTN_16 for a in ARCHS})
 _ATTENTION.update({(a, "32"): _ATTN_32 for a in ARCHS})
 
 # -- triangle multiplication (kernels.fused_triangle): tile sizes of i, j, k, the hidden channels h,
-# and the rows per block of the output-branch backward --------------------------------------------
-_TRI_INTERPRETER = dict(i=16, j=16, k=16, h=16, rows=16, num_warps=1, num_stages=1)
-# The forward holds a [BLOCK_I * BLOCK_J, c_z] fp32 accumulator (256 x 128 at AF2's c_z: half the
-# register file of an SM) and tl.dot needs tiles of at least 16: the smallest tiles, 8 warps.
-_TRI_16 = dict(i=16, j=16, k=16, h=16, rows=16, num_warps=8, num_stages=1)
-_TRI_32 = dict(i=16, j=16, k=16, h=16, rows=16, num_warps=8, num_stages=1)
+# the c_z chunk c of the projections and of the output branch, and the rows per block of the output
+# branch ---------------------------------------------------------------------------------------------
+_TRI_INTERPRETER = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=1, num_stages=1)
+# The largest tile a program holds is [BLOCK_I * BLOCK_K, 2 * BLOCK_H] fp32 (a projection's and its
+# gate's pre-activations, accumulated over c_z chunks of c) next to the [BLOCK_H, BLOCK_I, BLOCK_J]
+# contraction accumulator; tl.dot needs tiles of at least 16.
+_TRI_16 = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=8, num_stages=1)
+_TRI_32 = dict(i=16, j=16, k=16, h=16, c=32, rows=16, num_warps=4, num_stages=1)
 _TRIANGLE: dict = {(None, w): _TRI_INTERPRETER for w in ("16", "32")}
 _TRIANGLE.update({(a, "16"): _TRI_16 for a in ARCHS})
 _TRIANGLE.update({(a, "32"): _TRI_32 for a in ARCHS})
