@@ -68,23 +68,9 @@ def _row_stats(ROW_M, ROW_LOGL, DELTA, pid_zh, offs_q, N_Q):
 
 @triton.jit
 def _scores(
-    q,
-    kt,
-    B0,
-    B1,
-    z,
-    h,
-    offs_q,
-    offs_k,
-    N_Q,
-    N_K,
-    valid,
-    HAS_B0: tl.constexpr,
-    HAS_B1: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
-):
+    q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, valid, HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
     """Score tile S = q k^T + b_0 + b_1 [BQ, BK] in fp32, -inf where not ``valid``.
 
     A bias is read through its strides, which are 0 along its broadcast axes."""
@@ -98,24 +84,9 @@ def _scores(
 
 @triton.jit
 def _probs(
-    q,
-    kt,
-    row_m,
-    row_logl,
-    B0,
-    B1,
-    z,
-    h,
-    offs_q,
-    offs_k,
-    N_Q,
-    N_K,
-    HAS_B0: tl.constexpr,
-    HAS_B1: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
-):
+    q, kt, row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
     """P [BQ, BK] recomputed from the saved m and log l; 0 on padding."""
     valid = (offs_q < N_Q)[:, None] & (offs_k < N_K)[None, :]
     s = _scores(q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, valid, HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)
@@ -151,33 +122,11 @@ def _bias_grad_add(DB, base, offs_q, offs_k, N_Q, N_K, ds, BCAST_Q: tl.constexpr
 
 @triton.jit
 def attn_fwd_kernel(
-    Qp,
-    Kp,
-    Vp,
-    Op,
-    ROW_M,
-    ROW_LOGL,
-    B0,
-    B1,
-    sq,
-    sk,
-    sv,
-    so,
-    H,
-    N_Q,
-    N_K,
-    C,
-    CV,
-    HAS_B0: tl.constexpr,
-    HAS_B1: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-    BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
-):
+    Qp, Kp, Vp, Op, ROW_M, ROW_LOGL, B0, B1, sq, sk, sv, so, H, N_Q, N_K, C, CV,
+    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
     """One program per (query block, z, h): online softmax over key blocks; O, m and log l."""
     pid_zh, z, h, offs_q, offs_c, offs_cv = _program(H, BLOCK_Q, BLOCK_C, BLOCK_CV)
     q = _load(Qp, sq, z, h, offs_q, offs_c, N_Q, C)  # [BQ, BC]
@@ -187,24 +136,8 @@ def attn_fwd_kernel(
     for start_k in range(0, N_K, BLOCK_K):
         offs_k = start_k + tl.arange(0, BLOCK_K)
         kt = _load_t(Kp, sk, z, h, offs_k, offs_c, N_K, C)  # [BC, BK]
-        s = _scores(
-            q,
-            kt,
-            B0,
-            B1,
-            z,
-            h,
-            offs_q,
-            offs_k,
-            N_Q,
-            N_K,
-            (offs_k < N_K)[None, :],
-            HAS_B0,
-            HAS_B1,
-            DOT_DTYPE,
-            EMULATE,
-            IEEE,
-        )  # [BQ, BK]
+        valid = (offs_k < N_K)[None, :]
+        s = _scores(q, kt, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, valid, HAS_B0, HAS_B1, DOT_DTYPE, EMULATE, IEEE)
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new[:, None])
@@ -219,37 +152,11 @@ def attn_fwd_kernel(
 
 @triton.jit
 def attn_bwd_dq_kernel(
-    Qp,
-    Kp,
-    Vp,
-    Op,
-    dOp,
-    ROW_M,
-    ROW_LOGL,
-    DELTA,
-    dQp,
-    B0,
-    B1,
-    sq,
-    sk,
-    sv,
-    so,
-    sdq,
-    H,
-    N_Q,
-    N_K,
-    C,
-    CV,
-    HAS_B0: tl.constexpr,
-    HAS_B1: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-    BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
-):
+    Qp, Kp, Vp, Op, dOp, ROW_M, ROW_LOGL, DELTA, dQp, B0, B1, sq, sk, sv, so, sdq, H, N_Q, N_K, C, CV,
+    HAS_B0: tl.constexpr, HAS_B1: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
     """One program per (query block, z, h): D and dq (O and dO share strides)."""
     pid_zh, z, h, offs_q, offs_c, offs_cv = _program(H, BLOCK_Q, BLOCK_C, BLOCK_CV)
     do = _load(dOp, so, z, h, offs_q, offs_cv, N_Q, CV)  # [BQ, BCV]
@@ -273,46 +180,12 @@ def attn_bwd_dq_kernel(
 
 @triton.jit
 def attn_bwd_dkdv_kernel(
-    Qp,
-    Kp,
-    Vp,
-    dOp,
-    ROW_M,
-    ROW_LOGL,
-    DELTA,
-    dKp,
-    dVp,
-    B0,
-    B1,
-    DB0,
-    DB1,
-    sq,
-    sk,
-    sv,
-    so,
-    sdk,
-    sdv,
-    H,
-    N_Q,
-    N_K,
-    C,
-    CV,
-    HAS_B0: tl.constexpr,
-    HAS_B1: tl.constexpr,
-    FOLD_B0: tl.constexpr,
-    FOLD_B1: tl.constexpr,
-    BCAST_Q0: tl.constexpr,
-    BCAST_K0: tl.constexpr,
-    BCAST_Q1: tl.constexpr,
-    BCAST_K1: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-    BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
-):
+    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, dKp, dVp, B0, B1, DB0, DB1, sq, sk, sv, so, sdk, sdv,
+    H, N_Q, N_K, C, CV, HAS_B0: tl.constexpr, HAS_B1: tl.constexpr, FOLD_B0: tl.constexpr, FOLD_B1: tl.constexpr,
+    BCAST_Q0: tl.constexpr, BCAST_K0: tl.constexpr, BCAST_Q1: tl.constexpr, BCAST_K1: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
     """One program per (key block, z, h): dk and dv; with FOLD_Bt, also the gradient DB_t of bias t
     (same tuple layout as the bias, fp32) from the dS tiles it already holds, one atomic add per tile
     (the bias rows of different z are distinct unless the bias is shared, which the launcher does not fold)."""
@@ -326,25 +199,8 @@ def attn_bwd_dkdv_kernel(
         q = _load(Qp, sq, z, h, offs_q, offs_c, N_Q, C)  # [BQ, BC]
         do = _load(dOp, so, z, h, offs_q, offs_cv, N_Q, CV)  # [BQ, BCV]
         row_m, row_logl, delta = _row_stats(ROW_M, ROW_LOGL, DELTA, pid_zh, offs_q, N_Q)
-        p = _probs(
-            q,
-            tl.trans(k),
-            row_m,
-            row_logl,
-            B0,
-            B1,
-            z,
-            h,
-            offs_q,
-            offs_k,
-            N_Q,
-            N_K,
-            HAS_B0,
-            HAS_B1,
-            DOT_DTYPE,
-            EMULATE,
-            IEEE,
-        )  # [BQ, BK]
+        p = _probs(q, tl.trans(k), row_m, row_logl, B0, B1, z, h, offs_q, offs_k, N_Q, N_K, HAS_B0, HAS_B1,
+                   DOT_DTYPE, EMULATE, IEEE)  # fmt: skip
         dv += mm(tl.trans(p), do, DOT_DTYPE, EMULATE, IEEE)
         ds = _dscores(p, do, tl.trans(v), delta, DOT_DTYPE, EMULATE, IEEE)
         dk += mm(tl.trans(ds), q, DOT_DTYPE, EMULATE, IEEE)
@@ -358,39 +214,11 @@ def attn_bwd_dkdv_kernel(
 
 @triton.jit
 def attn_bwd_dbias_kernel(
-    Qp,
-    Kp,
-    Vp,
-    dOp,
-    ROW_M,
-    ROW_LOGL,
-    DELTA,
-    DB,
-    B0,
-    B1,
-    sq,
-    sk,
-    sv,
-    so,
-    Z,
-    H,
-    N_Q,
-    N_K,
-    C,
-    CV,
-    BCAST_Q: tl.constexpr,
-    BCAST_K: tl.constexpr,
-    Z_PER_PROGRAM: tl.constexpr,
-    HAS_B0: tl.constexpr,
-    HAS_B1: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-    BLOCK_CV: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
-):
+    Qp, Kp, Vp, dOp, ROW_M, ROW_LOGL, DELTA, DB, B0, B1, sq, sk, sv, so, Z, H, N_Q, N_K, C, CV,
+    BCAST_Q: tl.constexpr, BCAST_K: tl.constexpr, Z_PER_PROGRAM: tl.constexpr, HAS_B0: tl.constexpr,
+    HAS_B1: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_CV: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
     """Gradient DB of one bias: one program per (query block, key block, h, run of Z_PER_PROGRAM rows).
 
     dS is recomputed row by row and summed in registers while consecutive rows z map to the same
