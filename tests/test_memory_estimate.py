@@ -275,7 +275,17 @@ def test_memory_plan_cli(capsys, monkeypatch):
     assert main(args + ["--budget", "1GB", "--precision", "bf16-full", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert set(plan) == {"config", "rows", "recommended"} and plan["config"]["n_res"] == 20
-    row = {"setting", "policy", "precision", "chunk_size", "dap", "peak_bytes", "host_bytes", "fits"}
+    row = {
+        "setting",
+        "policy",
+        "precision",
+        "chunk_size",
+        "dap",
+        "peak_bytes",
+        "peak_lower_bound",
+        "host_bytes",
+        "fits",
+    }
     assert set(plan["rows"][0]) == row and set(plan["recommended"]) == row | {"flags", "host_memory_enough"}
     assert {k: plan["recommended"][k] for k in row} == plan["rows"][0]
     assert plan["recommended"]["precision"] == plan["recommended"]["policy"]["precision"] == "bf16-full"

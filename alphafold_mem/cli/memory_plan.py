@@ -153,7 +153,8 @@ class _Progress:
             print(f"memory-plan: estimating {self.count}: {candidate.label} ...", end="", file=sys.stderr, flush=True)
         else:
             print(
-                f" {row.estimate.total / 1e9:.2f} GB ({time.perf_counter() - self.t0:.1f} s)",
+                f" {'over budget, >' if row.estimate.lower_bound else ''}{row.estimate.total / 1e9:.2f} GB "
+                f"({time.perf_counter() - self.t0:.1f} s)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -231,9 +232,11 @@ def run(args: argparse.Namespace) -> int:
     say(f"{'setting':52s} {'precision':>9s} {'peak GB':>9s} {'host GB':>8s} {'fits':>5s}")
     for row in table:
         say(
-            f"{row.candidate.label:52s} {row.candidate.policy.precision:>9s} {row.estimate.total / 1e9:9.2f} "
+            f"{row.candidate.label:52s} {row.candidate.policy.precision:>9s} {_peak_cell(row.estimate)} "
             f"{row.estimate.host / 1e9:8.2f} {'yes' if row.fits else 'no':>5s}"
         )
+    if any(row.estimate.lower_bound for row in table):
+        say("(>: the estimate stopped once past the budget; --all for every peak)")
     flags = None
     if recommended is not None:
         policy = recommended.candidate.policy
@@ -248,9 +251,10 @@ def run(args: argparse.Namespace) -> int:
         conf["host_available_bytes"] = _host_available()
         print(json.dumps({"config": conf, "rows": rows, "recommended": rec}))
     elif recommended is None:
-        need = min(r["peak_bytes"] for r in rows)
+        low = min(rows, key=lambda r: (r["peak_lower_bound"], r["peak_bytes"]))
+        need = ("at least " if low["peak_lower_bound"] else "") + f"{low['peak_bytes'] / 1e9:.2f} GB"
         print(
-            f"nothing fits: the smallest predicted need is {need / 1e9:.2f} GB, the budget {budget / 1e9:.2f} GB; "
+            f"nothing fits: the smallest predicted need is {need}, the budget {budget / 1e9:.2f} GB; "
             f"reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)"
         )
     else:
@@ -269,6 +273,11 @@ def run(args: argparse.Namespace) -> int:
             )
             print(repr(recommended.candidate.policy))
     return 0 if recommended is not None else 1
+
+
+def _peak_cell(est) -> str:
+    """The table's peak column: GB, or ``>GB`` for a lower bound (the estimate stopped past the budget)."""
+    return f"{'>' if est.lower_bound else ''}{est.total / 1e9:.2f}".rjust(9)
 
 
 def _host_available() -> int | None:

@@ -36,6 +36,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from ..memory.chunking import estimating
+
 
 @dataclasses.dataclass(frozen=True)
 class Group:
@@ -121,9 +123,15 @@ def _all_to_all(
     free = x.dim() - 1
     width = x.shape[free] if free not in (split_dim, cat_dim) else None
     step = width if width is None or width < EXCHANGE_SLICES else -(-width // EXCHANGE_SLICES)
-    for c0 in range(0, width or 1, step or 1):
+    slices = range(0, width or 1, step or 1)
+    cut = estimating()  # the memory estimator: two slices (later ones repeat the second's buffers)
+    for c0 in slices[:2] if cut else slices:
         xs = x if width is None else x.narrow(free, c0, min(step, width - c0))
         xs = pad_to(xs, split_dim, p * piece)
+        if cut:  # the P send and P receive buffers as one allocation each, and no copies out of them
+            _estimated_exchange(xs.chunk(p, dim=split_dim)[0], p, adjoint)
+            del xs
+            continue
         send = [c.contiguous() for c in xs.chunk(p, dim=split_dim)]
         received = [torch.empty_like(send[0]) for _ in range(p)]
         if not group.simulated:
@@ -136,8 +144,20 @@ def _all_to_all(
             valid = min(length, cat_size - q * length)
             if valid > 0:
                 target.narrow(cat_dim, q * length, valid).copy_(t.narrow(cat_dim, 0, valid))
-        del received
+        del received, t  # the loop variable holds the last piece otherwise
     return out
+
+
+def _estimated_exchange(piece: Tensor, p: int, adjoint: bool) -> None:
+    """The memory of one slice of :func:`_all_to_all` for the estimator (fake tensors): the P send
+    pieces (copies only when a piece is not contiguous, as ``contiguous()`` makes them) and the P
+    received pieces, each set as one allocation of the same bytes, alive together and freed
+    together, as in the exchange; the copies into the output allocate nothing and are skipped."""
+    shape = (p, *piece.shape)
+    send = None if piece.is_contiguous() else piece.new_empty(shape)
+    received = piece.new_empty(shape)
+    COUNTER.add("all_to_all", _phase(adjoint), (p - 1) * received[0].nbytes)
+    del send, received
 
 
 def exchange(send: list[Tensor], group: Group) -> list[Tensor]:

@@ -283,17 +283,18 @@ def _send_back(
     accumulate: bool = False,
 ) -> None:
     """Send a result chunk computed in the moved layout to the devices that hold it in ``layout``
-    (written into ``out``, or added with ``accumulate``)."""
+    (written into ``out``, or added with ``accumulate``; the memory estimator skips these writes into
+    existing buffers, which allocate nothing)."""
     local = sh.local_res
     if layout == COLS:  # t: my rows [c0, c0 + cs) x all columns -> device q gets its columns
         received = comm.exchange([block(t, co, q * local, local) for q in range(sh.size)], sh.group)
-        for q, piece in enumerate(received):
+        for q, piece in enumerate(() if estimating() else received):
             valid = max(0, min(cs, true_rows - (q * length + c0)))
             if valid:
                 _put(out.narrow(ro, q * length + c0, valid), piece.narrow(ro, 0, valid), accumulate)
         return
     received = comm.exchange([block(t, ro, q * local, local) for q in range(sh.size)], sh.group)
-    for q, piece in enumerate(received):  # t: all rows x my columns [c0, c0 + cs) -> device q gets its rows
+    for q, piece in enumerate(() if estimating() else received):  # t: all rows x my columns -> their rows
         valid = max(0, min(cs, sh.n_res - (q * length + c0)))
         if valid:
             _put(out.narrow(co, q * length + c0, valid), piece.narrow(co, 0, valid), accumulate)

@@ -116,8 +116,9 @@ class Row:
     def as_dict(self, dap: int = 1) -> dict:
         """The ``memory-plan --json`` row: ``setting`` (the table's label), ``policy`` (every field of the
         :class:`MemoryPolicy`), ``precision``, ``chunk_size``, ``dap`` (devices sharing the protein),
-        ``peak_bytes`` (per device), ``host_bytes`` (the most parked in host memory at once by offload)
-        and ``fits``."""
+        ``peak_bytes`` (per device), ``peak_lower_bound`` (``peak_bytes`` is a lower bound: the estimate
+        stopped once it passed the budget, see :func:`choose`), ``host_bytes`` (the most parked in host
+        memory at once by offload) and ``fits``."""
         p = self.candidate.policy
         return {
             "setting": self.candidate.label,
@@ -126,6 +127,7 @@ class Row:
             "chunk_size": p.chunk_size,
             "dap": int(dap),
             "peak_bytes": int(self.estimate.total),
+            "peak_lower_bound": bool(self.estimate.lower_bound),
             "host_bytes": int(self.estimate.host),
             "fits": bool(self.fits),
         }
@@ -146,16 +148,15 @@ class Choice:
 
     @property
     def smallest(self) -> Row:
-        """The evaluated row with the smallest predicted peak."""
-        return min(self.rows, key=lambda r: r.estimate.total)
+        """The evaluated row with the smallest predicted peak (a peak known exactly before a lower
+        bound)."""
+        return min(self.rows, key=lambda r: (r.estimate.lower_bound, r.estimate.total))
 
     def shortfall(self) -> str:
         """One sentence for when nothing fits: the smallest predicted need and the budget."""
         best = self.smallest
-        return (
-            f"predicted need {best.estimate.total / 1e9:.2f} GB at best ({best.candidate.label}), "
-            f"budget {self.budget / 1e9:.2f} GB"
-        )
+        need = ("at least " if best.estimate.lower_bound else "") + f"{best.estimate.total / 1e9:.2f} GB"
+        return f"predicted need {need} at best ({best.candidate.label}), budget {self.budget / 1e9:.2f} GB"
 
 
 def choose(
@@ -180,7 +181,10 @@ def choose(
     Consecutive candidates with the same non-empty ``group`` differ only in chunk size (largest
     first): they are bisected on the assumption that the peak falls with the chunk size.
     ``frugal_last``: the last candidate has the smallest peak, so it is estimated first and, if it
-    does not fit, nothing else is. ``evaluate_all`` estimates every candidate (tables). ``dap``:
+    does not fit, nothing else is (it is estimated exactly, for the shortfall). Other estimates stop
+    as soon as their running total passes ``budget``: a row that does not fit may carry a lower bound
+    of its peak (``PeakEstimate.lower_bound``). ``evaluate_all`` estimates every candidate exactly
+    (tables). ``dap``:
     the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
     ``progress``: called as ``progress(candidate, None)`` before each estimate and
     ``progress(candidate, row)`` after it (a command line shows what it is doing); with it, the
@@ -234,8 +238,18 @@ def _search(
         if i not in rows:
             if progress is not None:
                 progress(candidates[i], None)
+            exact = evaluate_all or (frugal_last and i == len(candidates) - 1)
             est = estimate_breakdown(
-                config, candidates[i].policy, n_res, n_seq, n_extra_seq, n_templ, training, device=device, dap=dap
+                config,
+                candidates[i].policy,
+                n_res,
+                n_seq,
+                n_extra_seq,
+                n_templ,
+                training,
+                device=device,
+                dap=dap,
+                limit=None if exact else budget,
             )
             rows[i] = Row(candidates[i], est, est.total <= budget)
             if progress is not None:
@@ -387,7 +401,7 @@ def max_length(
     def row(n: int) -> Row:
         cand = Candidate(policy.name, policy) if policy else policy_candidates(False, precision, n, device=device)[-1]
         p = cand.policy.replace(precision=precision)
-        est = estimate_breakdown(config, p, n, n_seq, n_extra_seq, n_templ, device=device)
+        est = estimate_breakdown(config, p, n, n_seq, n_extra_seq, n_templ, device=device, limit=budget)
         return Row(dataclasses.replace(cand, policy=p), est, est.total <= budget)
 
     lo, hi = 16, upper

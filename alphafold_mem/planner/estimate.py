@@ -48,21 +48,25 @@ from ..distributed.comm import simulated_group
 from ..memory.chunking import first_chunk_only
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
-from ..memory.tracking import StorageTracker
 from ..model.alphafold import AlphaFold
+from .trace import OverLimit, PlanTracker
 from .training_loss import ground_truth_batch, training_loss
 
 
 @dataclasses.dataclass(frozen=True)
 class PeakEstimate:
     """Predicted bytes on the device: ``total = parameters + inputs + activations``; ``host``: the
-    most bytes parked in host memory at once (0 on CPU or without offload)."""
+    most bytes parked in host memory at once (0 on CPU or without offload); ``lower_bound``: the
+    peak is at least ``total`` (the trace stopped past its limit), else ``total`` is the prediction."""
 
     parameters: int
     inputs: int
     activations: int
     chunk_size: Optional[int]
     host: int = 0
+    #: the trace stopped when the running total passed the limit it was given (``limit`` of
+    #: :func:`estimate_breakdown`): ``total`` is a lower bound of the peak, above that limit
+    lower_bound: bool = False
 
     @property
     def total(self) -> int:
@@ -207,9 +211,15 @@ def _activation_peak(
     device: str,
     cut: bool = True,
     dap: int = 1,
-) -> tuple[int, int, int]:
-    """(inputs, activation peak, host peak) of one fake run of ``config`` exactly as given (``cut``:
-    with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group)."""
+    limit: Optional[int] = None,
+    watch: tuple[str, ...] = (),
+) -> tuple[int, int, int, bool]:
+    """(inputs, activation peak, host peak, stopped) of one fake run of ``config`` exactly as given
+    (``cut``: with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group).
+    ``limit``: stop once parameters + inputs + activations pass it (``stopped``: the peak returned is
+    a lower bound above the limit). ``watch``: the stacks (paths of :data:`_STACKS`) run with one
+    block that stand for longer ones (:class:`~alphafold_mem.planner.trace.PlanTracker`'s per-stack
+    correction)."""
     mode, model = _fake_model(config, dtype)
     with mode:
         # under DAP this process plays rank 0 of a simulated group: every collective allocates its
@@ -222,17 +232,26 @@ def _activation_peak(
         if training:  # the real AF2 loss on fake ground truth (planner/training_loss.py)
             batch.update(ground_truth_batch(config, n_res, n_seq))
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
-        tracker = StorageTracker()
+        params = parameter_bytes(config, dtype)
+        tracker = PlanTracker(None if limit is None else limit - params - inputs)
+        hooks = [h for path in watch for h in tracker.watch_stack(_get(model, path)[0])]
         sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
         cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
         grad = torch.enable_grad() if training else torch.inference_mode()
-        with grad, cut_loops, sim, tracker:
-            out = model(batch)
-            if training:
-                training_loss(config, out, batch).backward()
-            del out
-        model.zero_grad(set_to_none=True)
-    return inputs, tracker.peak, tracker.host_peak
+        stopped = False
+        try:
+            with grad, cut_loops, sim, tracker:
+                out = model(batch)
+                if training:
+                    training_loss(config, out, batch).backward()
+                del out
+        except OverLimit:
+            stopped = True
+        finally:
+            for h in hooks:
+                h.remove()
+            model.zero_grad(set_to_none=True)
+    return inputs, max(tracker.peak, tracker.corrected_peak), tracker.host_peak, stopped
 
 
 def estimate_breakdown(
@@ -248,11 +267,17 @@ def estimate_breakdown(
     device: torch.device | str = "cpu",
     full_trace: bool = False,
     dap: int = 1,
+    limit: Optional[int] = None,
 ) -> PeakEstimate:
     """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (cached per arguments;
     ``dap``: per device of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
 
-    Block counts: inference runs at most two blocks per stack (every block has the same profile).
+    ``limit`` (bytes; for a fits / does-not-fit decision): the trace may stop as soon as the running
+    total passes it; the estimate then has ``lower_bound=True`` and a ``total`` above ``limit``
+    (a peak known exactly is returned as it is). Without ``limit`` the estimate is exact.
+
+    Block counts: inference runs one block per stack, corrected for the second block of a longer
+    stack (:class:`~alphafold_mem.planner.trace.PlanTracker`; every later block repeats the second).
     Training runs the full stacks unless ``exact=False``: then the stacks run with one block and,
     one stack at a time, two, and the peak is extrapolated linearly to the real counts. That is
     exact when the peak is set by what grows with the blocks (saved activations, checkpoint
@@ -271,11 +296,44 @@ def estimate_breakdown(
             "(alphafold_mem.planner.resolve_policy)"
         )
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
-    return _estimate(config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace, dap)
+    key = (config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace, dap)
+    return _estimate(*key, limit=None if limit is None else int(limit))
 
 
-@functools.lru_cache(maxsize=4096)
-def _estimate(
+#: the stacks' module paths in the model, by config path
+_STACK_MODULES = {
+    "evoformer.num_blocks": "evoformer.blocks",
+    "extra_msa.num_blocks": "extra_msa_stack.blocks",
+    "template.pair_stack.num_blocks": "template_embedding.blocks",
+}
+
+_Key = tuple  # the arguments of _estimate
+
+
+_exact: dict[_Key, PeakEstimate] = {}
+_bounds: dict[_Key, PeakEstimate] = {}
+
+
+def _estimate(*key, limit: Optional[int] = None) -> PeakEstimate:
+    """The cached estimate of ``key`` (the arguments of :func:`_trace`). With ``limit``: the exact
+    estimate when known, else a lower bound above ``limit`` when that is all the trace needs to show
+    (known, or found by a trace that stops there), else the exact one."""
+    if key in _exact:
+        return _exact[key]
+    bound = _bounds.get(key)
+    if limit is not None and bound is not None and bound.total > limit:
+        return bound
+    est = _trace(*key, limit=limit)
+    if est.lower_bound:
+        _bounds[key] = est
+    else:
+        if len(_exact) >= 4096:
+            _exact.clear()
+        _exact[key] = est
+    return est
+
+
+def _trace(
     config: ModelConfig,
     policy: MemoryPolicy,
     n_res: int,
@@ -288,6 +346,7 @@ def _estimate(
     device: str,
     full_trace: bool,
     dap: int = 1,
+    limit: Optional[int] = None,
 ) -> PeakEstimate:
     params = parameter_bytes(config, dtype)
     config = apply_overrides(config, {"num_recycles": 0})
@@ -295,24 +354,25 @@ def _estimate(
     counts = {p: _get(config, p) for p in stacks}
     args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, device)
     segments = (policy.checkpoint_evoformer, policy.checkpoint_extra_msa, policy.checkpoint_template)
+    stopped = False
     if full_trace:
-        inputs, act, host = _activation_peak(config, policy, *args, cut=False, dap=dap)
-    elif not training:  # in place every block repeats the first; otherwise the first block's inputs,
-        # still held by the caller, make the second one peak higher than the first
-        blocks = 1 if policy.inplace and dap == 1 else 2  # under DAP updates are not added in place
-        cut = apply_overrides(config, {p: min(n, blocks) for p, n in counts.items()})
-        inputs, act, host = _activation_peak(cut, policy, *args, dap=dap)
+        inputs, act, host, stopped = _activation_peak(config, policy, *args, cut=False, dap=dap, limit=limit)
+    elif not training:  # one block per stack; a stack of two or more is corrected for its second block,
+        # which also holds the first block's inputs when the updates are not in place (PlanTracker)
+        cut = apply_overrides(config, {p: min(n, 1) for p, n in counts.items()})
+        watch = tuple(_STACK_MODULES[p] for p, n in counts.items() if n >= 2)
+        inputs, act, host, stopped = _activation_peak(cut, policy, *args, dap=dap, limit=limit, watch=watch)
     elif exact or max(segments) > 1 or max(counts.values()) <= 2:
-        inputs, act, host = _activation_peak(config, policy, *args, dap=dap)
-    else:
+        inputs, act, host, stopped = _activation_peak(config, policy, *args, dap=dap, limit=limit)
+    else:  # extrapolated: no early stop (the first traces do not bound the result)
         ones = {p: 1 for p in stacks}
-        inputs, base, host = _activation_peak(apply_overrides(config, ones), policy, *args, dap=dap)
+        inputs, base, host, _ = _activation_peak(apply_overrides(config, ones), policy, *args, dap=dap)
         act = base
         for p, n in counts.items():
             if n > 1:
-                _, two, _ = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args, dap=dap)
+                _, two, _, _ = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args, dap=dap)
                 act += (n - 1) * (two - base)
-    return PeakEstimate(params, inputs, act, policy.chunk_size, host)
+    return PeakEstimate(params, inputs, act, policy.chunk_size, host, lower_bound=stopped)
 
 
 def estimate_peak(

@@ -1,0 +1,116 @@
+"""The estimator's storage tracker (:class:`PlanTracker`): the counting of
+:class:`~alphafold_mem.memory.tracking.StorageTracker` with three additions for the planner.
+
+* a cheaper dispatch: ops that return no tensor (``prim.device``, sizes) return at once, and the
+  inputs are collected without a general tree flatten; the count is the base tracker's (ops such
+  as ``to``, ``contiguous`` or ``flatten``, which alias or copy, are told apart by storage as there).
+* a limit: with ``limit`` set, the trace stops (:class:`OverLimit`) at the first op after which the
+  running device total exceeds it. The peak is at least that total, so "does not fit" is decided
+  exactly; the total seen is a lower bound of the peak.
+* a per-stack correction (:meth:`watch_stack`): the estimator runs a stack of Evoformer-type blocks
+  with one block, where the real stack's second block peaks higher when the blocks do not update in
+  place: the caller still holds the stack's inputs while the second block runs
+  (:func:`alphafold_mem.memory.checkpoint.run_blocks` passes block j's outputs to block j + 1 and
+  keeps the original arguments). Block two starts with what block one left allocated (its new
+  outputs) on top of block one's start and then allocates and frees what block one did, so its peak
+  is block one's peak plus that growth; block three starts where block two did (block one's
+  outputs are dropped when block two's replace them), and so does every later block.
+  :attr:`corrected_peak` is the largest of the traced peak and each watched block's peak plus its
+  growth (no growth in place: the outputs are the inputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..memory.tracking import StorageTracker
+
+
+class OverLimit(BaseException):
+    """Raised inside a trace when the running device total passes :attr:`PlanTracker.limit`
+    (a ``BaseException``: no ``except Exception`` in model code can swallow it)."""
+
+    def __init__(self, total: int):
+        super().__init__(total)
+        self.total = total
+
+
+def _storages(obj: Any, into: list) -> None:
+    if isinstance(obj, Tensor):
+        into.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for x in obj:
+            _storages(x, into)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _storages(x, into)
+
+
+class PlanTracker(StorageTracker):
+    """:class:`StorageTracker` with a limit, a cheaper dispatch and the per-stack correction (module
+    docstring). ``limit``: device bytes (activations only, as the tracker counts them) past which the
+    trace stops with :class:`OverLimit`; ``None``: no limit."""
+
+    def __init__(self, limit: Optional[int] = None) -> None:
+        super().__init__()
+        self.limit = limit
+        self.corrected_peak = 0
+        self._segment: Optional[int] = None  # the peak since the watched block began
+
+    def _check(self) -> None:
+        if self.live > self.peak:
+            self.peak = self.live
+            if self.limit is not None and self.live > self.limit:
+                raise OverLimit(self.live)
+        if self._segment is not None and self.live > self._segment:
+            self._segment = self.live
+
+    def unpark(self, t: Tensor) -> None:
+        super().unpark(t)
+        self._check()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, Tensor):
+            outs = (out,)
+        elif isinstance(out, (tuple, list)):
+            outs = [t for t in out if isinstance(t, Tensor)]
+        else:
+            return out  # no tensor (prim.device, sizes, scalars)
+        if not outs:
+            return out
+        ins: list[Tensor] = []
+        _storages(args, ins)
+        if kwargs:
+            _storages(kwargs, ins)
+        inputs = {id(t.untyped_storage()) for t in ins if t.layout == torch.strided}
+        for t in outs:
+            # views and in-place results alias an input: no new storage (and a view of a tensor made
+            # before the context must not be counted as new)
+            if t.layout == torch.strided and id(t.untyped_storage()) not in inputs:
+                self._track(t)
+        self._check()
+        return out
+
+    def watch_stack(self, block: nn.Module) -> list:
+        """Hooks on the first block of a stack for the per-stack correction (module docstring);
+        returns the hook handles (remove them after the trace)."""
+        state: dict[str, Any] = {}
+
+        def pre(module, args):
+            state["previous"], state["start"] = self._segment, self.live
+            self._segment = self.live
+
+        def post(module, args, output):
+            segment, growth = self._segment, self.live - state["start"]
+            previous = state["previous"]
+            self._segment = None if previous is None else max(previous, segment)
+            self.corrected_peak = max(self.corrected_peak, segment + max(growth, 0))
+
+        return [block.register_forward_pre_hook(pre), block.register_forward_hook(post)]
+
+
+__all__ = ["OverLimit", "PlanTracker"]
