@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SHOWN_TMP = '"$(mktemp -d)"'  # how a page shows the fresh temporary folder a run was given
 OUT = ROOT / "docs" / "benchmarks"
 MODES = ("quick", "full")
 
@@ -57,6 +58,7 @@ class Run:
 class Page:
     name: str
     title: str
+    summary: str  # one line for the index
     about: str
     runs: dict[str, tuple[Run, ...]] = field(default_factory=dict)
 
@@ -67,6 +69,7 @@ PAGES: dict[str, Page] = {
         Page(
             "memory",
             "Memory: measured and predicted peaks",
+            "Peak memory per memory policy, measured two ways and predicted, for inference and a training step",
             "Activation peak of inference and of one training step per memory policy, measured by the storage "
             "counter and independently (peak RSS of a fresh process on CPU, the CUDA allocator on GPU), beside "
             "the planner's prediction, with time and deviation from the first policy "
@@ -107,6 +110,7 @@ PAGES: dict[str, Page] = {
         Page(
             "dap",
             "Dynamic axial parallelism",
+            "Per-device peak, time and communication with the protein shared over P processes",
             "Per-device activation peak (measured and predicted), time and bytes communicated per block for "
             "P local processes sharing one protein (`scripts/bench_dap.py`; gloo on CPU, NCCL on CUDA).",
             {
@@ -136,6 +140,7 @@ PAGES: dict[str, Page] = {
         Page(
             "data",
             "Training data path",
+            "Chain index build, start-up and dataset samples per second",
             "Chain index build time per worker count, incremental rebuild, start-up from a built index and "
             "samples per second of the training dataset, on a synthetic OpenFold-layout tree made from the "
             "shipped files (`scripts/bench_data.py`).",
@@ -153,6 +158,7 @@ PAGES: dict[str, Page] = {
         Page(
             "training-step",
             "One training step",
+            "One training step measured four ways beside the planner's prediction",
             "One real training step (forward, the AF2 loss on ground truth, backward) measured by the storage "
             "counter, glibc's bytes in use and the peak RSS of a fresh process, beside the planner's prediction "
             "(`scripts/bench_training_step.py`; its docstring defines every column).",
@@ -170,6 +176,7 @@ PAGES: dict[str, Page] = {
         Page(
             "precision",
             "Precision: bf16 against fp32",
+            "bf16 against fp32: training loss curves and prediction deviations",
             "Training loss curves in fp32 and bf16-mixed for the same seed and data (`scripts/compare_precision.py`), "
             "and the deviation of bf16 predictions from fp32 ones on the shipped examples with the demo weights "
             "(`scripts/compare_precision_inference.py`: exit status 1 means a target exceeded the script's "
@@ -202,6 +209,7 @@ PAGES: dict[str, Page] = {
         Page(
             "parity",
             "Parity with OpenFold",
+            "Largest difference per output from OpenFold's reference outputs",
             "Largest absolute difference per output between this model and OpenFold's reference outputs for the "
             "same AF2-format parameters and inputs, in fp32 and fp64 (`scripts/parity_report.py`, on the vectors "
             "in `tests/data/parity`).",
@@ -320,7 +328,7 @@ def run_script(run: Run, python: str) -> dict:
     """Run one script from the repository root; its output, times and exit status."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         args = [a.replace("{tmp}", tmp) for a in run.args]
-        shown = " ".join(["python", run.script, *(shlex.quote(a) for a in run.args)])
+        shown = " ".join(["python", run.script, *(SHOWN_TMP if a == "{tmp}" else shlex.quote(a) for a in run.args)])
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         print(f"[make_benchmarks] {shown}", file=sys.stderr, flush=True)
@@ -399,7 +407,7 @@ def write_index(out: Path) -> None:
         found = RUN_LINE.search(path.read_text()) if path.exists() else None
         when = f"{found['run']}, mode `{found['mode']}`" if found else "not generated yet"
         link = f"[{page.title}]({page.name}.md)" if path.exists() else page.title
-        lines.append(f"| {link} | {page.about.split(' (`')[0].rstrip('.')} | {when} |")
+        lines.append(f"| {link} | {page.summary} | {when} |")
     lines += [
         "",
         "The [ablation report](../ablation/report.md) is generated the same way by `alphafold-mem ablate`.",

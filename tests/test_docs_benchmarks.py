@@ -39,7 +39,7 @@ def _page(tmp_path: Path, body: str, ok=(0,)) -> mb.Page:
     script = tmp_path / "bench_toy.py"
     script.write_text(body)
     run = mb.Run("Toy run", str(script), ("--size", "3"), ok=ok)
-    return mb.Page("toy", "Toy benchmark", "What the toy measures (`bench_toy.py`).", {"quick": (run,)})
+    return mb.Page("toy", "Toy benchmark", "Toy", "What the toy measures (`bench_toy.py`).", {"quick": (run,)})
 
 
 def test_page_has_header_then_the_scripts_table(tmp_path):
