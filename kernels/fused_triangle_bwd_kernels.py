@@ -155,17 +155,28 @@ def _add_vec(P, offs, valid, d):
 
 
 @triton.jit
+def _row_sum_outer(d, zn, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                   EMULATE: tl.constexpr, IEEE: tl.constexpr):  # fmt: skip
+    """``d^T zn`` [BH, BC] for rows d [BP * BQ, BH], zn [BP * BQ, BC], as BLOCK_P products over BLOCK_Q rows
+    each, summed (a contraction over BP * BQ rows in one tl.dot would keep all of them per thread in fp32)."""
+    d3 = tl.permute(tl.reshape(d, (BLOCK_P, BLOCK_Q, d.shape[1])), (0, 2, 1))
+    return tl.sum(mm(d3, tl.reshape(zn, (BLOCK_P, BLOCK_Q, zn.shape[1])), DOT_DTYPE, EMULATE, IEEE), 0)
+
+
+@triton.jit
 def _role_weight_grads(
-    DWP, role, h0, CH, zn, offs_c, BCZ, d_pre, d_gate, BLOCK_H: tl.constexpr, DOT_DTYPE: tl.constexpr,
-    EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    DWP, role, h0, CH, zn, offs_c, BCZ, d_pre, d_gate, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr,
+    BLOCK_H: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
 ):  # fmt: skip
     """Add one role's projection and gate weight gradients at input channels offs_c (zn [R, BC], the
     pre-activation gradients [R, BH] each) into this program's partial DWP [4 C_H, BCZ]."""
     offs_h = h0 + tl.arange(0, BLOCK_H)
     hm = offs_h < CH
     rows = 2 * role * CH + offs_h
-    _add_partial(DWP, rows, hm, offs_c, BCZ, mm(tl.trans(d_pre), zn, DOT_DTYPE, EMULATE, IEEE))
-    _add_partial(DWP, rows + CH, hm, offs_c, BCZ, mm(tl.trans(d_gate), zn, DOT_DTYPE, EMULATE, IEEE))
+    dw = _row_sum_outer(d_pre, zn, BLOCK_P, BLOCK_Q, DOT_DTYPE, EMULATE, IEEE)
+    _add_partial(DWP, rows, hm, offs_c, BCZ, dw)
+    dw = _row_sum_outer(d_gate, zn, BLOCK_P, BLOCK_Q, DOT_DTYPE, EMULATE, IEEE)
+    _add_partial(DWP, rows + CH, hm, offs_c, BCZ, dw)
 
 
 @triton.jit
@@ -219,6 +230,5 @@ def tri_bwd_proj_kernel(
             ptrs = _pair_ptrs(DZN, dzs, b, p, q)[:, None] + offs_c[None, :] * dzs[3]
             tl.atomic_add(ptrs, dzn, mask=((p < N) & (q < N))[:, None] & (offs_c < CZ)[None, :])
             zn = _normed(src, b, p, q, offs_c, N, CZ)  # [R, BC]
-            _role_weight_grads(
-                DWP, role, h0, CH, zn, offs_c, BLOCK_CZ, d_pre, d_gate, BLOCK_H, DOT_DTYPE, EMULATE, IEEE
-            )
+            _role_weight_grads(DWP, role, h0, CH, zn, offs_c, BLOCK_CZ, d_pre, d_gate, BLOCK_P, BLOCK_Q, BLOCK_H,
+                               DOT_DTYPE, EMULATE, IEEE)  # fmt: skip

@@ -52,7 +52,7 @@ _TRI_INTERPRETER = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=1, num_
 # gate's pre-activations, accumulated over c_z chunks of c) next to the [BLOCK_H, BLOCK_I, BLOCK_J]
 # contraction accumulator; tl.dot needs tiles of at least 16.
 _TRI_16 = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=8, num_stages=1)
-_TRI_32 = dict(i=16, j=16, k=16, h=16, c=32, rows=16, num_warps=4, num_stages=1)
+_TRI_32 = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=8, num_stages=1)
 _TRIANGLE: dict = {(None, w): _TRI_INTERPRETER for w in ("16", "32")}
 _TRIANGLE.update({(a, "16"): _TRI_16 for a in ARCHS})
 _TRIANGLE.update({(a, "32"): _TRI_32 for a in ARCHS})
