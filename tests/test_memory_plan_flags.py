@@ -107,7 +107,7 @@ def test_json_rows_carry_dap_and_host_bytes(monkeypatch, capsys):
     """Under --dap 8 every row says dap 8; host bytes per row; ``recommended`` holds the policy's fields."""
     _fake_peaks(monkeypatch, per_residue=10**6, host=5 * 10**9)
     argv = ["memory-plan", "--n-res", "30000", "--dap", "8", "--precision", "bf16-full", "--json", "--quiet"]
-    assert main(argv + ["--budget", "2GB", "--device", "cuda"]) == 0
+    assert main(argv + ["--budget", "3GB", "--device", "cuda"]) == 0  # 2 GB usable after the CUDA margin
     captured = capsys.readouterr()
     plan = json.loads(captured.out)
     assert captured.err == "" and plan["rows"] and all(r["dap"] == 8 for r in plan["rows"])

@@ -32,6 +32,8 @@ import torch
 from ..config import model_config
 from ..memory.policy import field_choices, preset
 from ..planner import available_memory, choose, max_length, policy_candidates
+from ..planner.chooser import cuda_capability
+from ..planner.margins import device_margin
 
 #: ``--precision``: the policy's precision values, read from its type.
 PRECISION_CHOICES = field_choices()["precision"]
@@ -176,6 +178,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"memory-plan: --dap {args.dap} needs 1 <= P < N_res (and no --max-length)", file=sys.stderr)
         return 2
     precisions = [args.precision] if args.precision else list(PRECISION_CHOICES)
+    # what the device holds besides the tensors (CUDA context, workspaces, NCCL, allocator): "fits"
+    # is decided against what remains (planner/margins.py); the context is already out of free memory
+    margin = device_margin(
+        device, budget, args.dap, cuda_capability() if device == "cuda" else None, args.budget is None
+    )
+    device_budget, budget = budget, budget - margin.total
     conf = {
         "preset": args.preset,
         "n_res": n_res,
@@ -183,7 +191,9 @@ def run(args: argparse.Namespace) -> int:
         "n_extra": n_extra,
         "n_templ": n_templ,
         "training": bool(args.training),
-        "budget_bytes": budget,
+        "budget_bytes": device_budget,
+        "margin": margin.as_dict(),
+        "usable_budget_bytes": budget,
         "device": device,
         "dap": args.dap,
     }
@@ -191,15 +201,17 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
     if not args.quiet:
         print(f"memory-plan: {source}", file=sys.stderr, flush=True)
+    conf["margin_line"] = f"margin {margin.describe()}; usable {budget / 1e9:.2f} GB of {device_budget / 1e9:.1f} GB"
     t0 = time.perf_counter()
     if args.max_length:
         return _max_length(args, config, budget, precisions, conf, say, t0, max_length)
     kind = "training step" if args.training else "inference"
     say(
         f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
-        f"budget {budget / 1e9:.1f} GB; device {device}"
+        f"usable budget {budget / 1e9:.2f} GB; device {device}"
         + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else "")
     )
+    say(conf.pop("margin_line"))
     rows, recommended = [], None
     table = []
     for precision in precisions:
@@ -294,6 +306,7 @@ def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> 
         f"{args.preset} inference: the largest N_res within {budget / 1e9:.1f} GB (N_seq {n_seq}, N_extra {n_extra}, "
         f"N_templ {n_templ}; the most frugal setting; device {conf['device']})"
     )
+    say(conf.pop("margin_line"))
     rows, best = [], None
     for precision in precisions:
         if not args.quiet:

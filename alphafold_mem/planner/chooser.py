@@ -29,6 +29,7 @@ import torch
 from ..config import ModelConfig
 from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
 from .estimate import PeakEstimate, available_memory, estimate_breakdown, parameter_bytes
+from .margins import device_margin
 
 #: Default largest chunk the chooser considers (``MemoryPolicy.max_chunk_size`` overrides it).
 MAX_CHUNK_SIZE = 256
@@ -289,6 +290,14 @@ def _search(
 Sizes = tuple[int, int, int, int]
 
 
+def cuda_capability(device: torch.device | str | None = None) -> Optional[int]:
+    """Compute capability of a CUDA device as ``10 * major + minor`` (``None`` without CUDA)."""
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return 10 * major + minor
+
+
 def budget_of(request: PolicyRequest, config: ModelConfig, device: torch.device | str | None = None) -> int:
     """The memory budget of ``request`` in bytes: its ``max_memory``, else the free memory of
     ``device`` (default CPU) plus the parameters of ``config`` (already resident when it is used)."""
@@ -319,11 +328,16 @@ def plan(
     * a concrete :class:`MemoryPolicy`: that policy, checked.
 
     ``dap``: the peak of each of that many devices sharing the protein; ``evaluate_all``: estimate
-    every candidate (tables).
+    every candidate (tables). On CUDA the budget is what remains after
+    :func:`~alphafold_mem.planner.margins.device_margin` (context, library workspaces, NCCL buffers
+    under DAP, the caching allocator's share): "fits" means fits after them.
     """
     request = as_request(request)
     dev = torch.device(device) if device is not None else torch.device("cpu")
     budget = budget_of(request, config, dev)
+    if dev.type == "cuda":
+        margin = device_margin("cuda", budget, dap, cuda_capability(dev), context_included=request.max_memory is None)
+        budget -= margin.total
     n_max = max(*sizes[:3], 1)
     if isinstance(request, AutoPolicy):
         candidates = policy_candidates(training, request.precision, n_max, request.max_chunk_size, device=dev)
@@ -425,6 +439,7 @@ __all__ = [
     "Row",
     "choose",
     "chunk_candidates",
+    "cuda_capability",
     "max_length",
     "budget_of",
     "plan",
