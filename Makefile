@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# ALPHAFOLD_MEM_TEST_CPU=1 ranks the tests by CPU time at the end (tests/conftest.py).
 test: install
 	$(PY) -m pytest -q -n 2
 
