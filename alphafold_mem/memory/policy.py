@@ -147,8 +147,11 @@ class MemoryPolicy:
         for name in ("checkpoint_evoformer", "checkpoint_extra_msa", "checkpoint_template"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (blocks per checkpoint), got {getattr(self, name)}")
-        if self.max_memory is not None and self.max_memory <= 0:
-            raise ValueError(f"max_memory must be a positive number of bytes, got {self.max_memory}")
+        mm = self.max_memory
+        if mm is not None and (not isinstance(mm, int) or isinstance(mm, bool) or mm <= 0):
+            raise ValueError(
+                f"max_memory must be a positive int number of bytes (e.g. 40 * 2**30 for 40 GiB), got {mm!r}"
+            )
 
     # -- presets ------------------------------------------------------------------------------
     @classmethod
