@@ -48,9 +48,10 @@ _ATTENTION.update({(a, "32"): _ATTN_32 for a in ARCHS})
 # the c_z chunk c of the projections and of the output branch, and the rows per block of the output
 # branch ---------------------------------------------------------------------------------------------
 _TRI_INTERPRETER = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=1, num_stages=1)
-# The largest tile a program holds is [BLOCK_I * BLOCK_K, 2 * BLOCK_H] fp32 (a projection's and its
-# gate's pre-activations, accumulated over c_z chunks of c) next to the [BLOCK_H, BLOCK_I, BLOCK_J]
-# contraction accumulator; tl.dot needs tiles of at least 16.
+# A program holds at most [BLOCK_I * BLOCK_K, BLOCK_H] fp32 tiles (a projection's and its gate's
+# pre-activations, accumulated over c_z chunks of c) next to the [BLOCK_H, BLOCK_I, BLOCK_J]
+# contraction accumulator, or [rows, c_z] tiles in the output branch; tl.dot needs tiles of at least
+# 16. 8 warps: at 4 the forward and the projection backward spill (registers per thread double).
 _TRI_16 = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=8, num_stages=1)
 _TRI_32 = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=8, num_stages=1)
 _TRIANGLE: dict = {(None, w): _TRI_INTERPRETER for w in ("16", "32")}

@@ -96,7 +96,8 @@ def test_fused_attention_at_architecture_config(arch, dtype):
 def test_fused_triangle_multiplication_at_architecture_config(arch, dtype):
     cfg = launch_configs.triangle_config(arch, 32 if dtype == torch.float32 else 16)
     n = max(cfg[k] for k in "ijk") + 5
-    z, mask, weights, d_out = triangle_inputs((1,), n, 12, max(20, cfg["h"] + 4))  # crosses the channel blocks
+    cz, ch = cfg["c"] + 4, max(20, cfg["h"] + 4)  # cross the c_z chunks and the hidden-channel blocks
+    z, mask, weights, d_out = triangle_inputs((1,), n, cz, ch)
     with _triton_support.target_arch(arch):
         got = run_triangle("triton", z, mask, weights, d_out, True, dtype)
     ref = run_triangle("reference", z, mask, weights, d_out, True, dtype)
