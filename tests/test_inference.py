@@ -339,21 +339,33 @@ def test_bf16_demo_weights_match_fp32_on_1lcd(tmp_path):
     assert np.abs(a.b_factors[:, ca] - b.b_factors[:, ca]).mean() <= 1.0  # pLDDT in the B-factor column
 
 
+def _peptide_predict(tiny_weights, out, *options: str) -> int:
+    common = ["predict", str(PEPTIDE), "--weights", str(tiny_weights), "--single-sequence", "--num-recycles", "0"]
+    return main(common + ["--out", str(out), *options])
+
+
+@pytest.fixture(scope="module")
+def peptide_reference(tmp_path_factory, tiny_weights):
+    """The default-options prediction the memory options are compared with: one run for all of them
+    (the same command line each time, so the same result)."""
+    out = tmp_path_factory.mktemp("peptide_reference")
+    assert _peptide_predict(tiny_weights, out) == 0
+    return out
+
+
 @needs_shipped
 @pytest.mark.parametrize("options", [["--chunk-size", "3"], ["--low-memory"], ["--chunk-size", "auto"]])
-def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, options):
+def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, peptide_reference, options):
     """--chunk-size / --low-memory bind a MemoryPolicy; the structure and confidences do not change."""
-    common = ["predict", str(PEPTIDE), "--weights", str(tiny_weights), "--single-sequence", "--num-recycles", "0"]
-    assert main(common + ["--out", str(tmp_path / "ref")]) == 0
-    assert main(common + ["--out", str(tmp_path / "mem")] + options) == 0
-    ref = json.loads((tmp_path / "ref" / "5AWL_1_scores.json").read_text())
+    assert _peptide_predict(tiny_weights, tmp_path / "mem", *options) == 0
+    ref = json.loads((peptide_reference / "5AWL_1_scores.json").read_text())
     mem = json.loads((tmp_path / "mem" / "5AWL_1_scores.json").read_text())
     # auto: the pre-flight's choice (with memory to spare, no chunking: the reference itself)
     assert ref["memory_policy"] == "reference" and (mem["memory_policy"] != "reference" or "auto" in options)
     np.testing.assert_allclose(mem["plddt"], ref["plddt"], atol=0.02)
     xyz = [
-        np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", tmp_path / d / "5AWL_1.pdb").get_atoms()])
-        for d in ("ref", "mem")
+        np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", d / "5AWL_1.pdb").get_atoms()])
+        for d in (peptide_reference, tmp_path / "mem")
     ]
     np.testing.assert_allclose(xyz[1], xyz[0], atol=2e-3)
 
