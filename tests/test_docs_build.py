@@ -56,3 +56,13 @@ def test_site_builds_strictly_with_the_generated_references(site):
         assert ":func:" not in page.read_text() and ":class:" not in page.read_text(), page.name
     assert (site / "benchmarks" / "index.html").exists()
     assert (site / "ablation" / "report.html").exists()
+
+
+def test_docstring_roles_become_code_spans():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from griffe_roles import markdown_docstring  # scripts/ is not a package: loaded by path
+
+    text = "Uses :func:`alphafold_mem.planner.plan` and :class:`~.policy.MemoryPolicy`, :mod:`.chunking`.\n"
+    assert markdown_docstring(text) == "Uses `alphafold_mem.planner.plan` and `MemoryPolicy`, `chunking`.\n"
+    assert markdown_docstring("Example::\n\n    x = 1\n") == "Example:\n\n    x = 1\n"
+    assert markdown_docstring("a ``literal`` stays") == "a ``literal`` stays"
