@@ -161,3 +161,21 @@ def test_dap_estimate_with_cuts_is_close_to_the_full_trace():
     fast = estimate_breakdown(*args, device="cuda", dap=3)
     full = estimate_breakdown(*args, device="cuda", dap=3, full_trace=True)
     assert abs(fast.activations - full.activations) <= 0.02 * full.activations, (fast, full)
+
+
+def test_the_parser_does_not_load_the_ablation_package():
+    """Building the command line (every command, memory-plan's included) imports no Lightning: the
+    ablate subcommand names the runner's sections without importing the runner."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from alphafold_mem.cli.main import build_parser; build_parser(); "
+        "print('lightning' in sys.modules, 'alphafold_mem.ablation' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"], out
+    from alphafold_mem.ablation.runner import SECTIONS
+    from alphafold_mem.cli.ablate import SECTIONS as CLI_SECTIONS
+
+    assert CLI_SECTIONS == SECTIONS

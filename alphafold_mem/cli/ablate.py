@@ -80,10 +80,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+#: The ablation runner's sections (:data:`alphafold_mem.ablation.runner.SECTIONS`, checked equal by
+#: tests/test_planner_cuts.py): named here so that building the parser does not import the ablation
+#: package (it loads Lightning: seconds of CPU for every command, memory-plan's included).
+SECTIONS = ("inference", "training", "scaling")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``ablate`` subcommand."""
-    from ..ablation.runner import SECTIONS  # deferred: the ablation package loads for `ablate` only
-
     p = sub.add_parser(
         "ablate",
         help="accuracy-vs-memory ablation of every memory technique (tables, plots, report.md)",
