@@ -1,7 +1,7 @@
 """The OpenFold side-by-side driver (benchmarks/openfold.py, outside the installed package): its cell
 arithmetic, scripts/compare_openfold.py's modes, and the rows it adds to an ablation result directory."""
 
-from alphafold_mem.ablation.inference import MMAP_ENV
+from alphafold_mem.memory.host import MMAP_ENV
 from benchmarks.openfold import ALLOCATORS, median_cell, run_ratios
 
 

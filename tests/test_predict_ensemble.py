@@ -106,6 +106,12 @@ def test_ensemble_ranked_and_rerun_computes_only_new_seeds(tmp_path, weights_dir
     assert len(debug["order"]) == 6 and {"model_1_seed_2", "model_2_seed_2"} <= set(debug["order"])
     assert (target / "ranked_5.pdb").exists()
     assert capsys.readouterr().err.count("skip: 5AWL_1") == 4
+    again = json.loads((out / "timings.json").read_text())["runs"]  # the skipped runs keep their records
+    assert sorted(again) == sorted(names + ["model_1_seed_2", "model_2_seed_2"])
+    for n in names:
+        assert again[n]["targets"]["5AWL_1"]["status"] == "skipped"
+        assert again[n]["targets"]["5AWL_1"]["seconds"] == timings["runs"][n]["targets"]["5AWL_1"]["seconds"]
+        assert again[n]["stages"]["5AWL_1/model"] == timings["runs"][n]["stages"]["5AWL_1/model"]
 
     # ranking by pTM (the tiny preset has a PAE head): AF2's layout with a "ptm" key
     order = rank_predictions(str(target), "5AWL_1", debug["order"], rank_by="ptm")

@@ -52,6 +52,7 @@ from ..predict.signals import Interrupted, handle_signals
 from ..predict.targets import collect_targets
 from .memory_args import predict_request
 from .pipeline_args import pipeline_from_args
+from .predict_options import predict_options
 
 DEFAULT_WAIT_S = 1800.0
 
@@ -100,28 +101,8 @@ def _collect(args: argparse.Namespace, log: Callable[[str], None]):
 
 def _predict_share(args: argparse.Namespace, names: list[str], device: str, log: Callable[[str], None]):
     """:func:`alphafold_mem.predict.predict` with the options of ``args``, on the targets ``names`` only."""
-    return predict(
-        args.input,
-        args.out,
-        msa=args.msa,
-        msa_dir=args.msa_dir,
-        single_sequence=args.single_sequence,
-        weights=args.weights,
-        preset=args.preset,
-        num_recycles=args.num_recycles,
-        device=device,
-        seed=args.seed,
-        overwrite=args.overwrite,
-        memory_policy=predict_request(args),
-        track_memory=args.track_memory,
-        log=log,
-        debug=args.debug,
-        pipeline=pipeline_from_args(args, log),
-        min_msa_depth=args.min_msa_depth,
-        record_paths=args.record_paths,
-        recycle_early_stop_tolerance=getattr(args, "recycle_early_stop_tolerance", 0.0),
-        targets=names,
-    )
+    options = predict_options(args, log, memory_policy=predict_request(args), pipeline=pipeline_from_args(args, log))
+    return predict(args.input, args.out, device=device, targets=names, **options)
 
 
 def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str, key: str) -> int:

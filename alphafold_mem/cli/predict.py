@@ -42,6 +42,7 @@ from .ensemble_args import add_ensemble_arguments, ensemble_options
 from .malloc import add_malloc_option
 from .memory_args import add_predict_memory_arguments, predict_request
 from .pipeline_args import add_pipeline_arguments, pipeline_from_args
+from .predict_options import predict_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -189,28 +190,8 @@ def run_one(args: argparse.Namespace) -> int:
             from ..predict.ensemble import predict_ensemble  # deferred: ensembles only
 
             run_predict = functools.partial(predict_ensemble, **ensemble)
-        result = run_predict(
-            args.input,
-            args.out,
-            msa=args.msa,
-            msa_dir=args.msa_dir,
-            single_sequence=args.single_sequence,
-            weights=args.weights,
-            preset=args.preset,
-            num_recycles=args.num_recycles,
-            device=args.device,
-            seed=args.seed,
-            overwrite=args.overwrite,
-            memory_policy=memory_policy,
-            track_memory=args.track_memory,
-            log=log,
-            debug=args.debug,
-            dap=args.dap,
-            pipeline=pipeline,
-            min_msa_depth=args.min_msa_depth,
-            record_paths=args.record_paths,
-            recycle_early_stop_tolerance=args.recycle_early_stop_tolerance,
-        )
+        options = predict_options(args, log, memory_policy=memory_policy, pipeline=pipeline)
+        result = run_predict(args.input, args.out, device=args.device, dap=args.dap, **options)
     except PredictError as exc:
         log(f"error: {exc}")
         if args.debug:

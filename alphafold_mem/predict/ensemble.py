@@ -43,6 +43,7 @@ from .outputs import write_json
 from .outputs.plots import plot_plddt_models
 from .runner import PredictionRun, TargetResult, predict
 from .targets import PredictError
+from .timings import keep_skipped
 
 __all__ = ["RANK_BY", "EnsembleRun", "ensemble_members", "predict_ensemble", "rank_predictions"]
 
@@ -125,6 +126,8 @@ def predict_ensemble(
 
     runs: dict[str, PredictionRun] = {}
     timings: dict[str, object] = {}
+    before = _read_json(os.path.join(out_dir, "timings.json"))  # the runs' own files replace it
+    before_runs = before.get("runs") if isinstance(before, dict) and isinstance(before.get("runs"), dict) else {}
     for m in members:
         for s in seeds:
             tag = f"{m.name}_seed_{s}"
@@ -140,7 +143,8 @@ def predict_ensemble(
                 **predict_options,
             )
             runs[tag] = run
-            timings[tag] = _read_json(run.timings_path)
+            mine = _read_json(run.timings_path)
+            timings[tag] = keep_skipped(mine, before_runs.get(tag)) if isinstance(mine, dict) else mine
 
     result = EnsembleRun(runs, out_dir)
     names = list(dict.fromkeys(r.name for run in runs.values() for r in run.results))

@@ -89,10 +89,24 @@ def check(
         None,
         int(best.estimate.total),
         choice.budget,
-        f"{n_res} residues need {best.estimate.total / 1e9:.2f} GB (predicted, "
+        f"{n_res} residues need {format_bytes(best.estimate.total)} (predicted, "
         f"{best.candidate.label}, {request.precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
-        f"{choice.budget / 1e9:.2f} GB",
+        f"{format_bytes(choice.budget)}",
     )
 
 
-__all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "feature_sizes"]
+_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes for people, in the largest binary unit it reaches (``"512 bytes"``, ``"1.50 KiB"``,
+    ``"23.84 MiB"``, ``"80.00 GiB"``; TiB at most), three significant digits or more."""
+    n = float(n)
+    k = 0
+    while k < len(_UNITS) - 1 and abs(n) >= 1024:
+        n /= 1024
+        k += 1
+    return f"{n:.0f} bytes" if k == 0 else f"{n:.2f} {_UNITS[k]}"
+
+
+__all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "feature_sizes", "format_bytes"]

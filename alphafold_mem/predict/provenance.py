@@ -74,17 +74,24 @@ def msa_digest(files) -> Optional[str]:
 def pipeline_settings(pipeline) -> Optional[dict]:
     """The result-changing settings of a :class:`~.stages.PipelineOptions` (``None`` without one):
     template selection and relaxation. Database and search settings enter through the MSA digest
-    (searched MSAs are files like given ones); names only, no local paths."""
+    (searched MSAs are files like given ones), the template database through the hits digest. Names
+    only, no local paths: ``mmcif_dirs`` are the names of the resolved folders (symbolic links
+    followed), and with any, ``mmcif_paths_sha256`` (a SHA-256 of their resolved paths) tells two
+    folders of one name apart (``data/mmcif``, ``data/search/mmcif``)."""
     if pipeline is None:
         return None
-    return {
+    resolved = [os.path.realpath(d) for d in pipeline.mmcif_dirs]
+    settings = {
         "template_db": os.path.basename(pipeline.template_db) if pipeline.template_db else None,
-        "mmcif_dirs": [os.path.basename(os.path.normpath(d)) for d in pipeline.mmcif_dirs],
+        "mmcif_dirs": [os.path.basename(d) for d in resolved],
         "max_template_date": pipeline.max_template_date,
         "max_templates": pipeline.max_templates,
         "obsolete": bool(pipeline.obsolete),
         "relax": bool(pipeline.relax),
     }
+    if resolved:
+        settings["mmcif_paths_sha256"] = hashlib.sha256("\n".join(resolved).encode()).hexdigest()
+    return settings
 
 
 def provenance_record(t: Target, weights_sha256: Optional[str], options: dict, hits: Optional[str] = None) -> dict:
@@ -130,11 +137,21 @@ def describe_changes(old: Optional[dict], new: dict) -> list[str]:
         changes.append(
             f"weights (sha256 {_short(new['weights_sha256'])} now, {_short(old.get('weights_sha256'))} before)"
         )
-    old_opts = old.get("options") or {}
+    old_opts = dict(old.get("options") or {})
+    old_opts["pipeline"] = _as_recorded_before(old_opts.get("pipeline"), new["options"].get("pipeline"))
     for key in RESULT_OPTIONS + OPTIONAL_RESULT_OPTIONS:
         if old_opts.get(key) != new["options"].get(key):
             changes.append(f"{key} ({new['options'].get(key)!r} now, {old_opts.get(key)!r} before)")
     return changes
+
+
+def _as_recorded_before(old: object, new: Optional[dict]) -> object:
+    """A stored pipeline record without ``mmcif_paths_sha256`` (earlier versions) is compared on the
+    folder names alone."""
+    if isinstance(old, dict) and isinstance(new, dict) and "mmcif_paths_sha256" not in old:
+        if "mmcif_paths_sha256" in new:
+            return dict(old, mmcif_paths_sha256=new["mmcif_paths_sha256"])
+    return old
 
 
 def _read_record(path: str) -> tuple[bool, Optional[dict]]:

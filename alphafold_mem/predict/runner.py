@@ -17,7 +17,8 @@ FASTA files, or one
    and writes ``<id>.pdb`` (pLDDT in the B-factor column), ``<id>.cif`` (ModelCIF, pLDDT as local QA
    metric), ``<id>_scores.json``, ``<id>_plddt.png`` and, for PAE presets, ``<id>_pae.json``
    (AlphaFold DB layout) and ``<id>_pae.png``;
-5. writes ``timings.json`` (seconds and memory per stage) and prints a summary table.
+5. writes ``timings.json`` (seconds and memory per stage; a skipped target keeps the records of the
+   run that produced its outputs) and prints a summary table.
 
 All outputs are written atomically (temporary name, then rename).
 """
@@ -50,7 +51,7 @@ from .progress import ForwardProgress
 from .provenance import partition_finished, shareable_scores
 from .results import PredictionRun, TargetResult
 from .targets import PredictError, Target, collect_targets, measure_searched
-from .timings import Stages
+from .timings import Stages, keep_skipped
 from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["predict", "PredictError", "PredictionRun", "TargetResult"]
@@ -281,7 +282,7 @@ def predict(
             f"weights: {weights_path} ({loaded.format}, preset {cfg.preset}"
             f"{', ' + loaded.details if loaded.details else ''}); device {dev}, {policy.precision}, "
             f"memory policy {'auto (chosen per target)' if chosen else policy_name(policy)}, "
-            f"budget {budget / 1e9:.1f} GB, "
+            f"budget {preflight.format_bytes(budget)}, "
             f"{cfg.num_recycles} recycle(s), {len(todo)} target(s) to run"
             + (f"; one protein shared by {par.dap} processes (DAP)" if par.dap > 1 else "")
         )
@@ -356,6 +357,8 @@ def predict(
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
     if par.writer:
+        if skipped and output_name == "{id}":  # an ensemble's runs share the file: the ensemble keeps theirs
+            timings = keep_skipped(timings, _read_json(run.timings_path))
         try:
             write_json(run.timings_path, timings)
         except OSError as exc:  # the summary still follows
@@ -384,7 +387,7 @@ def _preflight_all(todo: list[Target], cfg, request, dev, par: Parallel, log) ->
                 continue
         fits[t.name] = fit
         if fit.fits and fit.policy != request:  # the planner chose (auto): say what, before the forward
-            log(f"{t.name}: memory policy chosen: {policy_name(fit.policy)}, chunk size {fit.policy.chunk_size}")
+            log(f"{t.name}: memory policy chosen: {policy_name(fit.policy)}, {chunking(fit.policy)}")
         if not fit.fits:
             log(f"error: {_failure_message(t, preflight.DoesNotFit(fit.message))}")
     return fits
@@ -527,13 +530,26 @@ def policy_name(policy: MemoryPolicy) -> str:
     )
 
 
-def _previous_mean_plddt(path: str) -> Optional[float]:
+def chunking(policy: MemoryPolicy) -> str:
+    """The chunking a concrete policy runs with, for people: ``"chunk size 16"`` or ``"no chunking"``."""
+    return "no chunking" if policy.chunk_size is None else f"chunk size {policy.chunk_size}"
 
+
+def _read_json(path: str) -> object:
+    """The JSON content of ``path``, or ``None`` when it is missing or unreadable."""
     try:
         with open(path) as fh:
-            value = json.load(fh).get("mean_plddt")
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _previous_mean_plddt(path: str) -> Optional[float]:
+    data = _read_json(path)
+    try:
+        value = data.get("mean_plddt")
         return float(value) if value is not None else None
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError):
         return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -65,9 +65,33 @@ class Stages:
         return out
 
 
+def keep_skipped(timings: dict, previous: Optional[dict]) -> dict:
+    """``timings`` (one run's ``timings.json`` content) with the records of its skipped targets taken
+    from ``previous`` (the ``timings.json`` of an earlier run into the same outputs, or ``None``): a
+    skipped target keeps the ``<id>/...`` stages and the ``seconds`` and ``recycles_run`` of the run
+    that produced its outputs, so a rerun that skips targets loses none of their timings. Records of
+    targets that ran, and the run-level fields, are this run's."""
+    if not isinstance(previous, dict):
+        return timings
+    old_targets = previous.get("targets") if isinstance(previous.get("targets"), dict) else {}
+    old_stages = previous.get("stages") if isinstance(previous.get("stages"), dict) else {}
+    out = dict(timings, targets={k: dict(v) for k, v in timings.get("targets", {}).items()})
+    if "stages" in out:
+        out["stages"] = dict(out["stages"])
+    for name, entry in out["targets"].items():
+        if entry.get("status") != "skipped":
+            continue
+        old = old_targets.get(name)
+        if isinstance(old, dict) and old.get("status") in ("ok", "skipped"):
+            entry["seconds"], entry["recycles_run"] = old.get("seconds"), old.get("recycles_run")
+        if "stages" in out:
+            out["stages"].update({k: v for k, v in old_stages.items() if k.startswith(f"{name}/")})
+    return out
+
+
 def _max_rss_mb() -> float:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
 
 
-__all__ = ["Stages"]
+__all__ = ["Stages", "keep_skipped"]

@@ -108,9 +108,10 @@ class LoadedWeights:
         format: one of :data:`FORMATS`.
         path: the file.
         details: a short human-readable note (e.g. ``"EMA weights, step 1200"``).
-        architecture: ``"architecture <preset>"``, the named preset whose layers the model has
+        architecture: the named preset whose layers the model has
             (:mod:`alphafold_mem.weights.architecture`), with the presets of the same layers or
-            the config's own preset in brackets; for provenance.
+            the config's own preset in brackets (``"model_3_ptm (same layers as model_4_ptm)"``,
+            ``"model_1 (preset demo)"``); for provenance (the scores JSON's ``architecture``).
     """
 
     model: AlphaFold
@@ -346,11 +347,16 @@ def _classify(obj: Any, path: str) -> tuple[str, dict]:
 # loading
 # ------------------------------------------------------------------------------------------------
 def _named(config: ModelConfig) -> str:
-    """``"architecture <preset>"``: the first named preset with ``config``'s layers, else its own preset."""
+    """``"<preset>"``: the first named preset with ``config``'s layers, else its own preset."""
     same = [p for p in NAMED_ORDER if not architecture_differences(config, model_config(p))]
     if config.preset in same or not same:
-        return f"architecture {config.preset}"
-    return f"architecture {same[0]} (preset {config.preset})"
+        return config.preset
+    return f"{same[0]} (preset {config.preset})"
+
+
+def _architecture(note: str) -> str:
+    """The architecture named by a :func:`~.architecture.choose_preset` note, without the word."""
+    return note.removeprefix("architecture ")
 
 
 def _preset_from_name(path: str) -> Optional[str]:
@@ -385,7 +391,7 @@ def load_weights(path, preset: Union[str, ModelConfig, None] = None) -> LoadedWe
             shapes = {k.removeprefix(_AF2_PREFIX): v for k, v in npz_shapes(path).items()}
             use, note = choose_preset(lambda p: infer_config(shapes, p), preset, _preset_from_name(path))
             model = load_af2_params(path, use)
-            return LoadedWeights(model, model.config, "af2-npz", path, f"sizes inferred, {note}", note)
+            return LoadedWeights(model, model.config, "af2-npz", path, f"sizes inferred, {note}", _architecture(note))
         obj = _torch_load(path)
         fmt, info = _classify(obj, path)
         if fmt == "openfold":
@@ -393,7 +399,7 @@ def load_weights(path, preset: Union[str, ModelConfig, None] = None) -> LoadedWe
             use, note = choose_preset(lambda p: openfold_config(sd, p), preset)
             model = load_openfold_checkpoint(sd, use)
             details = ", ".join(x for x in (info["details"], f"sizes inferred, {note}") if x)
-            return LoadedWeights(model, model.config, "openfold", path, details, note)
+            return LoadedWeights(model, model.config, "openfold", path, details, _architecture(note))
         if isinstance(preset, ModelConfig):
             preset = preset.preset
         config = info["config"]
