@@ -410,7 +410,8 @@ def write_index(out: Path) -> None:
         lines.append(f"| {link} | {page.summary} | {when} |")
     lines += [
         "",
-        "The [ablation report](../ablation/report.md) is generated the same way by `alphafold-mem ablate`.",
+        "The [ablation report](../ablation/report.md) is generated the same way by `alphafold-mem ablate`, and "
+        "the [memory budget](../memory-budget.md) page by `scripts/memory_budget_page.py`.",
     ]
     (out / "index.md").write_text("\n".join(lines) + "\n")
 
