@@ -66,7 +66,7 @@ def test_without_preset_the_run_is_labelled_with_the_matching_preset(tmp_path):
     path = tmp_path / "weights.npz"
     model = _export(path)
     loaded = load_weights(path)
-    assert loaded.config.preset == "tiny" and loaded.architecture == "architecture tiny"
+    assert loaded.config.preset == "tiny" and loaded.architecture == "tiny"
     assert loaded.config == model_config("tiny")
     for k, v in model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[k], v), k
