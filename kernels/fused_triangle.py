@@ -35,8 +35,9 @@ in place, the gate's dz', the output LayerNorm's gradients); the contraction and
 fp32 partials (deterministic); the projection backward adds its dz' with fp32 atomics (one add per
 channel block and role: the summation order varies between runs). No program holds more than a
 [BLOCK * BLOCK, BLOCK_H] or [BLOCK_R, c_z] tile: c_z is read in chunks (``launch_configs`` key
-``c``), so the kernels fit the shared memory and registers of every listed GPU without spilling
-(``scripts/aot_compile.py``, docs/kernels.md).
+``c``), so at AF2's channel sizes the kernels fit the shared memory and registers of every listed GPU
+without spilling (``scripts/aot_compile.py``, docs/kernels.md, which lists the small test channel
+counts that still spill).
 
 Limits: z ``[*, N, N, c_z]`` fp32, bf16 or fp16 with c_z <= 256, c_hidden <= 256; weights of any
 float dtype; mask ``[*, N, N]`` (broadcastable to z's leading dims). Under ``torch.autocast`` the
