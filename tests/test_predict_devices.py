@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -19,7 +20,8 @@ import alphafold_mem
 from alphafold_mem.cli.main import main
 from alphafold_mem.config import model_config
 from alphafold_mem.model import AlphaFold
-from alphafold_mem.predict.devices import launcher_rank, shares, target_cost, wait_for_parts, write_part
+from alphafold_mem.predict.devices import launcher_rank, merge, shares, target_cost, wait_for_parts, write_part
+from alphafold_mem.predict.results import TargetResult
 from alphafold_mem.predict.targets import Target
 from alphafold_mem.weights import save_checkpoint
 
@@ -99,6 +101,29 @@ def test_waiting_for_parts_times_out_and_ignores_another_runs_parts(tmp_path):
     write_part(str(tmp_path), 1, "an-earlier-run", {"results": [], "exit_code": 0})
     parts = wait_for_parts(str(tmp_path), 2, "this-run", timeout=0.3, poll=0.05)
     assert parts[0]["key"] == "this-run" and parts[1] is None
+
+
+def test_the_merge_keeps_the_earlier_records_of_skipped_targets(tmp_path):
+    def part(status, seconds):
+        r = TargetResult(name=f"t{status}", length=8, status=status, seconds=seconds, recycles_run=None)
+        return {"results": [asdict(r)], "exit_code": 0, "seconds": 1.0, "device": "cpu", "error": ""}
+
+    earlier = {"targets": {"tskipped": {"status": "ok", "seconds": 12.5, "length": 8, "recycles_run": 3}}}
+    merge(
+        str(tmp_path),
+        [["tok"], ["tskipped"]],
+        {0: part("ok", 2.0), 1: part("skipped", None)},
+        [],
+        {"tok": 8, "tskipped": 8},
+        {"tok": 0, "tskipped": 1},
+        3.0,
+        lambda k: "gone",
+        lambda line: None,
+        earlier,
+    )
+    targets = json.loads((tmp_path / "timings.json").read_text())["targets"]
+    assert targets["tskipped"] == {"status": "skipped", "seconds": 12.5, "length": 8, "recycles_run": 3}
+    assert targets["tok"]["seconds"] == 2.0 and targets["tok"]["status"] == "ok"
 
 
 def test_devices_2_writes_what_one_process_writes(tmp_path, tiny_weights):

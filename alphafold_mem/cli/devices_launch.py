@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -151,7 +152,16 @@ def _exit_reason(code) -> str:
     return f"exited with code {code} before writing its results"
 
 
-def _finish(args, assigned, parts, rejected, targets, seconds, missing_reason) -> int:
+def _previous_timings(out_dir: str):
+    """The ``timings.json`` in ``out_dir`` before the ranks write theirs (``None``: none readable)."""
+    try:
+        with open(os.path.join(out_dir, "timings.json")) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _finish(args, assigned, parts, rejected, targets, seconds, missing_reason, previous=None) -> int:
 
     errors = {p.get("error") for p in parts.values() if p is not None}
     if not rejected and len(errors) == 1 and all(p is not None and p.get("error") for p in parts.values()):
@@ -159,7 +169,7 @@ def _finish(args, assigned, parts, rejected, targets, seconds, missing_reason) -
         return 2
     lengths = {t.name: len(t.sequence) for t in targets}
     orders = {t.name: t.order for t in targets}
-    run = merge(args.out, assigned, parts, rejected, lengths, orders, seconds, missing_reason, _log)
+    run = merge(args.out, assigned, parts, rejected, lengths, orders, seconds, missing_reason, _log, previous)
     return run.exit_code
 
 
@@ -168,6 +178,7 @@ def _local(args, assigned, targets, rejected) -> int:
 
     world = len(assigned)
     key = uuid.uuid4().hex
+    previous = _previous_timings(args.out)
     parts_dir = os.path.join(args.out, PARTS_DIR)
     if os.path.isdir(parts_dir):
         for name in os.listdir(parts_dir):
@@ -203,13 +214,21 @@ def _local(args, assigned, targets, rejected) -> int:
         raise
     parts = {k: read_part(args.out, k, key) for k in range(world)}
     return _finish(
-        args, assigned, parts, rejected, targets, time.perf_counter() - start, lambda k: _exit_reason(procs[k].exitcode)
+        args,
+        assigned,
+        parts,
+        rejected,
+        targets,
+        time.perf_counter() - start,
+        lambda k: _exit_reason(procs[k].exitcode),
+        previous,
     )
 
 
 def _under_launcher(args, rank, world, key, assigned, targets, rejected) -> int:
 
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))
+    previous = _previous_timings(args.out) if rank == 0 else None  # before this rank writes its own
     start = time.perf_counter()
     code = _run_rank(args, rank, assigned[rank], _device_of(args, local), key)
     if rank != 0:
@@ -226,6 +245,7 @@ def _under_launcher(args, rank, world, key, assigned, targets, rejected) -> int:
         targets,
         time.perf_counter() - start,
         lambda k: f"wrote no results within {wait:.0f} s (ended, or still running)",
+        previous,
     )
 
 

@@ -28,6 +28,7 @@ from typing import Callable, Optional
 from .outputs import write_json
 from .runner import PredictionRun, TargetResult
 from .targets import Target
+from .timings import keep_skipped
 
 __all__ = [
     "MSA_ROWS_READ",
@@ -139,10 +140,13 @@ def merge(
     total_seconds: float,
     missing_reason: Callable[[int], str],
     log: Callable[[str], None],
+    previous: Optional[dict] = None,
 ) -> PredictionRun:
     """One :class:`PredictionRun` from the ranks' parts and the inputs rejected before the shares,
     and one ``<out_dir>/timings.json``; logs the summary table. A rank without a part has each of its
-    targets failed with ``missing_reason(rank)``."""
+    targets failed with ``missing_reason(rank)``. ``previous``: the ``timings.json`` found before the
+    ranks started, whose ``seconds`` and ``recycles_run`` a skipped target keeps
+    (:func:`~.timings.keep_skipped`)."""
     results = list(rejected)
     ranks = []
     for k, names in enumerate(assigned):
@@ -184,7 +188,7 @@ def merge(
         "ranks": ranks,
     }
     run.timings_path = os.path.join(out_dir, "timings.json")
-    write_json(run.timings_path, timings)
+    write_json(run.timings_path, keep_skipped(timings, previous))
     log("")
     log(run.summary_table())
     if run.failed:
