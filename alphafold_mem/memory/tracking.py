@@ -29,7 +29,21 @@ from typing import Iterator, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+
+
+def _strided_tensors(x, out: list) -> list:
+    """The strided tensors in ``x``, an op's arguments or results (tensors, scalars and lists, tuples
+    and dicts of them): what ``torch.utils._pytree.tree_flatten`` gives, without its per-call cost."""
+    if isinstance(x, torch.Tensor):
+        if x.layout == torch.strided:
+            out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _strided_tensors(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _strided_tensors(y, out)
+    return out
 
 
 @dataclasses.dataclass
@@ -111,15 +125,11 @@ class StorageTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        inputs = {
-            id(t.untyped_storage())
-            for t in tree_flatten((args, kwargs))[0]
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided
-        }
-        for t in tree_flatten(out)[0]:
+        inputs = {id(t.untyped_storage()) for t in _strided_tensors((args, kwargs), [])}
+        for t in _strided_tensors(out, []):
             # views and in-place results alias an input: no new storage (and a view of a tensor made
             # before the context must not be counted as new)
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided and id(t.untyped_storage()) not in inputs:
+            if id(t.untyped_storage()) not in inputs:
                 self._track(t)
         self.peak = max(self.peak, self.live)
         return out
