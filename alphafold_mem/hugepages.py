@@ -6,8 +6,8 @@ page fault per 2 MiB instead of one per 4 KiB.
 
 Why: a CPU training step frees and reallocates activations of many sizes, and every byte the
 allocator takes back from the system is faulted in again (:mod:`alphafold_mem.memory.host`); the
-page faults and resident-set growth with and without the switch are in the README ("Training memory
-a machine sees").
+page faults and resident-set growth with and without the switch are what ``scripts/compare_openfold.py
+--mode training`` prints (docs/parity.md, "OpenFold side by side: time and memory").
 
 Nothing here runs on import: importing :mod:`alphafold_mem` leaves the environment as it is. The
 command line (:func:`alphafold_mem.cli.main`) and the workers that measure host memory call

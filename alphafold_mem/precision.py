@@ -13,7 +13,7 @@ Precisions (``MemoryPolicy.precision``):
   arrangement (as Lightning's ``bf16-mixed``). Rounding the streams to bf16 after each of the ~10
   residual updates per block is what moves the demo model's coordinates by up to 0.57-0.68 Å
   (``scripts/compare_precision_inference.py``, worst shipped example; the figure depends on the
-  CPU's bf16 kernels, see the README); with fp32 streams the worst moves about 0.4 Å.
+  CPU's bf16 kernels, see docs/benchmarks/precision.md); with fp32 streams the worst moves about 0.4 Å.
 * ``"bf16-full"``: as ``"bf16"`` but the representations themselves are bf16 (AF2's own bfloat16
   mode: the embedders' outputs and the masks are bf16, so the residual adds stay bf16), which
   halves them and the inference peak; predictions move more (Cα up to ~0.7 Å on the demo model).

@@ -1,13 +1,13 @@
-"""``alphafold-mem alignment-db``: per-chain alignment folders packed into OpenFold's alignment database.
+"""alphafold-mem alignment-db: per-chain alignment folders packed into OpenFold's alignment database.
 
-Example::
+Example:
 
     alphafold-mem alignment-db alignments/ alignment_db/ --shards 4 --duplicate-chains duplicate_pdb_chains.txt
     alphafold-mem train --mmcif-dir mmcif/ --alignment-index alignment_db/alignment_db.index ...
 
-Writes ``<OUT>/<name>_<k>.db`` and ``<OUT>/<name>.index`` (:mod:`alphafold_mem.data.alignment_db`), the
-format OpenFold's ``create_alignment_db_sharded.py`` writes and its data module reads. Exit status 0, or 1
-with one ``error:`` line.
+Writes <OUT>/<name>_<k>.db and <OUT>/<name>.index (alphafold_mem.data.alignment_db), the
+format OpenFold's create_alignment_db_sharded.py writes and its data module reads. Exit status 0, or 1
+with one 'error:' line.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""``alphafold-mem index``: the training chain index, built once over worker processes and reused.
+"""alphafold-mem index: the training chain index, built once over worker processes and reused.
 
-Reads our layout or OpenFold's / OpenProteinSet's as they are (:mod:`alphafold_mem.data.chain_index`)::
+Reads our layout or OpenFold's / OpenProteinSet's as they are (alphafold_mem.data.chain_index):
 
     alphafold-mem index --structures data/mmcif --alignment-dir data/alignments --out idx/index.json
     alphafold-mem index --mmcif-dir pdb_mmcif/ --alignment-index alignment_db/alignment_db.index \\
@@ -8,9 +8,9 @@ Reads our layout or OpenFold's / OpenProteinSet's as they are (:mod:`alphafold_m
     alphafold-mem train --index idx/index.json ...
 
 Running it again after adding structures parses only the new or changed files (path + size + mtime).
-Without ``--out`` the index goes to ``<first structure dir>/.alphafold_mem_index/index.json`` (or a
-folder under ``~/.cache/alphafold_mem/`` when that directory is read-only): the place ``train`` looks.
-Exit status 0, or 1 with one ``error:`` line naming the file.
+Without --out the index goes to <first structure dir>/.alphafold_mem_index/index.json (or a
+folder under ~/.cache/alphafold_mem/ when that directory is read-only): the place train looks.
+Exit status 0, or 1 with one 'error:' line naming the file.
 """
 
 from __future__ import annotations

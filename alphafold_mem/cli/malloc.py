@@ -19,7 +19,7 @@ MALLOC_HELP = (
     "pages are faulted in again); 'default' leaves glibc as it is. ALPHAFOLD_MEM_MALLOC=<setting> "
     "sets the default. Independently, large CPU tensors are put on transparent huge pages (fewer page "
     "faults) unless THP_MEM_ALLOC_ENABLE or ALPHAFOLD_MEM_MALLOC=default is set in the environment "
-    "(README, 'Training memory a machine sees')"
+    "(docs/memory.md, 'Long sequences and host memory')"
 )
 
 

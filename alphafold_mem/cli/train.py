@@ -1,6 +1,6 @@
-"""``alphafold-mem train``: train or fine-tune AlphaFold2 with Lightning.
+r"""alphafold-mem train: train or fine-tune AlphaFold2 with Lightning.
 
-Examples::
+Examples:
 
     alphafold-mem train --data data/                       # demo preset on the shipped example set
     alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--num-nodes",
         type=int,
         default=1,
-        help="machines in a multi-node run (launched by torchrun or SLURM; README, 'Data parallel')",
+        help="machines in a multi-node run (launched by torchrun or SLURM; docs/training.md, 'Multi-node')",
     )
     p.add_argument(
         "--dap",

@@ -23,8 +23,8 @@ the resident set (RSS), which is larger for three reasons, from the largest:
      (:data:`MMAP_ENV`) does from the environment. Cost: one mmap/munmap pair and fresh zeroed pages
      per large allocation.
 
-   Measured (``scripts/compare_openfold.py --mode training``, our side; README "Training memory a
-   machine sees"): in a training step at N_res 64, ``trim`` took 0.94-0.97x plain glibc's CPU time
+   Measured (``scripts/compare_openfold.py --mode training``, our side; docs/parity.md, "OpenFold side by
+   side: time and memory"): in a training step at N_res 64, ``trim`` took 0.94-0.97x plain glibc's CPU time
    and held 0.09x its RSS growth; ``release`` took 1.53x ``trim``'s CPU time for 1.09x its RSS growth.
    Opt out: ``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default``.
 
