@@ -216,10 +216,10 @@ def _activation_peak(
 ) -> tuple[int, int, int, bool]:
     """(inputs, activation peak, host peak, stopped) of one fake run of ``config`` exactly as given
     (``cut``: with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group).
-    ``limit``: stop once parameters + inputs + activations pass it (``stopped``: the peak returned is
-    a lower bound above the limit). ``watch``: the stacks (paths of :data:`_STACKS`) run with one
-    block that stand for longer ones (:class:`~alphafold_mem.planner.trace.PlanTracker`'s per-stack
-    correction)."""
+    ``limit``: stop once inputs + activations pass it (``stopped``: the peak returned is a lower
+    bound above the limit; parameters are the caller's, who knows the full model's). ``watch``: the
+    module paths of the stacks (:data:`_STACK_MODULES`) that run one block standing for longer ones
+    (:class:`~alphafold_mem.planner.trace.PlanTracker`'s per-stack correction)."""
     mode, model = _fake_model(config, dtype)
     with mode:
         # under DAP this process plays rank 0 of a simulated group: every collective allocates its
@@ -232,8 +232,7 @@ def _activation_peak(
         if training:  # the real AF2 loss on fake ground truth (planner/training_loss.py)
             batch.update(ground_truth_batch(config, n_res, n_seq))
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
-        params = parameter_bytes(config, dtype)
-        tracker = PlanTracker(None if limit is None else limit - params - inputs)
+        tracker = PlanTracker(None if limit is None else limit - inputs)
         hooks = [h for path in watch for h in tracker.watch_stack(_get(model, path)[0])]
         sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
         cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
@@ -350,6 +349,7 @@ def _trace(
 ) -> PeakEstimate:
     params = parameter_bytes(config, dtype)
     config = apply_overrides(config, {"num_recycles": 0})
+    limit = None if limit is None else limit - params  # what inputs + activations may take
     stacks = [p for p in _STACKS if p != _STACKS[2] or config.template.enabled]
     counts = {p: _get(config, p) for p in stacks}
     args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, device)

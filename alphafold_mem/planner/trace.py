@@ -5,8 +5,8 @@
   inputs are collected without a general tree flatten; the count is the base tracker's (ops such
   as ``to``, ``contiguous`` or ``flatten``, which alias or copy, are told apart by storage as there).
 * a limit: with ``limit`` set, the trace stops (:class:`OverLimit`) at the first op after which the
-  running device total exceeds it. The peak is at least that total, so "does not fit" is decided
-  exactly; the total seen is a lower bound of the peak.
+  running device total (or a corrected block peak, below) exceeds it. The peak is at least that
+  total, so "does not fit" is decided exactly; the total seen is a lower bound of the peak.
 * a per-stack correction (:meth:`watch_stack`): the estimator runs a stack of Evoformer-type blocks
   with one block, where the real stack's second block peaks higher when the blocks do not update in
   place: the caller still holds the stack's inputs while the second block runs
@@ -109,6 +109,8 @@ class PlanTracker(StorageTracker):
             previous = state["previous"]
             self._segment = None if previous is None else max(previous, segment)
             self.corrected_peak = max(self.corrected_peak, segment + max(growth, 0))
+            if self.limit is not None and self.corrected_peak > self.limit:
+                raise OverLimit(self.corrected_peak)
 
         return [block.register_forward_pre_hook(pre), block.register_forward_hook(post)]
 
