@@ -27,6 +27,7 @@ from alphafold_mem.data.pdb import parse_pdb
 from alphafold_mem.geometry import residue_constants as rc
 from alphafold_mem.metrics import ca_rmsd
 from alphafold_mem.predict import PredictError
+from alphafold_mem.predict.preflight import format_bytes
 from alphafold_mem.predict.targets import collect_targets
 from alphafold_mem.weights import default_weights_path, save_checkpoint
 
@@ -243,8 +244,8 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
     ]
     assert main(argv) == 1
     log = capsys.readouterr().err
-    assert f"record 'long': does not fit: 60 residues need {needs[1] / 1e9:.2f} GB (predicted" in log
-    assert f"but the budget is {budget / 1e9:.2f} GB" in log
+    assert f"record 'long': does not fit: 60 residues need {format_bytes(needs[1])} (predicted" in log
+    assert f"but the budget is {format_bytes(budget)}; try --low-memory" in log
     assert forwards == [7]  # the long target never reached the model
     timings = json.loads((tmp_path / "out" / "timings.json").read_text())
     assert not any(k.startswith("long/") for k in timings["stages"]) and "short/model" in timings["stages"]

@@ -393,8 +393,9 @@ def test_forward_progress_shows_recycles_and_blocks(tty):
     with progress.attached(), torch.no_grad():
         model(batch)
     n_blocks = cfg.evoformer.num_blocks
-    last = f"recycle {cfg.num_recycles + 1}/{cfg.num_recycles + 1}, Evoformer block {n_blocks}/{n_blocks}"
-    assert "progress: x: recycle 1/" in stream.text and last in stream.text
+    total = cfg.num_recycles + 1
+    last = f"iteration {total}/{total} (1 + recycles), Evoformer block {n_blocks}/{n_blocks}"
+    assert "progress: x: iteration 1/" in stream.text and last in stream.text
     assert ("\r" in stream.text) == tty
     quiet = _Terminal(False)
     with ForwardProgress(model, "x", stream=quiet).attached(), torch.no_grad():

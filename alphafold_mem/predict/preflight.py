@@ -91,7 +91,8 @@ def check(
         choice.budget,
         f"{n_res} residues need {format_bytes(best.estimate.total)} (predicted, "
         f"{best.candidate.label}, {request.precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
-        f"{format_bytes(choice.budget)}",
+        f"{format_bytes(choice.budget)}; try --low-memory, --precision bf16-full, a shallower MSA, --dap P or a "
+        "larger --max-memory (docs/troubleshooting.md, 'Out of memory')",
     )
 
 

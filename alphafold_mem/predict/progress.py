@@ -81,7 +81,7 @@ class ForwardProgress:
 
     def line(self) -> str:
         return (
-            f"progress: {self.name}: recycle {self.recycle}/{self.total_recycles}, "
+            f"progress: {self.name}: iteration {self.recycle}/{self.total_recycles} (1 + recycles), "
             f"Evoformer block {self.block}/{self.total_blocks}, {time.monotonic() - self.start:.0f} s"
         )
 
