@@ -155,6 +155,13 @@ def _add_vec(P, offs, valid, d):
 
 
 @triton.jit
+def _tile_sum(d, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Column sums [BH] of d [BP * BQ, BH] as BLOCK_P sums of BLOCK_Q rows each, then their sum: a
+    two-level sum's rounding error grows with BP + BQ, not with BP * BQ (a bias gradient adds every pair)."""
+    return tl.sum(tl.sum(tl.reshape(d, (BLOCK_P, BLOCK_Q, d.shape[1])), 1), 0)
+
+
+@triton.jit
 def _row_sum_outer(d, zn, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, DOT_DTYPE: tl.constexpr,
                    EMULATE: tl.constexpr, IEEE: tl.constexpr):  # fmt: skip
     """``d^T zn`` [BH, BC] for rows d [BP * BQ, BH], zn [BP * BQ, BC], as BLOCK_P products over BLOCK_Q rows
@@ -221,8 +228,8 @@ def tri_bwd_proj_kernel(
             d += mm(_dx_tile(X, dxs, b, offs_p, offs_j, offs_h, N, CH), other, DOT_DTYPE, EMULATE, IEEE)
         p, q = _tile_rows(p0, q0, BLOCK_P, BLOCK_Q)
         d_pre, d_gate = _pre_grad(d, src, role, b, p, q, h0, dims, BLOCK_H, BLOCK_C, DOT_DTYPE, EMULATE, IEEE)
-        _add_vec(DBP, rows, hm, tl.sum(d_pre, 0))
-        _add_vec(DBP, rows + CH, hm, tl.sum(d_gate, 0))
+        _add_vec(DBP, rows, hm, _tile_sum(d_pre, BLOCK_P, BLOCK_Q))
+        _add_vec(DBP, rows + CH, hm, _tile_sum(d_gate, BLOCK_P, BLOCK_Q))
         for c0 in range(0, CZ, BLOCK_C):
             offs_c = c0 + tl.arange(0, BLOCK_C)
             dzn = mm(d_pre, _matrix_rows(WP, rows, hm, offs_c, CZ), DOT_DTYPE, EMULATE, IEEE)
