@@ -301,10 +301,16 @@ def test_memory_plan_max_length(capsys, monkeypatch):
     import alphafold_mem.planner.chooser as choose_mod
     from alphafold_mem.cli import main
 
-    # a peak of 1000 bytes per residue: a 24 kB budget fits 24 residues
+    # a peak of 1000 bytes per residue: a 24 kB budget fits 24 residues (the CUDA margin, which would
+    # leave nothing of 24 kB, is tested in tests/test_planner_margins.py)
     monkeypatch.setattr(
         choose_mod, "estimate_breakdown", lambda config, policy, n, *a, **k: PeakEstimate(0, 0, 1000 * n, 4)
     )
+    import alphafold_mem.cli.memory_plan as plan_cli
+    from alphafold_mem.planner.margins import DeviceMargin
+
+    for mod in (choose_mod, plan_cli):
+        monkeypatch.setattr(mod, "device_margin", lambda *a, **k: DeviceMargin())
     assert (
         main(
             [
