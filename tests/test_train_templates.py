@@ -247,21 +247,26 @@ def test_train_command_runs_with_templates(tree, tmp_path):
     assert (out / "logs" / "metrics.csv").read_text().count("\n") >= 2
 
 
-def test_templates_from_the_alignment_database_equal_those_from_the_folders(tree, tmp_path):
-    """The tree's alignment folders written into OpenFold's alignment database (hit files included):
-    indexed through the database, every chain's hit file is read from the ``.db`` shard by seek, and
-    every draw (training mode, OpenFold's shuffle and subsampling on) equals the draw from the
-    folders, feature by feature; 2q2k's draws hold templates, the others none."""
-    write_alignment_db(tree / "alignments", tmp_path / "db", shards=2)
+def _index_through_db(tree, tmp_path):
+    """The chain index of ``tree``'s mmCIFs with alignments read from ``tmp_path/db``'s database."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        via_db = build_chain_index(
+        return build_chain_index(
             [tree / "mmcif"],
             None,
             tmp_path / "index" / "index.json",
             cache_dir=tmp_path / "index" / "cache",
             alignment_index=tmp_path / "db" / "alignment_db.index",
         )
+
+
+def test_templates_from_the_alignment_database_equal_those_from_the_folders(tree, tmp_path):
+    """The tree's alignment folders written into OpenFold's alignment database (hit files included):
+    indexed through the database, every chain's hit file is read from the ``.db`` shard by seek, and
+    every draw (training mode, OpenFold's shuffle and subsampling on) equals the draw from the
+    folders, feature by feature; 2q2k's draws hold templates, the others none."""
+    write_alignment_db(tree / "alignments", tmp_path / "db", shards=2)
+    via_db = _index_through_db(tree, tmp_path)
     cfg = _cfg()
     source = TemplateSource([tree / "templates"], max_hits=cfg.template.max_templates)
     folders = ProteinChainDataset(tree / "index" / "index.json", cfg, seed=5, templates=source, recycling_slices=1)
@@ -312,15 +317,7 @@ def test_unreadable_stored_hit_file_is_warned_once_and_the_chain_trains_without_
     shutil.copytree(tree / "alignments", tmp_path / "alignments")
     (tmp_path / "alignments" / "2q2k_A" / "pdb70_hits.hhr").write_bytes(b"\x00\x01\x02 not an hhr")
     write_alignment_db(tmp_path / "alignments", tmp_path / "db")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        index = build_chain_index(
-            [tree / "mmcif"],
-            None,
-            tmp_path / "index" / "index.json",
-            cache_dir=tmp_path / "index" / "cache",
-            alignment_index=tmp_path / "db" / "alignment_db.index",
-        )
+    index = _index_through_db(tree, tmp_path)
     cfg = _cfg()
     source = TemplateSource([tree / "templates"], subsample=False, max_hits=cfg.template.max_templates)
     ds = ProteinChainDataset(index, cfg, seed=0, templates=source, recycling_slices=1)
