@@ -1,4 +1,5 @@
-"""Write ``docs/memory-budget.md``: the CUDA device margins the planner subtracts (with their sources)
+"""Write ``docs/memory-budget.md``: the device margins the planner subtracts (CUDA's and CPU's, with
+their sources), the host library caches a fresh CPU process creates (``scripts/host_caches.py``)
 and the planner's prediction against a measurement (peak RSS growth of a fresh process, mmap
 allocator setting: ``scripts/bench_memory.py``'s worker), for model_1 channels, 1 Evoformer + 1
 extra-MSA block, ``low_memory_inference()``, no templates, no recycling, N_seq 128, N_extra 1024::
@@ -27,6 +28,7 @@ from alphafold_mem.planner.estimate import estimate_breakdown
 from alphafold_mem.planner.margins import (
     ALLOCATOR_FRACTION,
     CUDA_CONTEXT_BYTES,
+    HOST_LIBRARY_BYTES,
     NCCL_P2P_CHANNELS,
     NCCL_RING_CHANNELS,
     blas_workspace_bytes,
@@ -103,12 +105,22 @@ def margin_table(budget: int = 80 * 10**9) -> list[str]:
     return lines
 
 
+def _host_caches():
+    spec = importlib.util.spec_from_file_location("host_caches", HERE / "host_caches.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def measurement_rows(sizes: list[int], precisions: list[str], n_seq: int, n_extra: int) -> list[str]:
-    """Prediction against the fresh-process RSS growth, one row per precision and N_res."""
+    """Prediction against the fresh-process RSS growth, one row per precision and N_res: the
+    activation peak and what the planner reserves on CPU (that plus the host library caches)."""
     bench = _bench_memory()
+    margin = device_margin("cpu", 0).total
     lines = [
-        "| precision | N_res | predicted MiB | measured RSS growth MiB | predicted / measured |",
-        "|---|---|---|---|---|",
+        "| precision | N_res | predicted activations MiB | + host caches = planned MiB | measured RSS growth MiB "
+        "| planned / measured |",
+        "|---|---|---|---|---|---|",
     ]
     for precision in precisions:
         for n in sizes:
@@ -120,7 +132,11 @@ def measurement_rows(sizes: list[int], precisions: list[str], n_seq: int, n_extr
             policy = MemoryPolicy.low_memory_inference().replace(precision=precision)
             pred = estimate_breakdown(cfg, policy, n, n_seq, n_extra, 0).activations
             measured = bench._rss_in_fresh_process(args, "inference", "low_memory_inference", "mmap")
-            lines.append(f"| {precision} | {n} | {pred / 2**20:.1f} | {measured / 2**20:.1f} | {pred / measured:.3f} |")
+            planned = pred + margin
+            lines.append(
+                f"| {precision} | {n} | {pred / 2**20:.1f} | {planned / 2**20:.1f} | {measured / 2**20:.1f} "
+                f"| {planned / measured:.3f} |"
+            )
             print(lines[-1], flush=True)
     return lines
 
@@ -148,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precisions", nargs="+", default=["bf16-full", "fp32"])
     ap.add_argument("--n-seq", type=int, default=128)
     ap.add_argument("--n-extra", type=int, default=1024)
+    ap.add_argument("--cache-n-res", type=int, nargs="+", default=[128, 256, 512], help="N_res of the host-cache rows")
     ap.add_argument("--no-measure", dest="measure", action="store_false", help="margins only (no fresh processes)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -165,20 +182,37 @@ def main(argv: list[str] | None = None) -> int:
         "On CUDA the planner (`alphafold_mem.planner.margins.device_margin`) subtracts these from the budget "
         'before it calls a policy "fits"; `memory-plan` prints the margin it used (`margin ...` line, '
         "`config.margin` in `--json`). The context is not subtracted when the budget is the free memory "
-        "the process measured. On CPU there is no margin.",
+        "the process measured.",
         "",
         *margin_table(),
+        "",
+        f"On CPU the planner subtracts one term, the host library caches ({HOST_LIBRARY_BYTES / 2**20:.0f} MiB, "
+        "`HOST_LIBRARY_BYTES`): what a process's libraries keep after their first call at new shapes, outside "
+        "every tensor storage (oneDNN's primitive cache and JIT kernels, which bf16 matmuls on CPU go through; "
+        "PyTorch's own caches). The storage counter and the planner's trace do not see them; a fresh "
+        "process's first step at a size holds part of them at its peak, a second step at the same size "
+        "none. Measured below (one fresh process per row, `scripts/host_caches.py`); the margin covers the "
+        "largest `left after first`.",
         "",
     ]
     body = []
     if args.measure:
+        caches = _host_caches().table(args.cache_n_res, args.precisions, args.n_seq, args.n_extra)
+        header += [
+            f"model_1 channels, 1 Evoformer + 1 extra-MSA block, `low_memory_inference()`, N_seq {args.n_seq}, "
+            f"N_extra {args.n_extra}, one CPU thread, glibc's mmap setting:",
+            "",
+            *caches,
+            "",
+        ]
         body = [
             "## Prediction against measurement",
             "",
             f"model_1 channels, 1 Evoformer + 1 extra-MSA block, `low_memory_inference()`, no templates, no "
             f"recycling, N_seq {args.n_seq}, N_extra {args.n_extra}, one CPU thread. Predicted: the planner's "
-            "activation peak (`estimate_breakdown(...).activations`); measured: the peak resident-set growth of "
-            "one forward in a fresh process with glibc's mmap setting (`scripts/bench_memory.py` worker).",
+            "activation peak (`estimate_breakdown(...).activations`); planned: that plus the CPU margin, what the "
+            "planner reserves for the step; measured: the peak resident-set growth of one forward in a fresh "
+            "process with glibc's mmap setting (`scripts/bench_memory.py` worker).",
             "",
             *measurement_rows(args.n_res, args.precisions, args.n_seq, args.n_extra),
             "",

@@ -19,6 +19,7 @@ from alphafold_mem.planner import (
     resolve_policy,
 )
 from alphafold_mem.planner.estimate import parameter_bytes
+from alphafold_mem.planner.margins import HOST_LIBRARY_BYTES as M  # the CPU margin plan() takes off a budget
 from alphafold_mem.planner.training_loss import ground_truth_batch, training_loss
 from alphafold_mem.testing import random_features
 
@@ -185,7 +186,8 @@ def test_auto_chunk_picks_the_largest_that_fits(monkeypatch):
     cfg = model_config("tiny")
 
     def pick(budget, **kw):
-        return resolve_policy(MemoryPolicy(chunk_size="auto", max_memory=budget, **kw), cfg, (200, 6, 10, 0)).chunk_size
+        request = MemoryPolicy(chunk_size="auto", max_memory=M + budget, **kw)
+        return resolve_policy(request, cfg, (200, 6, 10, 0)).chunk_size
 
     assert chunk_candidates(200) == [None, 128, 64, 32, 16, 8, 4]
     assert chunk_candidates(40, max_chunk_size=16) == [None, 16, 8, 4]
@@ -227,10 +229,10 @@ def test_auto_policy_takes_the_fastest_rung_that_fits(monkeypatch):
     peaks = {c.policy: 10 * (len(ladder) - i) for i, c in enumerate(ladder)}  # the peak falls down the ladder
     _fake_estimates(monkeypatch, lambda p: peaks[p])
     cfg = model_config("tiny")
-    assert resolve_policy(AutoPolicy(precision="bf16", max_memory=10**6), cfg, (200, 6, 10, 0)) == ladder[0].policy
-    assert resolve_policy(AutoPolicy(precision="bf16", max_memory=25), cfg, (200, 6, 10, 0)) == ladder[-2].policy
+    assert resolve_policy(AutoPolicy(precision="bf16", max_memory=M + 10**6), cfg, (200, 6, 10, 0)) == ladder[0].policy
+    assert resolve_policy(AutoPolicy(precision="bf16", max_memory=M + 25), cfg, (200, 6, 10, 0)) == ladder[-2].policy
     with pytest.warns(InsufficientMemoryWarning, match="nothing fits"):
-        assert resolve_policy(AutoPolicy(precision="bf16", max_memory=5), cfg, (200, 6, 10, 0)) == ladder[-1].policy
+        assert resolve_policy(AutoPolicy(precision="bf16", max_memory=M + 5), cfg, (200, 6, 10, 0)) == ladder[-1].policy
     with pytest.raises(ValueError, match="a memory policy request is"):
         resolve_policy("reference", cfg, (200, 6, 10, 0))
 

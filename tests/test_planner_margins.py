@@ -1,5 +1,6 @@
-"""The CUDA device margins: what a device holds besides the model's tensors is subtracted before the
-planner calls a policy "fits", and ``memory-plan`` states the margin it used (line and JSON)."""
+"""The device margins: what a device holds besides the model's tensors (CUDA: context, workspaces,
+NCCL, allocator; CPU: the host library caches) is subtracted before the planner calls a policy "fits",
+and ``memory-plan`` states the margin it used (line and JSON)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from alphafold_mem.planner import PeakEstimate, plan
 from alphafold_mem.planner.margins import (
     ALLOCATOR_FRACTION,
     CUDA_CONTEXT_BYTES,
+    HOST_LIBRARY_BYTES,
     NCCL_BUFFSIZE_DEFAULT,
     blas_workspace_bytes,
     device_margin,
@@ -22,13 +24,16 @@ from alphafold_mem.planner.margins import (
 MiB = 2**20
 
 
-def test_no_margin_on_cpu_and_every_term_on_cuda():
-    assert device_margin("cpu", 80 * 10**9, dap=8).total == 0
+def test_host_caches_on_cpu_and_every_term_on_cuda():
+    cpu = device_margin("cpu", 80 * 10**9, dap=8)
+    assert cpu.total == cpu.host_caches == HOST_LIBRARY_BYTES > 0  # no CUDA term on CPU, whatever the DAP size
+    assert cpu.describe() == f"{HOST_LIBRARY_BYTES / 1e9:.2f} GB = host library caches {HOST_LIBRARY_BYTES / 1e9:.2f}"
+    assert device_margin("meta", 80 * 10**9).total == 0
     m = device_margin("cuda", 80 * 10**9, environ={})
     assert m.context == CUDA_CONTEXT_BYTES and m.cudnn_workspace == 0 and m.nccl_buffers == 0
     assert m.blas_workspaces == 64 * MiB  # cuBLAS :4096:8 and cuBLASLt 32 MiB (compute capability 9.0)
     assert m.allocator == int(ALLOCATOR_FRACTION * 80 * 10**9)
-    assert m.total == m.context + m.blas_workspaces + m.allocator
+    assert m.total == m.context + m.blas_workspaces + m.allocator and m.host_caches == 0
     assert device_margin("cuda", 80 * 10**9, context_included=True, environ={}).context == 0
     line = m.describe()
     assert line.startswith(f"{m.total / 1e9:.2f} GB = CUDA context") and "caching-allocator" in line
@@ -56,13 +61,19 @@ def _fake_estimates(monkeypatch, peak: int):
 
 def test_fits_means_fits_after_the_margin(monkeypatch):
     """A policy whose peak is within the budget but not within the budget less the margin does not fit
-    on CUDA; on CPU it does."""
+    (CUDA's margin; on CPU the smaller host-cache margin, likewise)."""
     budget = 80 * 10**9
     margin = device_margin("cuda", budget).total
     _fake_estimates(monkeypatch, budget - margin // 2)
     request = MemoryPolicy.reference().replace(max_memory=budget)
     cfg = model_config("tiny")
     assert plan(request, cfg, (10, 2, 2, 0), "cpu").chosen is not None
+    _fake_estimates(monkeypatch, budget - HOST_LIBRARY_BYTES // 2)
+    on_cpu = plan(request, cfg, (10, 2, 2, 0), "cpu")
+    assert on_cpu.chosen is None and on_cpu.budget == budget - HOST_LIBRARY_BYTES
+    _fake_estimates(monkeypatch, budget - HOST_LIBRARY_BYTES)
+    assert plan(request, cfg, (10, 2, 2, 0), "cpu").chosen is not None
+    _fake_estimates(monkeypatch, budget - margin // 2)
     on_cuda = plan(request, cfg, (10, 2, 2, 0), "cuda")
     assert on_cuda.chosen is None and on_cuda.budget == budget - margin
     _fake_estimates(monkeypatch, budget - margin)
@@ -82,4 +93,6 @@ def test_memory_plan_states_its_margin(monkeypatch, capsys):
     assert conf["margin"] == margin.as_dict() and conf["usable_budget_bytes"] == 80 * 10**9 - margin.total
     assert conf["budget_bytes"] == 80 * 10**9
     assert main(argv[:-1] + ["--device", "cpu", "--json", "--quiet"]) == 0
-    assert json.loads(capsys.readouterr().out)["config"]["margin"]["total"] == 0
+    cpu = json.loads(capsys.readouterr().out)["config"]
+    assert cpu["margin"]["total"] == cpu["margin"]["host_caches"] == HOST_LIBRARY_BYTES
+    assert cpu["usable_budget_bytes"] == 80 * 10**9 - HOST_LIBRARY_BYTES

@@ -96,7 +96,8 @@ def test_a_small_does_not_fit_line_shows_its_sizes(request_):
     fit = preflight.check(cfg, preflight.feature_sizes(cfg, 20, 1), request_, torch.device("cpu"))
     assert not fit.fits and "0.00" not in fit.message, fit.message
     assert re.fullmatch(
-        r"20 residues need \d+\.\d\d (KiB|MiB) \(predicted, .+\) but the budget is 1000 bytes; try --low-memory, .+",
+        r"20 residues need \d+\.\d\d (KiB|MiB) \(predicted, .+\) but the budget is 1000 bytes "
+        r"less a \d+\.\d\d MiB device margin \(docs/memory-budget\.md\); try --low-memory, .+",
         fit.message,
     ), fit.message
 

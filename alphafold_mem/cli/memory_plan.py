@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     margin = device_margin(
         device, budget, args.dap, cuda_capability() if device == "cuda" else None, args.budget is None
     )
-    device_budget, budget = budget, budget - margin.total
+    device_budget, budget = budget, max(0, budget - margin.total)
     conf = {
         "preset": args.preset,
         "n_res": n_res,

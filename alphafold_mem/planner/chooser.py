@@ -142,6 +142,8 @@ class Choice:
     rows: tuple[Row, ...]
     budget: int
     chosen: Optional[Row]
+    #: bytes of the device margin taken off the given budget before ``budget`` (:func:`plan`)
+    margin: int = 0
 
     @property
     def policy(self) -> Optional[MemoryPolicy]:
@@ -328,16 +330,19 @@ def plan(
     * a concrete :class:`MemoryPolicy`: that policy, checked.
 
     ``dap``: the peak of each of that many devices sharing the protein; ``evaluate_all``: estimate
-    every candidate (tables). On CUDA the budget is what remains after
-    :func:`~alphafold_mem.planner.margins.device_margin` (context, library workspaces, NCCL buffers
-    under DAP, the caching allocator's share): "fits" means fits after them.
+    every candidate (tables). The budget is what remains after
+    :func:`~alphafold_mem.planner.margins.device_margin` (CUDA: context, library workspaces, NCCL
+    buffers under DAP, the caching allocator's share; CPU: the host library caches): "fits" means
+    fits after them.
     """
     request = as_request(request)
     dev = torch.device(device) if device is not None else torch.device("cpu")
     budget = budget_of(request, config, dev)
-    if dev.type == "cuda":
-        margin = device_margin("cuda", budget, dap, cuda_capability(dev), context_included=request.max_memory is None)
-        budget -= margin.total
+    cuda = dev.type == "cuda"
+    margin = device_margin(
+        dev.type, budget, dap, cuda_capability(dev) if cuda else None, context_included=request.max_memory is None
+    )
+    budget = max(0, budget - margin.total)
     n_max = max(*sizes[:3], 1)
     if isinstance(request, AutoPolicy):
         candidates = policy_candidates(training, request.precision, n_max, request.max_chunk_size, device=dev)
@@ -349,7 +354,7 @@ def plan(
     else:
         candidates = [Candidate(request.name, request)]
     frugal = isinstance(request, AutoPolicy)
-    return choose(
+    choice = choose(
         config,
         *sizes,
         budget,
@@ -360,6 +365,7 @@ def plan(
         frugal_last=frugal,
         dap=dap,
     )
+    return dataclasses.replace(choice, margin=margin.total)
 
 
 def resolve_policy(

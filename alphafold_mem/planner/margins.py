@@ -1,9 +1,19 @@
-"""What a CUDA device holds besides the model's tensors: the margins the planner subtracts from a
+"""What a device holds besides the model's tensors: the margins the planner subtracts from a
 budget before it calls a policy "fits" (:func:`device_margin`, used by :func:`~alphafold_mem.planner.plan`
-and ``alphafold-mem memory-plan``). On CPU there is no margin (host memory is the budget as given).
+and ``alphafold-mem memory-plan``).
 
-Each term, with its source (values marked *provisional* are to be measured on the first GPU run,
-``scripts/gpu_check.py``):
+On CPU one term:
+
+* **host library caches** (:data:`HOST_LIBRARY_BYTES`): what the process's libraries keep after
+  their first call at new shapes, outside every tensor storage: oneDNN's primitive cache and its
+  JIT-compiled kernels (bf16 matmuls on CPU run through oneDNN; ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``,
+  default 1024 primitives) and PyTorch's own caches. A fresh process's first step at a size grows
+  the resident set past the storage counter's peak by part of them; a second step at the same size
+  does not. Measured by ``scripts/host_caches.py`` (resident set left after the first step, glibc's
+  mmap setting): see the memory-budget page.
+
+On CUDA, each term with its source (values marked *provisional* are to be measured on the first GPU
+run, ``scripts/gpu_check.py``):
 
 * **CUDA context** (:data:`CUDA_CONTEXT_BYTES`, provisional): the driver's per-process state and the
   loaded kernels, outside PyTorch's allocator (``torch.cuda.mem_get_info`` sees it,
@@ -43,6 +53,10 @@ from typing import Optional
 
 MiB = 2**20
 
+#: CPU: library caches a process keeps after its first step at a size (oneDNN primitives and JIT
+#: kernels, PyTorch's caches), outside tensor storages (module docstring; ``scripts/host_caches.py``).
+HOST_LIBRARY_BYTES = 32 * MiB
+
 #: CUDA context of one process (provisional: to be measured on the first GPU run).
 CUDA_CONTEXT_BYTES = 512 * MiB
 #: Share of the budget kept for the caching allocator's rounding and fragmentation (provisional).
@@ -64,10 +78,18 @@ class DeviceMargin:
     cudnn_workspace: int = 0
     nccl_buffers: int = 0
     allocator: int = 0
+    host_caches: int = 0
 
     @property
     def total(self) -> int:
-        return self.context + self.blas_workspaces + self.cudnn_workspace + self.nccl_buffers + self.allocator
+        return (
+            self.context
+            + self.blas_workspaces
+            + self.cudnn_workspace
+            + self.nccl_buffers
+            + self.allocator
+            + self.host_caches
+        )
 
     def as_dict(self) -> dict[str, int]:
         """The terms and ``total``, in bytes (``memory-plan --json``'s ``config.margin``)."""
@@ -81,6 +103,7 @@ class DeviceMargin:
             (self.cudnn_workspace, "cuDNN workspace"),
             (self.nccl_buffers, "NCCL buffers"),
             (self.allocator, "caching-allocator rounding and fragmentation"),
+            (self.host_caches, "host library caches"),
         ]
         terms = " + ".join(f"{label} {b / 1e9:.2f}" for b, label in parts if b)
         return f"{self.total / 1e9:.2f} GB" + (f" = {terms}" if terms else "")
@@ -129,9 +152,12 @@ def device_margin(
     context_included: bool = False,
     environ: Optional[dict] = None,
 ) -> DeviceMargin:
-    """The margin to subtract from ``budget`` bytes of ``device`` (``"cuda"``; anything else: none)
-    for one of ``dap`` devices; ``context_included``: the budget is free memory measured by this
-    process, whose CUDA context is already out of it."""
+    """The margin to subtract from ``budget`` bytes of ``device`` (``"cuda"``: the CUDA terms;
+    ``"cpu"``: the host library caches; anything else: none) for one of ``dap`` devices;
+    ``context_included``: the budget is free memory measured by this process, whose CUDA context is
+    already out of it."""
+    if device == "cpu":
+        return DeviceMargin(host_caches=HOST_LIBRARY_BYTES)
     if device != "cuda":
         return DeviceMargin()
     return DeviceMargin(
@@ -146,6 +172,7 @@ __all__ = [
     "ALLOCATOR_FRACTION",
     "CUDA_CONTEXT_BYTES",
     "DeviceMargin",
+    "HOST_LIBRARY_BYTES",
     "NCCL_BUFFSIZE_DEFAULT",
     "blas_workspace_bytes",
     "device_margin",

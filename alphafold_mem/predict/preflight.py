@@ -91,7 +91,9 @@ def check(
         choice.budget,
         f"{n_res} residues need {format_bytes(best.estimate.total)} (predicted, "
         f"{best.candidate.label}, {request.precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
-        f"{format_bytes(choice.budget)}; try --low-memory, --precision bf16-full, a shallower MSA, --dap P or a "
+        f"{format_bytes(budget_of(request, config, device))}"
+        + (f" less a {format_bytes(choice.margin)} device margin (docs/memory-budget.md)" if choice.margin else "")
+        + "; try --low-memory, --precision bf16-full, a shallower MSA, --dap P or a "
         "larger --max-memory (docs/troubleshooting.md, 'Out of memory')",
     )
 
