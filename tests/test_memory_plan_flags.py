@@ -114,4 +114,19 @@ def test_json_rows_carry_dap_and_host_bytes(monkeypatch, capsys):
     rec = plan["recommended"]
     assert rec["dap"] == 8 and rec["host_bytes"] == 5 * 10**9 and rec["policy"]["offload"] != "none"
     assert MemoryPolicy(**{**rec["policy"], "attention_chunks": tuple(rec["policy"]["attention_chunks"])})
-    assert rec["flags"].startswith("predict --low-memory")
+    assert rec["flags"].startswith("predict --low-memory") and rec["flags"].endswith(" --dap 8")
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    """``memory-plan --json | head``: the reader has gone when the JSON is written; the command stops
+    with status 141 (128 + SIGPIPE, as a tool killed by the signal) and no traceback."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "alphafold_mem.cli", "memory-plan", "--preset", "tiny", "--n-res", "20"]
+    argv += ["--n-seq", "4", "--n-extra", "6", "--budget", "1GB", "--precision", "fp32", "--json", "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # nothing will read the output
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

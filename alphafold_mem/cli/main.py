@@ -13,6 +13,7 @@ changes no environment). ``train`` and ``predict`` then set glibc's allocator to
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..hugepages import request_huge_pages
@@ -45,7 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     apply_malloc_option(args)
-    return int(args.func(args) or 0)
+    try:
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader closed the pipe (`... --json | head`): stop quietly, as
+        # a tool killed by SIGPIPE does, and keep the interpreter's exit flush from raising again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13  # 128 + SIGPIPE, the status a shell reports for such a tool
+    return status
 
 
 if __name__ == "__main__":

@@ -253,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
     if recommended is not None:
         policy = recommended.candidate.policy
         flags = ("train " + train_flags(policy)) if args.training else ("predict " + predict_flags(policy))
+        if args.dap > 1:  # the peaks are per device of a DAP group: the run needs the same group
+            flags += f" --dap {args.dap}" + (f" --devices {args.dap}" if args.training else "")
     host_note, host_ok = (
         _host_check(recommended.estimate.host) if recommended and recommended.estimate.host else ("", True)
     )
