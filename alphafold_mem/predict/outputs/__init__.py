@@ -3,17 +3,21 @@
 Every writer takes plain numpy arrays (atom37 layout, Å; pLDDT on 0-100) and writes one file
 atomically (:func:`alphafold_mem.io.atomic_write`), so an interrupted run never leaves a half-written
 output. :func:`write_target_outputs` writes all files of one target, all or none: they are first
-written into a staging directory next to them (``.<name>.<random>.tmp``) and renamed into place only
-when every one is complete, so a failed write (no space, read-only) or a signal leaves the target as
-it was (absent, or the previous result under ``--overwrite``); a signal is held while the files are
-renamed (:func:`alphafold_mem.predict.signals.deferred`).
+written into a staging directory next to them (``.<name>.<host>-<pid>.<random>.tmp``) and renamed
+into place only when every one is complete, so a failed write (no space, read-only) or a signal leaves
+the target as it was (absent, or the previous result under ``--overwrite``); a signal is held while
+the files are renamed (:func:`alphafold_mem.predict.signals.deferred`). A staging directory of the
+target left by a process that was killed (SIGKILL, a crash of the machine's process) on this host is
+removed the next time the target is written (:func:`remove_stale_stages`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import socket
 import tempfile
 
 from ...io import WriteError
@@ -55,7 +59,8 @@ def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: di
     with signals.deferred():
         try:
             os.makedirs(directory, exist_ok=True)
-            stage = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+            remove_stale_stages(directory, name)
+            stage = tempfile.mkdtemp(prefix=f".{name}.{_owner()}.", suffix=".tmp", dir=directory)
         except OSError as exc:
             raise WriteError(exc.errno, exc.strerror, paths["pdb"]) from exc
         try:
@@ -74,6 +79,42 @@ def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: di
                     os.remove(path)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _owner() -> str:
+    """``<host>-<pid>`` of this process, as staging directories name it (dots and dashes of the host
+    name kept out, so the name parses back)."""
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', socket.gethostname())}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_stages(directory: str, name: str) -> list[str]:
+    """Remove the staging directories of target ``name`` in ``directory`` that a process of this host
+    left when it died (its pid no longer runs); returns their paths. Directories of live processes and
+    of other hosts (a shared file system) are kept."""
+    host, _ = _owner().rsplit("-", 1)
+    pattern = re.compile(re.escape(f".{name}.") + r"(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)\.[^/]*\.tmp")
+    removed = []
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.fullmatch(entry)
+        if m and m["host"] == host and not _alive(int(m["pid"])):
+            path = os.path.join(directory, entry)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _swap_in(staged: dict[str, str], paths: dict[str, str]) -> None:
@@ -120,6 +161,7 @@ def _write_all(paths: dict[str, str], t: Target, out: dict, scores: dict, method
 
 __all__ = [
     "output_paths",
+    "remove_stale_stages",
     "pae_json",
     "plot_pae",
     "plot_plddt",
