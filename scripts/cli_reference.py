@@ -19,6 +19,7 @@ import argparse
 import html
 import re
 import sys
+import textwrap
 from typing import Iterator
 
 USAGE_WIDTH = 100  # the usage blocks are wrapped at this width whatever the terminal
@@ -59,6 +60,20 @@ def _text(value: str) -> str:
     """Plain text for a Markdown table cell: HTML and Markdown syntax escaped, one line."""
     value = html.escape(" ".join(str(value).split()), quote=False)
     return re.sub(r"([\\`*_\[\]|{}#])", r"\\\1", value)
+
+
+def prose(text: str) -> list[str]:
+    """A description or epilog as Markdown lines: blank-line separated paragraphs joined into one line
+    each, and blocks whose lines are all indented (examples, as ``RawDescriptionHelpFormatter`` shows
+    them) kept line by line in a text code block."""
+    lines: list[str] = []
+    for block in re.split(r"\n\s*\n", textwrap.dedent(str(text)).strip("\n")):
+        rows = block.splitlines()
+        if rows and all(r.startswith((" ", "\t")) for r in rows if r.strip()):
+            lines += ["```text", *textwrap.dedent(block).splitlines(), "```", ""]
+        elif block.strip():
+            lines += [_text(block), ""]
+    return lines
 
 
 def _code(value: str) -> str:
@@ -121,7 +136,7 @@ def _command(path: tuple[str, ...], parser: argparse.ArgumentParser, help_line: 
     lines = [f"## {heading(path)}", ""]
     for text in (parser.description or help_line, parser.epilog):
         if text:
-            lines += [_text(text), ""]
+            lines += prose(text)
     children = subcommands(parser)
     if children:
         lines += ["Subcommands: " + ", ".join(f"[`{heading(path + (n,))}`](#{_anchor(path + (n,))})" for n in children)]
