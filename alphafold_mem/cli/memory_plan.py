@@ -269,13 +269,13 @@ def run(args: argparse.Namespace) -> int:
         need = ("at least " if low["peak_lower_bound"] else "") + f"{low['peak_bytes'] / 1e9:.2f} GB"
         print(
             f"nothing fits: the smallest predicted need is {need}, the budget {budget / 1e9:.2f} GB; "
-            f"reduce N_res (crop), N_seq or N_extra, or use a larger device ({seconds:.1f} s)"
+            f"reduce N_res (crop), N_seq or N_extra, or use a larger device (planned in {seconds:.1f} s)"
         )
     else:
         print(
             f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"
             + (f"; {host_note}" if host_note else "")
-            + f" ({seconds:.1f} s)"
+            + f" (planned in {seconds:.1f} s)"
         )
         print(f"flags: alphafold-mem {flags}")
         if args.verbose:
