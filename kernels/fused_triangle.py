@@ -35,9 +35,11 @@ in place, the gate's dz', the output LayerNorm's gradients); the contraction and
 fp32 partials (deterministic); the projection backward adds its dz' with fp32 atomics (one add per
 channel block and role: the summation order varies between runs). No program holds more than a
 [BLOCK * BLOCK, BLOCK_H] or [BLOCK_R, c_z] tile: c_z is read in chunks (``launch_configs`` key
-``c``), so at AF2's channel sizes the kernels fit the shared memory and registers of every listed GPU
-without spilling (``scripts/aot_compile.py``, docs/kernels.md, which lists the small test channel
-counts that still spill).
+``c``), so at AF2's channel sizes, and at the test presets' small ones, the kernels fit the shared
+memory and registers of every listed GPU within the spill limits (``scripts/aot_compile.py``,
+docs/kernels.md). Channel counts that are not multiples of 16 reach the kernels with their power-of-two
+divisors (``ALIGN_Z``, ``ALIGN_H``), so that their loads still vectorise; c_z <= 16 may have its own
+launch configuration (``launch_configs.NARROW_C_Z``).
 
 Limits: z ``[*, N, N, c_z]`` fp32, bf16 or fp16 with c_z <= 256, c_hidden <= 256; weights of any
 float dtype; mask ``[*, N, N]`` (broadcastable to z's leading dims). Under ``torch.autocast`` the
@@ -116,7 +118,7 @@ class _Launch:
         self.eps, self.outgoing = eps, outgoing
         self.interpret = interpreter_enabled()
         # tiles for the architecture the launch targets (kernels.launch_configs)
-        self.cfg = triangle_config(launch_arch(z4.device), 32 if dot_dtype == torch.float32 else 16)
+        self.cfg = triangle_config(launch_arch(z4.device), 32 if dot_dtype == torch.float32 else 16, self.cz)
         self.z4, self.m3, self.stats = z4, m3, stats
         zs, ms, ss = z4.stride(), m3.stride(), stats[0].stride()
         # the contraction view: z for outgoing edges, z with i and k swapped for incoming ones
@@ -133,6 +135,9 @@ class _Launch:
         self.bch = max(16, triton.next_power_of_2(self.ch))
         self.block_c = min(self.cfg["c"], self.bcz)  # c_z chunk of the projections and of the output branch
         self.dot = dict(DOT_DTYPE=_TL_DTYPE[dot_dtype], EMULATE=self.interpret, IEEE=ieee)
+        # the channel counts' power-of-two divisors (<= 16): every channel-last tensor here is
+        # contiguous, so its strides are multiples too (kernels.fused_triangle_kernels, "Alignment")
+        self.dot.update(ALIGN_Z=math.gcd(self.cz, 16), ALIGN_H=math.gcd(self.ch, 16))
         self.warps = dict(num_warps=self.cfg["num_warps"], num_stages=self.cfg["num_stages"])
 
     def slab_rows(self) -> int:

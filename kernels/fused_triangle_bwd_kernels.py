@@ -15,6 +15,8 @@ import triton.language as tl
 
 from ._triton_helpers import mm
 from .fused_triangle_kernels import (
+    _aligned,
+    _aligned_strides,
     _gated_pre,
     _matrix_rows,
     _normed,
@@ -42,12 +44,13 @@ def _out_grads(y, g, dOUT, rows, rm, offs_o, CZ):
 def tri_bwd_out_weights_kernel(
     X, Z, STATS, dOUT, R, CZ, CH, eps, LN, CLN, OW, DW, N_SPLIT,
     BLOCK_R: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_CZ: tl.constexpr, BLOCK_CH: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr, ALIGN_Z: tl.constexpr, ALIGN_H: tl.constexpr,
 ):  # fmt: skip
     """Gradients of the output branch's W_out, b_out, W_g, b_g over the rows (pairs) of X [R, C_H] (x,
     fp32), z and dOUT [R, C_Z]. Grid (output-channel blocks of BLOCK_O, N_SPLIT row splits): program
     (o, s) sums rows blocks s, s + N_SPLIT, ... into rows o * BLOCK_O + [0, BLOCK_O) of its partials
     DW = (dW_out [N_SPLIT, BCZ, BCH], db_out [N_SPLIT, BCZ], dW_g [N_SPLIT, BCZ, BCZ], db_g [N_SPLIT, BCZ])."""
+    CZ, CH = _aligned(CZ, ALIGN_Z), _aligned(CH, ALIGN_H)
     offs_o = tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)
     split = tl.program_id(1)
     d_wo = tl.zeros([BLOCK_O, BLOCK_CH], tl.float32)
@@ -74,12 +77,13 @@ def tri_bwd_out_weights_kernel(
 def tri_bwd_out_kernel(
     X, Z, STATS, dOUT, DZN, R, CZ, CH, eps, LN, CLN, OW, DCLN, N_PROGRAMS,
     BLOCK_R: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_CZ: tl.constexpr, BLOCK_CH: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr, ALIGN_Z: tl.constexpr, ALIGN_H: tl.constexpr,
 ):  # fmt: skip
     """Backward of ``sigmoid(z' W_g^T + b_g) * (LayerNorm(x) W_out^T + b_out)`` to its inputs, over rows
     (pairs) of X [R, C_H], z, dOUT [R, C_Z]: x -> dx in place in X, the gate's dz' -> DZN [R, C_Z] (fp32),
     and the output LayerNorm's weight and bias gradients: program p sums row blocks p, p + N_PROGRAMS, ...
     into row p of DCLN = (dw [P, BCH], db [P, BCH]). Runs after :func:`tri_bwd_out_weights_kernel` (which reads x)."""
+    CZ, CH = _aligned(CZ, ALIGN_Z), _aligned(CH, ALIGN_H)
     pid = tl.program_id(0)
     offs_h = tl.arange(0, BLOCK_CH)
     offs_c = tl.arange(0, BLOCK_CZ)
@@ -97,8 +101,12 @@ def tri_bwd_out_kernel(
             y, g = _out_chunk(ln, zn, OW, offs_o, CZ, CH, DOT_DTYPE, EMULATE, IEEE)
             dy, dg = _out_grads(y, g, dOUT, rows, rm, offs_o, CZ)
             om = offs_o < CZ
-            dln += mm(dy, _matrix_rows(OW[0], offs_o, om, offs_h, CH), DOT_DTYPE, EMULATE, IEEE)  # [BR, BCH]
+            # dln's product last: Triton lays out the warps of these chained products by the last one's
+            # tile, along the rows when it is at least as tall as wide. [BR, BCZ] with c_z <= BR would put
+            # every warp on the same 16 rows (each holding the whole [BR, BCH] tile: 255 registers at
+            # c_z = 16, c_hidden = 64); [BR, BCH] spreads them over the hidden channels.
             dzn += mm(dg, _matrix_rows(OW[2], offs_o, om, offs_c, CZ), DOT_DTYPE, EMULATE, IEEE)  # [BR, BCZ]
+            dln += mm(dy, _matrix_rows(OW[0], offs_o, om, offs_h, CH), DOT_DTYPE, EMULATE, IEEE)  # [BR, BCH]
         d_wln += tl.sum(dln * xhat, 0)
         d_bln += tl.sum(dln, 0)
         xm = rm[:, None] & (offs_h < CH)[None, :]
@@ -191,7 +199,7 @@ def tri_bwd_proj_kernel(
     X, xs, ZC, zcs, MC, mcs, STATS, scs, DZN, dzs, LN, WP, BP, DWP, DBP, N, CZ, CH, N_TILES, N_PROGRAMS,
     BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_H: tl.constexpr,
     BLOCK_C: tl.constexpr, BLOCK_CZ: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr,
-    IEEE: tl.constexpr,
+    IEEE: tl.constexpr, ALIGN_Z: tl.constexpr, ALIGN_H: tl.constexpr,
 ):  # fmt: skip
     """Backward through the contraction and the gated projections. Grid (P persistent programs, channel
     blocks, role); each program loops over pair tiles (p, q) of the contraction view and computes one of::
@@ -201,6 +209,8 @@ def tri_bwd_proj_kernel(
     (the other role's projection recomputed per tile), then goes through its role's gate and projection
     at (p, q), c_z chunk by chunk: dz' is added to DZN atomically (fp32), and fp32 partial gradients of
     WP / BP for its role and channels go to row p of DWP [P, 4 C_H, BCZ] and DBP [P, 4 C_H]."""
+    CZ, CH = _aligned(CZ, ALIGN_Z), _aligned(CH, ALIGN_H)
+    xs, zcs, dzs = _aligned_strides(xs, ALIGN_H), _aligned_strides(zcs, ALIGN_Z), _aligned_strides(dzs, ALIGN_Z)
     pid = tl.program_id(0)
     h0 = tl.program_id(1) * BLOCK_H
     role = tl.program_id(2)

@@ -12,6 +12,13 @@ the tuple ``(ZC, zcs, STATS, scs, MC, mcs, LN, WP, BP)`` of everything a project
 linear weight is in ``torch.nn.Linear`` layout ``[c_out, c_in]`` and contiguous. All arithmetic is
 fp32; matmul operands are rounded to DOT_DTYPE (see :mod:`kernels._triton_helpers`).
 
+Alignment. ALIGN_Z and ALIGN_H are the largest powers of two, at most 16, that divide c_z and c_hidden;
+the launcher's tensors are contiguous and channel-last, so every stride of a tensor with c_z (c_hidden)
+channels is a multiple of ALIGN_Z (ALIGN_H). Triton specialises an integer argument only on
+divisibility by 16, so without this a channel count such as 8 leaves every row of a load unaligned as
+far as the compiler knows: one masked scalar load and one 64-bit address per element instead of
+vector loads, which spills registers. :func:`_aligned` makes the smaller divisor visible.
+
 Tile sizes bound what a program holds: the projections read c_z in chunks of BLOCK_C (never a whole
 ``[BLOCK * BLOCK, c_z]`` tile), and the output branch works on BLOCK_O output channels at a time.
 """
@@ -24,6 +31,22 @@ import triton.language as tl
 from ._triton_helpers import mm, round_to
 
 __all__ = ["tri_fwd_kernel", "tri_fwd_out_kernel"]
+
+
+@triton.jit
+def _aligned(x, ALIGN: tl.constexpr):
+    """``x`` (a channel count or a stride, a multiple of ALIGN) as a value the compiler knows to be a
+    multiple of ALIGN: ``x // ALIGN * ALIGN``, the identity here. At 16 Triton's specialisation of the
+    argument already says so (and the value is returned as it is)."""
+    if ALIGN < 16:
+        x = x // ALIGN * ALIGN
+    return x
+
+
+@triton.jit
+def _aligned_strides(st, ALIGN: tl.constexpr):
+    """The strides (s_b, s_p, s_q, s_c) of a contiguous channel-last tensor, the first three multiples of ALIGN."""
+    return (_aligned(st[0], ALIGN), _aligned(st[1], ALIGN), _aligned(st[2], ALIGN), st[3])
 
 
 @triton.jit
@@ -126,10 +149,13 @@ def tri_fwd_kernel(
     ZC, zcs, MC, mcs, STATS, scs, LN, WP, BP, X, xs, N, CZ, CH, I0, I1, N_HB,
     BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr,
     BLOCK_C: tl.constexpr, DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    ALIGN_Z: tl.constexpr, ALIGN_H: tl.constexpr,
 ):  # fmt: skip
     """The contraction x_ij = sum_k A_ik B_jk (fp32) for rows i in [I0, I1), written to X[b, i - I0, j, h]
     (X [B, >= I1 - I0, N, C_H]). Grid (i blocks of the rows, j blocks, B * N_HB channel blocks of BLOCK_H);
     A and B are recomputed per (i or j, k) tile from z."""
+    CZ, CH = _aligned(CZ, ALIGN_Z), _aligned(CH, ALIGN_H)
+    zcs, xs = _aligned_strides(zcs, ALIGN_Z), _aligned_strides(xs, ALIGN_H)
     i0 = I0 + tl.program_id(0) * BLOCK_I
     j0 = tl.program_id(1) * BLOCK_J
     b = (tl.program_id(2) // N_HB).to(tl.int64)
@@ -189,11 +215,13 @@ def _out_chunk(
 def tri_fwd_out_kernel(
     X, Z, MEAN, RSTD, OUT, bst, R, CZ, CH, eps, LN, CLN, OW,
     BLOCK_R: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_CZ: tl.constexpr, BLOCK_CH: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr, ALIGN_Z: tl.constexpr, ALIGN_H: tl.constexpr,
 ):  # fmt: skip
     """``out = sigmoid(z' W_g^T + b_g) * (LayerNorm(x) W_out^T + b_out)`` over R rows (pairs) per batch
     element: X [R, C_H] (fp32), z, OUT [R, C_Z] and the statistics MEAN, RSTD [R] start at
     ``bst = (s_x, s_z, s_stats, s_out)`` elements per batch element. Grid (row blocks, B)."""
+    CZ, CH = _aligned(CZ, ALIGN_Z), _aligned(CH, ALIGN_H)
+    bst = (_aligned(bst[0], ALIGN_H), _aligned(bst[1], ALIGN_Z), bst[2], _aligned(bst[3], ALIGN_Z))
     b = tl.program_id(1).to(tl.int64)
     stats = (MEAN + b * bst[2], RSTD + b * bst[2])
     rows, rm, ln, _, _, zn = _out_inputs(

@@ -6,7 +6,9 @@ kernel fits every listed chip: shared memory per block at most :data:`SHARED_MEM
 CUDA programming guide's "maximum shared memory per thread block", opt-in), no register spills in the
 16-bit path, at most 256 B spilled per thread in the fp32 path. ``python scripts/aot_compile.py``
 compiles every launch the model makes with these tables for each architecture and checks the limits
-(table in ``docs/kernels.md``).
+(table in ``docs/kernels.md``). The triangle multiplication's table has, per architecture and width,
+entries for narrow pair channels (c_z <= :data:`NARROW_C_Z`, the test presets' sizes) that override
+single keys of the general entry, each with the reason it exists.
 
 Key ``None`` is Triton's CPU interpreter: small blocks, so that tests at N ~ 20-40 cross several
 blocks. A capability not in the table uses the configuration of the largest listed one not above it
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["ARCHS", "SHARED_MEMORY_LIMIT", "attention_config", "config_arch", "triangle_config"]
+__all__ = ["ARCHS", "NARROW_C_Z", "SHARED_MEMORY_LIMIT", "attention_config", "config_arch", "triangle_config"]
 
 #: bytes of shared memory one thread block may use (opt-in maximum; CUDA C++ Programming Guide,
 #: "Technical Specifications per Compute Capability"): A100 (8.0), RTX 30xx / A10 (8.6),
@@ -57,6 +59,16 @@ _TRI_32 = dict(i=16, j=16, k=16, h=16, c=16, rows=16, num_warps=8, num_stages=1)
 _TRIANGLE: dict = {(None, w): _TRI_INTERPRETER for w in ("16", "32")}
 _TRIANGLE.update({(a, "16"): _TRI_16 for a in ARCHS})
 _TRIANGLE.update({(a, "32"): _TRI_32 for a in ARCHS})
+#: c_z at most this: the output branch's [rows, BLOCK_CZ] tiles are 16 channels wide
+NARROW_C_Z = 16
+# Overrides of the entries above for c_z <= NARROW_C_Z, keyed (arch, width); never for the interpreter.
+_TRIANGLE_NARROW: dict = {
+    # sm_90, 16-bit: ptxas (CUDA 13, run by Triton with --regAllocOptLevel=2) holds the output branch
+    # backward (tri_bwd_out_kernel) at 128 registers per thread for 16-row blocks of c_z = 16, c_hidden = 64
+    # and spills 16 B; with 32 rows it allocates 176 and spills nothing (the other output-branch kernels
+    # stay within the limits at 32 rows).
+    (90, "16"): dict(rows=32),
+}
 
 
 def config_arch(arch: Optional[int]) -> Optional[int]:
@@ -79,6 +91,11 @@ def attention_config(arch: Optional[int], dot_bits: int) -> dict:
     return dict(_ATTENTION[(config_arch(arch), _width(dot_bits))])
 
 
-def triangle_config(arch: Optional[int], dot_bits: int) -> dict:
-    """Tiles of the three triangle-multiplication kernels, as :func:`attention_config`."""
-    return dict(_TRIANGLE[(config_arch(arch), _width(dot_bits))])
+def triangle_config(arch: Optional[int], dot_bits: int, c_z: Optional[int] = None) -> dict:
+    """Tiles of the triangle-multiplication kernels, as :func:`attention_config`; for pair channels
+    ``c_z`` <= :data:`NARROW_C_Z` with the narrow entry's overrides, where the table has one."""
+    key = (config_arch(arch), _width(dot_bits))
+    cfg = dict(_TRIANGLE[key])
+    if c_z is not None and c_z <= NARROW_C_Z:
+        cfg.update(_TRIANGLE_NARROW.get(key, {}))
+    return cfg

@@ -1,7 +1,8 @@
 """scripts/aot_compile.py: the launch table is recorded from the launchers without launching, the
 limit check fails an oversized configuration, and (slow) a representative subset (CI_SUBSET on every
-listed architecture, CI_TRIANGLE on sm_86) compiles within the limits with Triton's bundled ptxas
-(the full table: the script itself, ``python scripts/aot_compile.py --arch 80 86 90``; docs/kernels.md)."""
+listed architecture, CI_TRIANGLE on sm_86, CI_TRIANGLE_SMALL at the test presets' channel counts)
+compiles within the limits with Triton's bundled ptxas (the full table: the script itself, ``python
+scripts/aot_compile.py --arch 80 86 90``; docs/kernels.md)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ CI_SUBSET = ("attn_fwd_kernel", "attn_bwd_dkdv_kernel", "_ln_fwd_kernel", "_ln_b
 #: and the triangle multiplication's two heaviest kernels (the contraction, the projection backward;
 #: most registers) for sm_86, whose shared memory per block is the smallest, in bf16 (no spill allowed)
 CI_TRIANGLE = ("tri_fwd_kernel", "tri_bwd_proj_kernel")
+#: and at the presets tiny and demo (c_z = 8, 16, 32), bf16, on sm_80 and sm_90: the kernels that spilled
+#: there before the channel alignment hints and the narrow-channel launch configuration
+CI_TRIANGLE_SMALL = ("tri_fwd_kernel", "tri_bwd_proj_kernel", "tri_bwd_out_kernel")
 
 
 def _script(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -74,6 +78,22 @@ def test_launch_table_records_every_kernel_without_launching():
     from alphafold_mem.kernels.launch_configs import attention_config
 
     assert (fwd.kwargs["BLOCK_Q"], fwd.kwargs["BLOCK_K"]) == attention_config(80, 16)["fwd"]
+
+
+@needs_triton
+def test_small_channel_launches_carry_their_alignment_and_narrow_tiles():
+    """c_z = c_hidden = 8 (preset tiny): every triangle launch passes the channels' power-of-two divisor
+    (8; Triton's own specialisation only knows multiples of 16), and on sm_90 in bf16 the narrow entry's
+    rows of kernels.launch_configs."""
+    from alphafold_mem.kernels.launch_configs import triangle_config
+
+    table = aot_compile.launch_table(90, ("tiny",), (torch.bfloat16,), aot_compile.DRY_SIZES)
+    tri = [r.launch for r in table if r.launch.name.startswith("tri_")]
+    assert len({la.name for la in tri}) == 5 and all(la.kwargs["ALIGN_Z"] == la.kwargs["ALIGN_H"] == 8 for la in tri)
+    rows = {la.kwargs["BLOCK_R"] for la in tri if "BLOCK_R" in la.kwargs}
+    assert rows == {triangle_config(90, 16, 8)["rows"]} and rows != {triangle_config(90, 16)["rows"]}
+    wide = aot_compile.launch_table(90, ("model_1",), (torch.bfloat16,), aot_compile.DRY_SIZES)
+    assert {r.launch.kwargs.get("ALIGN_Z") for r in wide if r.launch.name.startswith("tri_")} == {16}
 
 
 def test_check_marks_limits():
@@ -155,6 +175,14 @@ def test_representative_subset_compiles_within_every_architecture(tmp_path):
     assert {r["kernel"] for r in triangle} == set(CI_TRIANGLE) and {r["arch"] for r in triangle} == {86}
     assert not [r for r in triangle if not r["ok"]], json.dumps(triangle, indent=1)
     assert res.returncode == 0, res.stderr[-2000:]
+    out = tmp_path / "aot_triangle_small.json"
+    args = ("--arch", "80", "90", "--presets", "tiny", "demo", "--dtypes", "bfloat16", "--json", str(out))
+    res = _script(*args, "--only", *CI_TRIANGLE_SMALL)
+    small = json.loads(out.read_text())["rows"]
+    assert {r["kernel"] for r in small} == set(CI_TRIANGLE_SMALL) and {r["arch"] for r in small} == {80, 90}
+    assert not [r for r in small if not r["ok"]], json.dumps(small, indent=1)
+    assert res.returncode == 0, res.stderr[-2000:]
+    triangle += small
     for r in rows + triangle:
         assert r["shared_bytes"] <= r["shared_limit_bytes"]
         assert r["spill_bytes"] <= (256 if r["dtype"] == "fp32" else 0)

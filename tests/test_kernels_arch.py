@@ -4,6 +4,7 @@ The configurations are only block sizes, warps and stages, so the interpreter ru
 GPU of that architecture runs (:func:`kernels._triton_support.target_arch`); each distinct
 configuration gets one small case per op, at sizes that cross a block boundary, with the three-way
 tolerance of tests/kernel_checks.py against the reference and an fp64 oracle (outputs and gradients).
+The triangle multiplication's entries for narrow pair channels (c_z <= NARROW_C_Z) run at c_z = 8.
 """
 
 from __future__ import annotations
@@ -30,9 +31,24 @@ def _distinct(config, dot_bits):
 ATTENTION_ARCHS = [(a, torch.bfloat16) for a in _distinct(launch_configs.attention_config, 16)] + [
     (a, torch.float32) for a in _distinct(launch_configs.attention_config, 32)
 ]
-TRIANGLE_ARCHS = [(a, torch.bfloat16) for a in _distinct(launch_configs.triangle_config, 16)] + [
-    (a, torch.float32) for a in _distinct(launch_configs.triangle_config, 32)
-]
+
+
+def _triangle_cases():
+    """(arch, dtype, c_z) per distinct triangle configuration: the general entries at c_z None (the test
+    picks one), the narrow ones (c_z <= NARROW_C_Z) at c_z = 8."""
+    out = []
+    for dtype, bits in ((torch.bfloat16, 16), (torch.float32, 32)):
+        seen = []
+        for arch in launch_configs.ARCHS:
+            for cz in (None, 8):
+                cfg = launch_configs.triangle_config(arch, bits, cz)
+                if cfg not in seen:
+                    seen.append(cfg)
+                    out.append((arch, dtype, cz))
+    return out
+
+
+TRIANGLE_CASES = _triangle_cases()
 
 
 def test_every_listed_architecture_has_a_configuration_within_its_limits():
@@ -43,6 +59,12 @@ def test_every_listed_architecture_has_a_configuration_within_its_limits():
             assert all(min(att[k]) >= 16 for k in ("fwd", "dq", "dkdv", "dbias"))  # tl.dot's smallest tile
             tri = launch_configs.triangle_config(arch, bits)
             assert min(tri[k] for k in "ijkh") >= 16
+            narrow = launch_configs.triangle_config(arch, bits, launch_configs.NARROW_C_Z)
+            assert set(narrow) == set(tri) and min(narrow[k] for k in "ijkh") >= 16
+            assert launch_configs.triangle_config(arch, bits, launch_configs.NARROW_C_Z + 1) == tri
+    # the interpreter's tiles do not depend on the channels
+    for bits in (16, 32):
+        assert launch_configs.triangle_config(None, bits, 8) == launch_configs.triangle_config(None, bits)
     # unlisted capabilities: the largest listed one below, else the smallest-shared-memory table
     assert launch_configs.config_arch(87) == 86 and launch_configs.config_arch(100) == 90
     assert launch_configs.config_arch(75) == 86 and launch_configs.config_arch(None) is None
@@ -92,11 +114,13 @@ def test_fused_attention_at_architecture_config(arch, dtype):
 
 
 @needs_triton
-@pytest.mark.parametrize("arch,dtype", TRIANGLE_ARCHS, ids=lambda x: str(x).removeprefix("torch."))
-def test_fused_triangle_multiplication_at_architecture_config(arch, dtype):
-    cfg = launch_configs.triangle_config(arch, 32 if dtype == torch.float32 else 16)
+@pytest.mark.parametrize("arch,dtype,narrow_cz", TRIANGLE_CASES, ids=lambda x: str(x).removeprefix("torch."))
+def test_fused_triangle_multiplication_at_architecture_config(arch, dtype, narrow_cz):
+    cfg = launch_configs.triangle_config(arch, 32 if dtype == torch.float32 else 16, narrow_cz)
     n = max(cfg[k] for k in "ijk") + 5
-    cz, ch = cfg["c"] + 4, max(20, cfg["h"] + 4)  # cross the c_z chunks and the hidden-channel blocks
+    # cross the c_z chunks and the hidden-channel blocks (c_hidden = 20: the kernels' alignment at 4);
+    # a narrow entry at c_z = 8 (one chunk, half of it padding; alignment at 8)
+    cz, ch = narrow_cz or cfg["c"] + 4, max(20, cfg["h"] + 4)
     z, mask, weights, d_out = triangle_inputs((1,), n, cz, ch)
     with _triton_support.target_arch(arch):
         got = run_triangle("triton", z, mask, weights, d_out, True, dtype)
