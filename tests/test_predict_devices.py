@@ -26,10 +26,13 @@ from alphafold_mem.predict.targets import Target
 from alphafold_mem.weights import save_checkpoint
 
 RUN_TIMEOUT_S = 600  # a bound, not an expectation: on a loaded 2-core machine one run takes minutes
-SEQUENCES = {  # short chains: the run stays fast; lengths differ so that the shares are not trivial
-    "t1": "MKTAYIAKQRQISFVKSHFSRQ",
+# Short chains: the run stays fast; lengths differ so that the shares are not trivial (t4 alone on
+# rank 0, the other four on rank 1). Three lengths for five targets: every new length costs each
+# process a pre-flight memory trace (~2 s CPU at the tiny preset), and the shares only need the order.
+SEQUENCES = {
+    "t1": "MKTAYIAKQRQISFVKSHFS",
     "t2": "GSHMLEDPVDAFQ",
-    "t3": "MKVLAAGIVGLLLA",
+    "t3": "MKVLAAGIVGLLL",
     "t4": "MSEQNNTEMTFQIQRIYTKDISFEAPNAPHVFQK",
     "t5": "ACDEFGHIKLMNPQRSTVWY",
 }
