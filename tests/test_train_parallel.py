@@ -4,11 +4,10 @@ are refused with a clear message. Every collective and subprocess has a timeout.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
+from alphafold_mem.distributed import run_local
 from alphafold_mem.train import build_trainer
 from alphafold_mem.train.data_module import resolve_index
 from alphafold_mem.train.strategies import check_strategy
@@ -23,11 +22,29 @@ def _flat(weights: dict) -> torch.Tensor:
     return torch.cat([v.double().flatten() for v in weights.values() if v.is_floating_point()])
 
 
-def test_recycling_draws_uniform_and_identical_across_gloo_ranks(tmp_path):
+def _draws(rank: int, world: int, steps: int) -> list:
+    """One rank of a gloo group: the recycling-iteration counts of steps 0..steps-1 as the training
+    step draws them, gathered over the group (what ``tests/ddp_worker.py draws`` does in a fresh
+    interpreter per rank)."""
+    import torch.distributed as dist
+
+    from alphafold_mem.train import AlphaFoldLightning, TrainConfig
+
+    module = AlphaFoldLightning(ddp_worker.config(), TrainConfig(seed=3))
+    mine = [module.num_iterations(k, 4) for k in range(steps)]  # AF2: num_recycles 3, 1..4 iterations
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, {"rank": dist.get_rank(), "counts": mine})
+    return gathered
+
+
+def test_recycling_draws_uniform_and_identical_across_gloo_ranks():
     """Over 200 steps the iteration counts cover 1..4 near-uniformly (expected 50 each, binomial
-    sd 6.1) and two gloo ranks draw exactly the same sequence."""
-    ddp_worker.launch("draws", 2, tmp_path, "--steps", "200", timeout=120)
-    gathered = json.loads((tmp_path / "draws.json").read_text())
+    sd 6.1) and two gloo ranks draw exactly the same sequence. The ranks are forked from this process
+    (:func:`alphafold_mem.distributed.run_local`): two fresh interpreters importing Lightning cost
+    ~10 s CPU, and the draw is a function of (seed, step) whatever started the process."""
+    results = run_local(_draws, 2, 200, start_method="fork", timeout=120)
+    gathered = results[0]
+    assert results[1] == gathered  # both ranks gathered the same lists
     assert [g["rank"] for g in gathered] == [0, 1]
     assert gathered[0]["counts"] == gathered[1]["counts"]
     counts = [gathered[0]["counts"].count(n) for n in (1, 2, 3, 4)]
