@@ -44,11 +44,31 @@ def data_dir(tmp_path_factory):
     return d
 
 
-def _train(data_dir, out, *extra, signal_at=None):
+def _train_args(data_dir, out, *extra) -> list[str]:
     argv = ["train", "--data", str(data_dir), "--out", str(out)]
     argv += ["--preset", "tiny", "--no-progress-bar", "--accelerator", "cpu", "--held-out", "1a8o"]
     argv += ["--set", "num_recycles=0", "--set", "data.crop_size=16", "--set", "data.max_msa_clusters=4"]
     argv += ["--set", "data.max_extra_msa=4", "--ckpt-every", "200", "--val-every", "0", "--threads", "1", *extra]
+    return argv
+
+
+@pytest.fixture(scope="module")
+def full(data_dir, tmp_path_factory):
+    """The uninterrupted 4-step run both signals are compared with: one run for the module, in this
+    process (the same command line; ~6 s CPU less than a fresh interpreter per signal)."""
+    from alphafold_mem.cli.main import main
+
+    out = tmp_path_factory.mktemp("uninterrupted") / "full"
+    threads = torch.get_num_threads()
+    try:
+        assert main(_train_args(data_dir, out, "--max-steps", "4")) == 0
+    finally:
+        torch.set_num_threads(threads)  # --threads 1 set it for this process
+    return out
+
+
+def _train(data_dir, out, *extra, signal_at=None):
+    argv = _train_args(data_dir, out, *extra)
     head = [sys.executable, "-c", _SIGNAL_AT_STEP, *signal_at] if signal_at else [sys.executable, "-m"]
     cmd = head + ([] if signal_at else ["alphafold_mem.cli"]) + argv
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ}, timeout=600)
@@ -64,9 +84,7 @@ def _weights(path):
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_interrupted_first_run_resumes_to_the_uninterrupted_weights(data_dir, tmp_path, sig):
-    full = _train(data_dir, tmp_path / "full", "--max-steps", "4")
-    assert full.returncode == 0, full.stderr[-2000:]
+def test_interrupted_first_run_resumes_to_the_uninterrupted_weights(data_dir, full, tmp_path, sig):
     part = tmp_path / "part"
     stopped = _train(data_dir, part, "--max-steps", "4", signal_at=(sig, "2"))
     assert stopped.returncode == 0, stopped.stderr[-2000:]
@@ -79,8 +97,8 @@ def test_interrupted_first_run_resumes_to_the_uninterrupted_weights(data_dir, tm
     resumed = _train(data_dir, part, "--resume", str(last), "--max-steps", "4")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "not resumable" not in resumed.stderr  # Lightning's warning: the training loader keeps its place
-    assert _steps(part) == _steps(tmp_path / "full") and len(set(_steps(part))) == 4
-    a, b = _weights(tmp_path / "full" / "checkpoints" / "last.ckpt"), _weights(last)
+    assert _steps(part) == _steps(full) and len(set(_steps(part))) == 4
+    a, b = _weights(full / "checkpoints" / "last.ckpt"), _weights(last)
     assert a.keys() == b.keys()
     differ = [k for k in a if not torch.equal(a[k], b[k])]
     assert not differ, f"{len(differ)} of {len(a)} tensors differ, first {differ[0]}"
