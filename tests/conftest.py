@@ -108,6 +108,9 @@ SLOW_TESTS = (
     "test_hugepages.py::test_the_users_choice_stands[env0-left as set: THP_MEM_ALLOC_ENABLE=0]",
     "test_hugepages.py::test_the_users_choice_stands[env1-not requested: ALPHAFOLD_MEM_MALLOC=default]",
     "test_hugepages.py::test_a_request_after_the_first_cpu_tensor_says_it_came_too_late",
+    # a fresh interrupted run and a fresh resume per signal (~12 s CPU): the fast set keeps SIGINT, the
+    # same handler path (the uninterrupted reference run is one for both)
+    "test_train_interrupt.py::test_interrupted_first_run_resumes_to_the_uninterrupted_weights[SIGTERM]",
     # the planner's fake run for the two-device peak (~8 s CPU): the per-device peak checks run in
     # ``make test``; the fast set keeps the two-device outputs and the planner against the measured peaks
     # of one device (test_memory_estimate.py)
