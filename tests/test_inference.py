@@ -208,6 +208,7 @@ def test_a_target_that_runs_out_of_memory_fails_alone(tmp_path, tiny_weights, mo
 def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monkeypatch, capsys):
     """--max-memory below a target's predicted need: that target fails before any model work, with
     one line naming its length, the need and the budget; the batch continues; exit status 1."""
+    from alphafold_mem.planner.margins import device_margin
     from alphafold_mem.predict import preflight
 
     cfg = model_config("tiny")
@@ -215,7 +216,8 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
         preflight.check(cfg, preflight.feature_sizes(cfg, n, 1), AutoPolicy(max_memory=1), torch.device("cpu")).need
         for n in (7, 60)
     ]  # nothing fits 1 byte: the need under the most frugal policy
-    budget = (needs[0] + needs[1]) // 2
+    margin = device_margin("cpu", 0).total  # what the planner takes off a CPU budget (host library caches)
+    budget = margin + (needs[0] + needs[1]) // 2
     from torch._subclasses.fake_tensor import FakeTensor
 
     forwards = []  # lengths of the real (not the estimator's fake) forwards
@@ -245,7 +247,8 @@ def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monke
     assert main(argv) == 1
     log = capsys.readouterr().err
     assert f"record 'long': does not fit: 60 residues need {format_bytes(needs[1])} (predicted" in log
-    assert f"but the budget is {format_bytes(budget)}; try --low-memory" in log
+    assert f"but the budget is {format_bytes(budget)} less a {format_bytes(margin)} device margin" in log
+    assert "(docs/memory-budget.md); try --low-memory" in log
     assert forwards == [7]  # the long target never reached the model
     timings = json.loads((tmp_path / "out" / "timings.json").read_text())
     assert not any(k.startswith("long/") for k in timings["stages"]) and "short/model" in timings["stages"]
