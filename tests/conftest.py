@@ -115,6 +115,19 @@ SLOW_TESTS = (
     # ``make test``; the fast set keeps the two-device outputs and the planner against the measured peaks
     # of one device (test_memory_estimate.py)
     "test_dap.py::test_planner_predicts_the_per_device_peak[2]",
+    # the planner's cut traces against full traces at several budgets (11-18 s CPU each): the fast set
+    # keeps the one-block-per-stack equality of the cut estimate (test_planner_cuts.py) and the CLI's
+    # lower-bound rows through test_memory_estimate.py::test_memory_plan_cli
+    "test_planner_cuts.py::test_dap_estimate_with_cuts_is_close_to_the_full_trace",
+    "test_planner_cuts.py::test_choose_with_stopped_traces_picks_what_full_estimates_pick",
+    "test_planner_cuts.py::test_memory_plan_marks_lower_bounds",
+    # a killed checkpoint write and its bit-exact resume (fresh processes, ~13 s CPU): the fast set keeps
+    # the interrupted-and-resumed run of test_train_interrupt.py
+    "test_train_resume_faults.py::test_killed_first_last_ckpt_write_resumes_bit_exact_from_the_newest_complete",
+    # one fresh interpreter each (~6 s CPU) for what rarely changes: a closed stdout pipe, and ablate
+    # without the repository's benchmarks package
+    "test_memory_plan_flags.py::test_a_closed_pipe_ends_the_command_quietly",
+    "test_package_boundaries.py::test_ablate_runs_where_benchmarks_cannot_be_imported",
 )
 
 
