@@ -255,3 +255,18 @@ def test_train_command_line_gives_the_data_options():
     fresh = parser.parse_args(["train"])
     _restore_run_settings(fresh, None)
     assert _data_options(fresh) == DataOptions()
+
+
+def test_filters_that_leave_out_every_validation_chain_leave_training_without_validation(index_dir, tmp_path):
+    """The chain list keeps no held-out chain: training runs, without validation, and one line says so;
+    the validation chain is counted among the dropped by its reason."""
+    (tmp_path / "chains.txt").write_text("102m_A\n")
+    lines: list[str] = []
+    dm = _module(
+        index_dir, tmp_path, DataOptions(filter_file=str(tmp_path / "chains.txt")), held_out=("1a8o",), log=lines.append
+    )
+    dm.setup()
+    assert [e["name"] for e in dm.train_set.entries] == ["102m_A"] and dm.val_set is None
+    assert dm.val_dataloader() == []
+    assert any(d["item"] == "1a8o_A" and d["reason"] == "not in the chain list" for d in dm.report.dropped)
+    assert any(line.startswith("validation: the filters left out all 1 validation chain(s)") for line in lines), lines

@@ -75,9 +75,11 @@ class ProteinChainDataset(torch.utils.data.Dataset):
             chains with the same sequence form a cluster.
         plddt_threshold: self-distillation: residues whose pLDDT (B-factor column) is below this leave
             the loss; the structure file is read at every draw (the coordinate cache has no B-factors).
+        allow_empty: no usable entry is not an error (a validation set the filters emptied); the
+            dataset then has length 0 and ``rejected`` says why.
 
     Raises:
-        InputError: the index cannot be read, or no usable entry remains.
+        InputError: the index cannot be read, or no usable entry remains (unless ``allow_empty``).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
         templates: TemplateSource | None = None,
         cluster_sizes: dict | None = None,
         plddt_threshold: float | None = None,
+        allow_empty: bool = False,
     ):
         if mode not in ("train", "eval"):
             raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
@@ -132,7 +135,7 @@ class ProteinChainDataset(torch.utils.data.Dataset):
                 continue
             self.entries.append(entry)
             self.notes.extend(self._remarks(entry, filters))
-        if not self.entries:
+        if not self.entries and not allow_empty:
             reasons = counted_lines(list(self.index.skipped) + self.rejected)
             raise InputError(
                 f"no usable chains in the index ({len(self.index.entries)} indexed, "

@@ -343,11 +343,14 @@ class AF2DataModule(L.LightningDataModule):
                 cluster_sizes=clusters,
                 **common,
             )
-            self.val_set = (
-                ProteinChainDataset(val_idx, self.model_config, mode="eval", seed=self.train_config.seed, **common)
-                if val_idx.entries
-                else None
-            )
+            self.val_set = None
+            val_left_out: list = []
+            if val_idx.entries:  # the filters may leave none of the validation chains: then no validation
+                val = ProteinChainDataset(
+                    val_idx, self.model_config, mode="eval", seed=self.train_config.seed, allow_empty=True, **common
+                )
+                val_left_out = val.rejected
+                self.val_set = val if len(val) else None
             if opts.distillation_dir is not None:
                 dist_idx = ChainIndex.load(resolve_index(opts.distillation_dir, self.cache_dir / "distillation"))
                 self.distillation_set = ProteinChainDataset(
@@ -359,7 +362,7 @@ class AF2DataModule(L.LightningDataModule):
                     templates=templates,
                     plddt_threshold=MIN_DISTILLATION_PLDDT,
                 )
-        report.add("dropped", self.train_set.rejected + (self.val_set.rejected if self.val_set else []))
+        report.add("dropped", self.train_set.rejected + val_left_out)
         report.add("notes", self.train_set.notes)
         report.counts.update(train=len(self.train_set), validation=len(self.val_set) if self.val_set else 0)
         if self.distillation_set is not None:
@@ -373,7 +376,12 @@ class AF2DataModule(L.LightningDataModule):
             )
         if self._rank_world()[0] == 0:
             report.emit(self.log, None if self.report_dir is None else self.report_dir / "data_report.json")
-            if self.val_set is None:
+            if self.val_set is None and val_left_out:
+                self.log(
+                    f"validation: the filters left out all {len(val_left_out)} validation chain(s) (see "
+                    "data_report.json, --held-out, --val-data); no validation runs"
+                )
+            elif self.val_set is None:
                 self.log("validation: no held-out chain is present (see --held-out, --val-data); no validation runs")
 
     def _rank_world(self) -> tuple[int, int]:
