@@ -192,6 +192,26 @@ def test_db_index_errors_are_one_line(tmp_path):
 
     with pytest.raises(InputError, match=r"outside the database file \(6 bytes\)"):
         parse_msa(tmp_path / "x.db", span=(2, 10), name="a.a3m")
+    (tmp_path / "ok.index").write_text(
+        '{"1abc_A": {"db": "x.db", "files": []}, "2abc_A": {"db": "gone_1.db", "files": []}}'
+    )
+    with pytest.raises(
+        InputError, match=r"ok.index: alignment database shard\(s\) named by the index not found in .*: gone_1.db"
+    ):
+        AlignmentDb(tmp_path / "ok.index")
+
+
+def test_alignment_db_writer_reads_the_duplicates_first_and_needs_folders(tree, tmp_path):
+    """A missing duplicates file fails before any shard is written; a directory without chain folders
+    is an error, not an empty database."""
+    from alphafold_mem.data.errors import InputError
+
+    with pytest.raises(InputError, match=r"nope.txt: cannot read duplicate chains file"):
+        write_alignment_db(tree / "alignments", tmp_path / "db", duplicate_chains=tmp_path / "nope.txt")
+    assert not (tmp_path / "db").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"empty: no alignment folders"):
+        write_alignment_db(tmp_path / "empty", tmp_path / "db2")
 
 
 def test_cli_alignment_db_index_and_train(tree, tmp_path):

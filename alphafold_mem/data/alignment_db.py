@@ -66,15 +66,20 @@ def write_alignment_db(
         The index path.
 
     Raises:
-        InputError: ``alignment_dir`` is not a directory, ``shards`` < 1, a file cannot be read.
+        InputError: ``alignment_dir`` is not a directory or holds no chain folder, ``shards`` < 1,
+            ``duplicate_chains`` or a file cannot be read (the duplicates file is read before any shard
+            is written).
     """
     src, out = Path(alignment_dir), Path(out_dir)
     if not src.is_dir():
         raise InputError("alignment directory not found", file=src)
     if shards < 1:
         raise InputError(f"--shards {shards}: expected at least 1")
-    out.mkdir(parents=True, exist_ok=True)
+    groups = read_duplicate_chains(duplicate_chains) if duplicate_chains is not None else []  # before any work
     folders = sorted(p for p in src.iterdir() if p.is_dir())
+    if not folders:
+        raise InputError("no alignment folders (<pdbid>_<chain>/) in this directory", file=src)
+    out.mkdir(parents=True, exist_ok=True)
     index: dict[str, dict] = {}
     for k in range(shards):
         db_name = f"{name}_{k}.db"
@@ -91,8 +96,8 @@ def write_alignment_db(
                     files.append([f.name, offset, len(data)])
                     offset += len(data)
                 index[folder.name] = {"db": db_name, "files": files}
-    if duplicate_chains is not None:
-        for group in read_duplicate_chains(duplicate_chains):
+    if groups:
+        for group in groups:
             rep = next((c for c in group if c in index), None)
             if rep is not None:
                 for c in group:
@@ -111,7 +116,8 @@ class AlignmentDb:
         db_dir: the folder of the ``.db`` shards (default: the index's folder).
 
     Raises:
-        InputError: the index cannot be read or is not ``{chain: {"db", "files"}}``.
+        InputError: the index cannot be read or is not ``{chain: {"db", "files"}}``, or a shard it
+            names is not in ``db_dir``.
     """
 
     def __init__(self, index_path: str | os.PathLike, db_dir: str | os.PathLike | None = None):
@@ -128,6 +134,20 @@ class AlignmentDb:
                 'not an OpenFold alignment database index ({chain: {"db": ..., "files": [...]}})', file=self.path
             )
         self.chains: dict[str, dict] = data
+        missing = sorted({v["db"] for v in data.values()} - {p.name for p in self._shards()})
+        if missing:
+            raise InputError(
+                f"alignment database shard(s) named by the index not found in {self.db_dir}: "
+                f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; copy them beside the index "
+                "or give their folder",
+                file=self.path,
+            )
+
+    def _shards(self) -> list[Path]:
+        try:
+            return [p for p in self.db_dir.iterdir() if p.is_file()]
+        except OSError:
+            return []
 
     def __contains__(self, chain: str) -> bool:
         return chain in self.chains
