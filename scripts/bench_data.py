@@ -2,8 +2,8 @@
 
 Builds a tree of ``--chains`` chains from the shipped files (data/mmcif entries copied under new
 PDB ids, their alignment folders copied under the new chain names, a ``duplicate_pdb_chains.txt``
-for the second chain of each 2Q2K copy, a ``chain_data_cache.json`` and an alignment database made
-by ``alphafold-mem alignment-db``), then prints one table:
+for the second chain of each 2Q2K copy and an alignment database made by ``alphafold-mem
+alignment-db``), then prints one table:
 
 * index build (``build_chain_index``, from scratch) per worker count: median wall time of
   ``--repeats`` runs (interleaved: repeat 1 of every worker count, then repeat 2, ...), CPU time
