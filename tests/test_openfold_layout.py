@@ -237,6 +237,20 @@ def test_cli_alignment_db_index_and_train(tree, tmp_path):
     assert {n["item"] for n in report["notes"] if n["reason"] == "no template hit file"} == {"102m_A", "1lcd_A"}
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
     assert not (tmp_path / "run" / "chain_index").exists()  # the index lives in its own place, not under --out
+    # another run rewrites the shared index from other sources (folders, no chain_data_cache: 2q2k_A has
+    # no alignment then); --resume without the source flags rebuilds it from the checkpoint's sources
+    other = ["index", "--mmcif-dir", str(tree / "pdb_mmcif"), "--alignment-dir", str(tree / "alignments")]
+    assert main([*other, "--index-dir", str(index_dir)]) == 0
+    via = {e["name"]: bool(e.get("alignment_db")) for e in ChainIndex.load(index_dir / "index.json").entries}
+    assert not any(via.values())
+    from alphafold_mem.train.resume import read_saved_run
+
+    saved = read_saved_run(tmp_path / "run" / "checkpoints" / "last.ckpt").run["index_sources"]
+    assert saved["alignment_index"] == str((tree / "alignment_db" / "alignment_db.index").resolve())
+    resume = ["train", "--resume", str(tmp_path / "run" / "checkpoints" / "last.ckpt"), "--max-steps", "3"]
+    assert main([*resume, "--no-progress-bar", "--accelerator", "cpu"]) == 0
+    via = {e["name"]: bool(e.get("alignment_db")) for e in ChainIndex.load(index_dir / "index.json").entries}
+    assert via["2q2k_A"] and via["102m_A"]  # the checkpoint's sources again
 
 
 def test_train_data_dir_index_lives_in_the_data_dir(tmp_path, monkeypatch):

@@ -221,6 +221,32 @@ def _data_options(args: argparse.Namespace):
     )
 
 
+#: Index source flags a checkpoint stores (run setting ``index_sources``): --resume without them rebuilds
+#: (brings up to date) the index from the same sources, so a later run that rewrote the shared index
+#: with other sources does not change what the resumed run reads.
+_SOURCE_FLAGS = ("mmcif_dir", "alignment_dir", "alignment_index", "chain_data_cache", "mmcif_cache", "duplicate_chains")
+_SOURCE_FLAGS += ("index_dir",)
+
+
+def _abs(value):
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(Path(v).resolve()) for v in value]
+    return str(Path(value).resolve())
+
+
+def _restore_index_sources(args: argparse.Namespace, saved) -> None:
+    """On --resume with neither --index nor --mmcif-dir given: the source flags the checkpoint stored."""
+    if saved is None or args.index is not None or args.mmcif_dir is not None:
+        return
+    stored = saved.run.get("index_sources") or {}
+    if stored.get("mmcif_dir") and args.data is None:
+        for attr in _SOURCE_FLAGS:
+            if getattr(args, attr, None) is None:
+                setattr(args, attr, stored.get(attr))
+
+
 #: Run settings a checkpoint stores (:mod:`alphafold_mem.train.resume`): CLI attribute -> (key, default).
 _RUN_SETTINGS = {
     "data": ("data_dir", "data"),
@@ -258,6 +284,9 @@ def _restore_run_settings(args: argparse.Namespace, saved) -> dict:
         "out_dir": str(Path(args.out).resolve()),
         "threads": args.threads,  # helper E
         "data_options": {attr: getattr(args, attr) for attr in _DATA_FLAGS},
+        "index_sources": {attr: _abs(getattr(args, attr, None)) for attr in _SOURCE_FLAGS}
+        if getattr(args, "mmcif_dir", None)
+        else None,
     }
 
 
@@ -306,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             args.resume = resolve_resume(args.resume, lambda line: print(line, file=sys.stderr, flush=True))
         saved = read_saved_run(args.resume) if args.resume else None
+        _restore_index_sources(args, saved)
         if args.index is not None:
             args.data = args.index
         elif args.mmcif_dir is not None:  # built or brought up to date in its stable place, not under --out
