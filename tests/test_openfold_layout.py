@@ -289,3 +289,12 @@ def test_require_alignments_keeps_chains_with_database_alignments(tree, tmp_path
         assert [(r["reason"], r["item"]) for r in ds.rejected] == [(NO_ALIGNMENT_REASON, "1a8o_A")], via_db
         if via_db:
             assert all(e.get("alignment_db") and not e.get("alignment_dir") for e in ds.entries)
+
+
+def test_a_missing_index_file_is_named_as_such(tmp_path):
+    from alphafold_mem.train.data_module import resolve_index
+
+    with pytest.raises(FileNotFoundError, match=r"chain index file not found: .*missing/index.json"):
+        resolve_index(tmp_path / "missing" / "index.json")
+    with pytest.raises(FileNotFoundError, match=r"training data directory not found: .*nodir"):
+        resolve_index(tmp_path / "nodir")

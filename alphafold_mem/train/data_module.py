@@ -146,7 +146,8 @@ def resolve_index(data_dir: str | os.PathLike, cache_dir: str | os.PathLike | No
         if cand.is_file():
             return cand
     if not data_dir.is_dir():
-        raise FileNotFoundError(f"training data directory not found: {data_dir}")
+        what = "chain index file" if data_dir.suffix == ".json" else "training data directory"
+        raise FileNotFoundError(f"{what} not found: {data_dir}")
     index_dir = default_index_dir(data_dir)
     out = index_dir / "index.json"
     structures = [data_dir / d for d in ("mmcif", "pdb") if (data_dir / d).is_dir()] or [data_dir]
