@@ -298,3 +298,14 @@ def test_a_missing_index_file_is_named_as_such(tmp_path):
         resolve_index(tmp_path / "missing" / "index.json")
     with pytest.raises(FileNotFoundError, match=r"training data directory not found: .*nodir"):
         resolve_index(tmp_path / "nodir")
+
+
+def test_index_of_a_folder_without_structures_is_an_error(tmp_path, capsys):
+    from alphafold_mem.cli import main
+
+    (tmp_path / "fasta").mkdir()
+    (tmp_path / "fasta" / "a.fasta").write_text(">a\nMKV\n")
+    assert main(["index", "--structures", str(tmp_path / "fasta"), "--out", str(tmp_path / "i.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"i.json: no chain indexed from {tmp_path / 'fasta'} (no structure files found)" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -22,7 +22,8 @@ import time
 import warnings
 from pathlib import Path
 
-from ..data.chain_index import build_chain_index, default_index_dir
+from ..data.chain_index import ChainIndex, build_chain_index, default_index_dir
+from ..data.drops import counted_lines
 from ..data.errors import InputError
 
 __all__ = ["add_source_options", "build_from_args", "register", "run"]
@@ -122,8 +123,21 @@ def run(args: argparse.Namespace) -> int:
         print("error: --structures/--mmcif-dir DIR is required", file=sys.stderr)
         return 1
     try:
-        build_from_args(args, args.out, log=lambda line: print(line, flush=True))
+        path = build_from_args(args, args.out, log=lambda line: print(line, flush=True))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    index = ChainIndex.load(path)
+    if not index.entries:  # written (an empty index is valid), but nothing to train on: say why
+        reasons = counted_lines(list(index.skipped))
+        print(
+            f"error: {path}: no chain indexed from {', '.join(map(str, args.mmcif_dir))}"
+            + (f" ({'; '.join(reasons)})" if reasons else " (no structure files found)")
+            + "; give the folders of mmCIF/PDB files with --structures",
+            file=sys.stderr,
+        )
+        return 1
+    if index.skipped:
+        for line in counted_lines(list(index.skipped)):
+            print(f"skipped: {line}")
     return 0
