@@ -189,7 +189,10 @@ def test_dropped_data_is_counted_by_reason_at_start_up(tmp_path):
     dm.prepare_data()
     dm.setup()
     text = "\n".join(lines)
-    assert lines[0] == "data: 5 chains indexed, 3 used for training, 1 for validation, 5 left out"
+    assert lines[0] == (
+        "data: 5 chains indexed (4 more left out while indexing), 3 used for training, 1 for validation, "
+        "1 left out by the filters"
+    )  # 5 = 3 + 1 + 1
     for expected in (
         "mmcif/broken.cif: no _atom_site coordinates)",
         "data: dropped: protein chain without modelled atoms: 1 (9nob_B: no modelled atoms)",

@@ -43,11 +43,16 @@ class DataReport:
         self.held_out: list[dict] = []
         self.notes: list[dict] = []
         self.counts: dict[str, int] = {}
+        self.while_indexing = 0  # entries of ``dropped`` the index builder left out (not among the indexed)
 
     def add_index(self, index) -> None:
         """The index's ``skipped`` entries and the parser's warnings/notes recorded in it."""
         for entry in index.skipped:  # an alignment file left out is noted; its chain is used
-            (self.notes if entry.get("reason") in FILE_REASONS else self.dropped).append(entry)
+            if entry.get("reason") in FILE_REASONS:
+                self.notes.append(entry)
+            else:
+                self.dropped.append(entry)
+                self.while_indexing += 1
         for note in getattr(index, "notes", []):
             kind = "parser warnings" if note.get("kind") == "warning" else "parser notes"
             where, message = note.get("structure", "?"), note.get("message", "")
@@ -63,9 +68,11 @@ class DataReport:
     def lines(self, examples: int = 3) -> list[str]:
         """The start-up lines: totals, then one counted line per reason."""
         c = self.counts
+        k = self.while_indexing
         out = [
-            f"data: {c.get('indexed', 0)} chains indexed, {c.get('train', 0)} used for training, "
-            f"{c.get('validation', 0)} for validation, {len(self.dropped)} left out"
+            f"data: {c.get('indexed', 0)} chains indexed ({k} more left out while indexing), "
+            f"{c.get('train', 0)} used for training, {c.get('validation', 0)} for validation, "
+            f"{len(self.dropped) - k} left out by the filters"
         ]
         out += counted_lines(self.dropped, examples, prefix="data: dropped: ")
         out += counted_lines(self.held_out, examples, prefix="data: validation: ")
