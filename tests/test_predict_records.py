@@ -65,14 +65,19 @@ def test_the_chosen_policy_line_names_the_chunking_and_a_rerun_keeps_the_timings
         stages = {k: v for k, v in kept["stages"].items() if k.startswith(f"{name}/")}
         assert stages == {k: v for k, v in first["stages"].items() if k.startswith(f"{name}/")} != {}
 
-    # one target recomputed (its scores file removed): its records are new, the other's kept
+    # one target recomputed (its scores file removed): its records are new, the other's kept. The stored
+    # records are marked first (a measured time can repeat to the stored precision: not a test of "new")
+    marked = json.loads((out / "timings.json").read_text())
+    for key in ("a/model", "b/model"):
+        marked["stages"][key]["seconds"] = -1.0
+    (out / "timings.json").write_text(json.dumps(marked))
     os.remove(out / "b_scores.json")
     third = []
     assert _predict(tiny, out, third).exit_code == 0
     mixed = json.loads((out / "timings.json").read_text())
     assert mixed["targets"]["a"]["status"] == "skipped" and mixed["targets"]["b"]["status"] == "ok"
-    assert mixed["stages"]["a/model"] == first["stages"]["a/model"]
-    assert mixed["stages"]["b/model"] != first["stages"]["b/model"]  # measured again (wall seconds)
+    assert mixed["stages"]["a/model"] == marked["stages"]["a/model"]  # kept as stored
+    assert mixed["stages"]["b/model"]["seconds"] >= 0  # measured again
     scores = json.loads((out / "a_scores.json").read_text())
     assert scores["architecture"] == "tiny"  # the field names it; the value is the preset alone
 
