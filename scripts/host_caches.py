@@ -37,14 +37,6 @@ def _bench_memory():
     return module
 
 
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {key}")
-
-
 def _worker(n_res: int, precision: str, n_seq: int, n_extra: int) -> dict:
     """Two steps at ``n_res`` after a warm-up at 16 in this process: bytes of each step's peak RSS
     growth and of the resident set each left."""
@@ -52,6 +44,7 @@ def _worker(n_res: int, precision: str, n_seq: int, n_extra: int) -> dict:
 
     bm = _bench_memory()
     from alphafold_mem import bind
+    from alphafold_mem.memory.host import resident_bytes, rss_growth
 
     torch.set_num_threads(1)
     args = argparse.Namespace(
@@ -67,15 +60,12 @@ def _worker(n_res: int, precision: str, n_seq: int, n_extra: int) -> dict:
     peaks, left = [], []
     for _ in range(2):
         gc.collect()
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        before = _status_kib("VmRSS")
-        out = bm._step(model, batch, False)
-        peak = _status_kib("VmHWM")
+        with rss_growth() as grown:
+            out = bm._step(model, batch, False)
         del out
         gc.collect()
-        peaks.append((peak - before) * 1024)
-        left.append((_status_kib("VmRSS") - before) * 1024)
+        peaks.append(grown.bytes)
+        left.append(resident_bytes() - grown.start)
     return {"peaks": peaks, "left": left}
 
 

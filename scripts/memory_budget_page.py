@@ -72,8 +72,9 @@ SOURCES = [
 ]
 
 
-def _bench_memory():
-    spec = importlib.util.spec_from_file_location("bench_memory", HERE / "bench_memory.py")
+def _script(name: str):
+    """``scripts/<name>.py`` loaded as a module (the scripts folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -105,17 +106,10 @@ def margin_table(budget: int = 80 * 10**9) -> list[str]:
     return lines
 
 
-def _host_caches():
-    spec = importlib.util.spec_from_file_location("host_caches", HERE / "host_caches.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measurement_rows(sizes: list[int], precisions: list[str], n_seq: int, n_extra: int) -> list[str]:
     """Prediction against the fresh-process RSS growth, one row per precision and N_res: the
     activation peak and what the planner reserves on CPU (that plus the host library caches)."""
-    bench = _bench_memory()
+    bench = _script("bench_memory")
     margin = device_margin("cpu", 0).total
     lines = [
         "| precision | N_res | predicted activations MiB | + host caches = planned MiB | measured RSS growth MiB "
@@ -197,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     body = []
     if args.measure:
-        caches = _host_caches().table(args.cache_n_res, args.precisions, args.n_seq, args.n_extra)
+        caches = _script("host_caches").table(args.cache_n_res, args.precisions, args.n_seq, args.n_extra)
         header += [
             f"model_1 channels, 1 Evoformer + 1 extra-MSA block, `low_memory_inference()`, N_seq {args.n_seq}, "
             f"N_extra {args.n_extra}, one CPU thread, glibc's mmap setting:",

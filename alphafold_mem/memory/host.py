@@ -85,6 +85,7 @@ __all__ = [
     "malloc_in_use",
     "MallocPeak",
     "rss_growth",
+    "resident_bytes",
     "DEFAULT_MALLOC",
     "MALLOC_SETTINGS",
     "MMAP_ENV",
@@ -287,11 +288,18 @@ def _status_kb(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def resident_bytes() -> int:
+    """The process's resident set now (Linux ``VmRSS``), in bytes."""
+    return _status_kb("VmRSS") * 1024
+
+
 @dataclasses.dataclass
 class RssGrowth:
-    """Growth of the resident set's high-water mark during a block, in bytes."""
+    """Growth of the resident set's high-water mark during a block (``bytes``) and the resident set
+    on entry (``start``), in bytes."""
 
     bytes: int = 0
+    start: int = 0
 
 
 @contextlib.contextmanager
@@ -302,6 +310,7 @@ def rss_growth() -> Iterator[RssGrowth]:
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")
     before = _status_kb("VmRSS")
+    result.start = before * 1024
     try:
         yield result
     finally:
