@@ -71,6 +71,11 @@ def _cpus() -> int:
 
 def build_from_args(args: argparse.Namespace, out: str | None = None, log=None) -> Path:
     """Build (or bring up to date) the index the source flags describe; returns its path."""
+    return _build(args, out, log)[0]
+
+
+def _build(args: argparse.Namespace, out: str | None, log) -> tuple[Path, ChainIndex]:
+    """:func:`build_from_args`'s path and the index it wrote."""
     dirs = args.mmcif_dir if isinstance(args.mmcif_dir, list) else [args.mmcif_dir]
     if out is None:
         index_dir = Path(args.index_dir) if args.index_dir else default_index_dir(dirs[0])
@@ -101,7 +106,7 @@ def build_from_args(args: argparse.Namespace, out: str | None = None, log=None) 
             f"with {workers} worker(s), {time.perf_counter() - t0:.1f} s wall, "
             f"{time.process_time() - c0:.1f} s CPU in the main process"
         )
-    return out_path
+    return out_path, index
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -123,11 +128,10 @@ def run(args: argparse.Namespace) -> int:
         print("error: --structures/--mmcif-dir DIR is required", file=sys.stderr)
         return 1
     try:
-        path = build_from_args(args, args.out, log=lambda line: print(line, flush=True))
+        path, index = _build(args, args.out, log=lambda line: print(line, flush=True))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    index = ChainIndex.load(path)
     if not index.entries:  # written (an empty index is valid), but nothing to train on: say why
         reasons = counted_lines(list(index.skipped))
         print(
@@ -137,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if index.skipped:
-        for line in counted_lines(list(index.skipped)):
-            print(f"skipped: {line}")
+    for line in counted_lines(list(index.skipped)):
+        print(f"skipped: {line}")
     return 0

@@ -224,8 +224,15 @@ def _data_options(args: argparse.Namespace):
 #: Index source flags a checkpoint stores (run setting ``index_sources``): --resume without them rebuilds
 #: (brings up to date) the index from the same sources, so a later run that rewrote the shared index
 #: with other sources does not change what the resumed run reads.
-_SOURCE_FLAGS = ("mmcif_dir", "alignment_dir", "alignment_index", "chain_data_cache", "mmcif_cache", "duplicate_chains")
-_SOURCE_FLAGS += ("index_dir",)
+_SOURCE_FLAGS = (
+    "mmcif_dir",
+    "alignment_dir",
+    "alignment_index",
+    "chain_data_cache",
+    "mmcif_cache",
+    "duplicate_chains",
+    "index_dir",
+)
 
 
 def _abs(value):

@@ -96,12 +96,11 @@ def write_alignment_db(
                     files.append([f.name, offset, len(data)])
                     offset += len(data)
                 index[folder.name] = {"db": db_name, "files": files}
-    if groups:
-        for group in groups:
-            rep = next((c for c in group if c in index), None)
-            if rep is not None:
-                for c in group:
-                    index.setdefault(c, index[rep])
+    for group in groups:
+        rep = next((c for c in group if c in index), None)
+        if rep is not None:
+            for c in group:
+                index.setdefault(c, index[rep])
     index_path = out / f"{name}.index"
     with atomic_write(index_path) as tmp:
         Path(tmp).write_text(json.dumps(index, indent=1, sort_keys=True))
@@ -134,7 +133,7 @@ class AlignmentDb:
                 'not an OpenFold alignment database index ({chain: {"db": ..., "files": [...]}})', file=self.path
             )
         self.chains: dict[str, dict] = data
-        missing = sorted({v["db"] for v in data.values()} - {p.name for p in self._shards()})
+        missing = sorted(db for db in {v["db"] for v in data.values()} if not (self.db_dir / db).is_file())
         if missing:
             raise InputError(
                 f"alignment database shard(s) named by the index not found in {self.db_dir}: "
@@ -142,12 +141,6 @@ class AlignmentDb:
                 "or give their folder",
                 file=self.path,
             )
-
-    def _shards(self) -> list[Path]:
-        try:
-            return [p for p in self.db_dir.iterdir() if p.is_file()]
-        except OSError:
-            return []
 
     def __contains__(self, chain: str) -> bool:
         return chain in self.chains

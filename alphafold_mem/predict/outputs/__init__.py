@@ -81,10 +81,14 @@ def write_target_outputs(paths: dict[str, str], t: Target, out: dict, scores: di
             shutil.rmtree(stage, ignore_errors=True)
 
 
+def _host() -> str:
+    """This host's name as staging directories write it (dots and dashes kept out, so it parses back)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
+
+
 def _owner() -> str:
-    """``<host>-<pid>`` of this process, as staging directories name it (dots and dashes of the host
-    name kept out, so the name parses back)."""
-    return f"{re.sub(r'[^A-Za-z0-9_]', '_', socket.gethostname())}-{os.getpid()}"
+    """``<host>-<pid>`` of this process, as staging directories name it."""
+    return f"{_host()}-{os.getpid()}"
 
 
 def _alive(pid: int) -> bool:
@@ -101,7 +105,7 @@ def remove_stale_stages(directory: str, name: str) -> list[str]:
     """Remove the staging directories of target ``name`` in ``directory`` that a process of this host
     left when it died (its pid no longer runs); returns their paths. Directories of live processes and
     of other hosts (a shared file system) are kept."""
-    host, _ = _owner().rsplit("-", 1)
+    host = _host()
     pattern = re.compile(re.escape(f".{name}.") + r"(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)\.[^/]*\.tmp")
     removed = []
     try:
