@@ -11,14 +11,16 @@ Each chain brings a *pairing* alignment (AF2: ``uniprot_hits.sto``; ColabFold / 
    first ``k`` are paired, ``k`` = the fewest rows of that species in any chain that has it; a chain
    without the species contributes its padding row (all gap) to those pairs;
 3. pairs are ordered by the number of chains they span (most first), then by the product of
-   their row numbers (best-ranked rows first).
+   their row numbers (best-ranked rows first), equal products by the row numbers.
 
-Ties keep the alignment's row order (AF2 sorts without a stable sort: its order of equally similar
-rows is arbitrary). Rows without a species (the query, headers of other layouts) are never paired.
+Equally similar rows of one species keep the alignment's order, so the result does not depend on
+how species are named (AF2 sorts without a stable sort: its order of such ties is arbitrary).
+Rows without a species (the query, headers of other layouts) are never paired.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -156,9 +158,10 @@ def pair_rows(chains: Sequence[PairingMsa], *, max_hits_per_species: int = MAX_H
         by_span[len(counts)].append(block)
     out = [np.zeros((1, n), dtype=np.int64)]
     for span in sorted(by_span, reverse=True):
-        block = np.concatenate(by_span[span])
-        rank = np.log(np.abs(block).astype(np.float64)).sum(axis=1)  # = log |product of row numbers|
-        out.append(block[np.argsort(rank, kind="stable")])
+        block = np.concatenate(by_span[span]).tolist()
+        # |product of row numbers| (exact integers), ties by the row numbers themselves.
+        block.sort(key=lambda rows: (math.prod(abs(r) for r in rows), rows))
+        out.append(np.array(block, dtype=np.int64))
     return np.concatenate(out)
 
 
