@@ -18,10 +18,16 @@ import numpy as np
 import pytest
 
 from alphafold_mem.data.complex import make_complex
-from alphafold_mem.data.errors import InputError, InputNote
+from alphafold_mem.data.errors import InputError, InputNote, InputWarning
 from alphafold_mem.data.msa import parse_a3m_string
 from alphafold_mem.data.msa_pairing import pair_rows, pairing_msa, species_id
-from alphafold_mem.data.multimer_features import entity_msa, load_entity_msa, make_multimer_msa_features
+from alphafold_mem.data.multimer_features import (
+    complex_msa_features,
+    entity_msa,
+    load_entity_msa,
+    make_multimer_msa_features,
+    pad_msa,
+)
 
 DATA = Path(__file__).parent / "data" / "complexes"
 AA = "ARNDCQEGHILKMFPSTWYVX-"  # token order of the features (0-19, X 20, gap 21)
@@ -279,3 +285,20 @@ def test_pairing_cost_stays_small(heteromer):
         make_multimer_msa_features(cx, msas)
     per_call = (time.process_time() - start) / 5
     assert per_call < 0.5, f"pairing and merging took {per_call:.3f} s CPU"
+
+
+def test_complex_msa_features_finds_folders_by_chain_and_pads_as_af2(heteromer, tmp_path):
+    cx_het, msas = heteromer
+    cx = make_complex([("A", cx_het.chains[0].sequence), ("B", cx_het.chains[1].sequence)], name="het")
+    shutil.copytree(DATA / "102m_A", tmp_path / "het_A")
+    shutil.copytree(DATA / "1k1a_A", tmp_path / "2")  # Protenix layout: one folder per entity number
+    feats = complex_msa_features(cx, tmp_path)
+    np.testing.assert_array_equal(feats["msa"], make_multimer_msa_features(cx_het, msas)["msa"])
+    with pytest.warns(InputWarning, match="no alignment folder for chain"):
+        alone = complex_msa_features(cx, tmp_path / "missing")
+    # The paired query row alone: the unpaired blocks (each chain's query) repeat it and are dropped.
+    assert int(alone["num_paired_rows"]) == 1 and alone["msa"].shape[0] == 1
+    padded = pad_msa(alone, 8)
+    assert padded["msa"].shape == (8, cx.num_res) and not padded["msa_mask"][1:].any()
+    assert padded["msa_mask"][0].all() and padded["cluster_bias_mask"].shape == (8,)
+    assert int(padded["num_alignments"]) == 1

@@ -26,7 +26,7 @@ import numpy as np
 
 from .alignment_layout import alignment_files
 from .complex import Complex
-from .errors import InputError
+from .errors import InputError, warn_input
 from .features.msa import GAP, make_msa_features
 from .features.pipeline import sequence_to_aatype
 from .msa import Msa, parse_msa, query_problem
@@ -40,6 +40,9 @@ __all__ = [
     "entity_msa",
     "load_entity_msa",
     "make_multimer_msa_features",
+    "entity_folder",
+    "complex_msa_features",
+    "pad_msa",
 ]
 
 #: AF2-Multimer's MSA crop per chain (``feature_processing.MSA_CROP_SIZE``).
@@ -103,6 +106,50 @@ def load_entity_msa(cx: Complex, entity_id: int, folder) -> EntityMsa:
     found = next((folder / n for n in PAIRING_FILES if (folder / n).is_file()), None)
     pairing = parse_msa(found) if found is not None else None
     return entity_msa(cx, entity_id, unpaired, pairing)
+
+
+def entity_folder(msa_dir, cx: Complex, entity_id: int) -> Path | None:
+    """The alignment folder of an entity in ``msa_dir``: the first existing of ``<complex>_<chain id>``
+    (``2q2k_A``), ``<record>``, ``<chain id>`` for each copy, then ``<entity_id>`` (Protenix's
+    ``msa/1/``); ``None`` when there is none."""
+    names = []
+    for c in cx.chains_of(entity_id):
+        names += [f"{cx.name}_{c.chain_id}", c.record, c.chain_id]
+    names.append(str(entity_id))
+    return next((Path(msa_dir) / n for n in dict.fromkeys(names) if n and (Path(msa_dir) / n).is_dir()), None)
+
+
+def complex_msa_features(cx: Complex, msa_dir=None, *, pair: bool | None = None) -> dict[str, np.ndarray]:
+    """:func:`make_multimer_msa_features` with each entity's alignments read from its
+    :func:`entity_folder` (one read per entity); an entity without a folder gets its query alone,
+    with a warning naming its chains."""
+    msas = {}
+    for eid, seq in cx.entities.items():
+        folder = entity_folder(msa_dir, cx, eid) if msa_dir is not None else None
+        if folder is None:
+            if msa_dir is not None:
+                ids = ", ".join(c.chain_id for c in cx.chains_of(eid))
+                warn_input(
+                    f"no alignment folder for chain(s) {ids} in {msa_dir}: single-sequence MSA for them",
+                    file=cx.path,
+                    record=cx.chains_of(eid)[0].record,
+                )
+            msas[eid] = entity_msa(cx, eid)
+        else:
+            msas[eid] = load_entity_msa(cx, eid, folder)
+    return make_multimer_msa_features(cx, msas, pair=pair)
+
+
+def pad_msa(features: Mapping[str, np.ndarray], min_num_seq: int = 512) -> dict[str, np.ndarray]:
+    """AF2-Multimer's ``pipeline_multimer.pad_msa``: append zero rows (``msa`` 0, masks 0) until the MSA
+    has ``min_num_seq`` rows; ``num_alignments`` keeps the real count."""
+    out = dict(features)
+    missing = min_num_seq - out["msa"].shape[0]
+    if missing > 0:
+        for key in ("msa", "deletion_matrix", "msa_mask", "bert_mask"):
+            out[key] = np.pad(out[key], ((0, missing), (0, 0)))
+        out["cluster_bias_mask"] = np.pad(out["cluster_bias_mask"], (0, missing))
+    return out
 
 
 def _crop_sizes(paired: np.ndarray | None, num_unpaired: int, crop: int) -> tuple[int, int]:
