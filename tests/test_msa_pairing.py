@@ -20,8 +20,9 @@ import pytest
 from alphafold_mem.data.complex import make_complex
 from alphafold_mem.data.errors import InputError, InputNote, InputWarning
 from alphafold_mem.data.msa import parse_a3m_string
-from alphafold_mem.data.msa_pairing import pair_rows, pairing_msa, species_id
+from alphafold_mem.data.msa_pairing import PairingMsa, pair_rows, pairing_msa, species_id
 from alphafold_mem.data.multimer_features import (
+    EntityMsa,
     complex_msa_features,
     entity_msa,
     load_entity_msa,
@@ -302,3 +303,30 @@ def test_complex_msa_features_finds_folders_by_chain_and_pads_as_af2(heteromer, 
     assert padded["msa"].shape == (8, cx.num_res) and not padded["msa_mask"][1:].any()
     assert padded["msa_mask"][0].all() and padded["cluster_bias_mask"].shape == (8,)
     assert int(padded["num_alignments"]) == 1
+
+
+PARITY_MERGED = Path(__file__).parent / "data" / "parity_multimer" / "msa_merged.npz"
+
+
+def test_merge_reproduces_the_multimer_parity_msa_layout():
+    """The A-B-A' complex of the multimer parity vectors (shared/parity_multimer, OpenFold-made): its merged
+    MSA rebuilt from per-entity rows, each paired row a species of its own."""
+    ref = np.load(PARITY_MERGED)
+    msa, dels = ref["msa"], ref["deletion_matrix"]
+    (p0, p1), (a0, a1), (b0, b1) = ref["row_blocks"]
+    cols_a, cols_b = slice(0, 23), slice(23, 40)
+    tokens = "ARNDCQEGHILKMFPSTWYVX"
+    seq_a, seq_b = ("".join(tokens[t] for t in msa[0, c]) for c in (cols_a, cols_b))
+    cx = make_complex([("A", seq_a), ("B", seq_b), ("C", seq_a)])
+
+    def entity(cols, unpaired_rows):
+        paired = [r for r in range(p0, p1) if (msa[r, cols] != 21).any()]
+        species = ("",) + tuple(f"ncbi:{r}" for r in paired[1:])
+        pairing = PairingMsa(msa[paired][:, cols], dels[paired][:, cols], species)
+        rows = [0, *range(*unpaired_rows)]
+        return EntityMsa(msa[rows][:, cols], dels[rows][:, cols], pairing)
+
+    feats = make_multimer_msa_features(cx, {1: entity(cols_a, (a0, a1)), 2: entity(cols_b, (b0, b1))})
+    assert int(feats["num_paired_rows"]) == p1 - p0
+    for key in ("msa", "deletion_matrix", "msa_mask", "cluster_bias_mask"):
+        np.testing.assert_array_equal(feats[key], ref[key], err_msg=key)
