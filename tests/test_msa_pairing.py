@@ -19,7 +19,7 @@ import pytest
 
 from alphafold_mem.data.complex import make_complex
 from alphafold_mem.data.errors import InputError, InputNote, InputWarning
-from alphafold_mem.data.msa import parse_a3m_string
+from alphafold_mem.data.msa import parse_a3m_string, parse_msa
 from alphafold_mem.data.msa_pairing import PairingMsa, pair_rows, pairing_msa, species_id
 from alphafold_mem.data.multimer_features import (
     EntityMsa,
@@ -330,3 +330,18 @@ def test_merge_reproduces_the_multimer_parity_msa_layout():
     assert int(feats["num_paired_rows"]) == p1 - p0
     for key in ("msa", "deletion_matrix", "msa_mask", "cluster_bias_mask"):
         np.testing.assert_array_equal(feats[key], ref[key], err_msg=key)
+
+
+def test_af2_stockholm_species_and_mixed_layouts_warn(heteromer, tmp_path):
+    sto = DATA / "2q2k_A" / "uniprot_hits.sto"
+    msa = parse_msa(sto)
+    chain = pairing_msa(msa.query, msa)
+    # AF2's rule: the UniProt species code after the entry name's "_" (the 20 hits hold 3 unique rows).
+    assert chain.species == ("", "uniprot:9STAP", "uniprot:STAAU", "uniprot:9STAP")
+    cx_het, msas = heteromer
+    cx = make_complex([("A", cx_het.chains[0].sequence), ("B", msa.query)])
+    with pytest.warns(
+        InputWarning, match=r"name species in different ways \(chain\(s\) A: ncbi; chain\(s\) B: uniprot"
+    ):
+        feats = make_multimer_msa_features(cx, {1: msas[1], 2: entity_msa(cx, 2, [], msa)})
+    assert int(feats["num_paired_rows"]) == 1

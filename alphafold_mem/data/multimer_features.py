@@ -152,6 +152,25 @@ def pad_msa(features: Mapping[str, np.ndarray], min_num_seq: int = 512) -> dict[
     return out
 
 
+def _warn_mixed_species(cx: Complex, entity_msas: Mapping[int, EntityMsa]) -> None:
+    """One warning when the entities' pairing alignments name species only in different ways
+    (NCBI taxids of ``pairing.a3m`` vs UniProt species codes of ``uniprot_hits.sto``): nothing can pair."""
+    kinds = {eid: {s.partition(":")[0] for s in em.pairing.species if s} for eid, em in entity_msas.items()}
+    named = [k for k in kinds.values() if k]
+    if len(named) > 1 and not any(a & b for i, a in enumerate(named) for b in named[i + 1 :]):
+        listed = "; ".join(
+            f"chain(s) {', '.join(c.chain_id for c in cx.chains_of(e))}: {', '.join(sorted(k))}"
+            for e, k in kinds.items()
+            if k
+        )
+        warn_input(
+            f"pairing alignments name species in different ways ({listed}; ncbi = UniRef100_<acc>_<taxid> "
+            "headers, uniprot = UniProt species codes): no rows are paired; give every chain the same layout",
+            file=cx.path,
+            record=cx.name,
+        )
+
+
 def _crop_sizes(paired: np.ndarray | None, num_unpaired: int, crop: int) -> tuple[int, int]:
     """AF2 ``_crop_single_chain``: ``(paired rows kept, unpaired rows kept)`` for one chain."""
     if paired is None:
@@ -200,6 +219,7 @@ def make_multimer_msa_features(
     paired_msa = paired_del = None
     segments: dict[int, np.ndarray] = {}  # asym_id -> paired segment (tokens)
     if pair:
+        _warn_mixed_species(cx, entity_msas)
         rows = pair_rows([entity_msas[c.entity_id].pairing for c in cx.chains])
         paired_msa = np.full((len(rows), n_res), GAP, np.int64)
         paired_del = np.zeros((len(rows), n_res), np.float32)
