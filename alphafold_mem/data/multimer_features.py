@@ -171,13 +171,13 @@ def _warn_mixed_species(cx: Complex, entity_msas: Mapping[int, EntityMsa]) -> No
         )
 
 
-def _crop_sizes(paired: np.ndarray | None, num_unpaired: int, crop: int) -> tuple[int, int]:
-    """AF2 ``_crop_single_chain``: ``(paired rows kept, unpaired rows kept)`` for one chain."""
+def _unpaired_crop(paired: np.ndarray | None, num_unpaired: int, crop: int) -> int:
+    """AF2 ``_crop_single_chain``: the unpaired rows one chain keeps, ``paired`` = its segment of the
+    (already cropped) paired block, ``None`` without pairing."""
     if paired is None:
-        return 0, min(num_unpaired, crop)
-    keep_paired = min(len(paired), crop // 2)
-    non_gap = int(np.any(paired[:keep_paired] != GAP, axis=1).sum())
-    return keep_paired, min(num_unpaired, max(crop - min(non_gap, keep_paired), 0))
+        return min(num_unpaired, crop)
+    non_gap = int(np.any(paired != GAP, axis=1).sum())
+    return min(num_unpaired, max(crop - non_gap, 0))
 
 
 def make_multimer_msa_features(
@@ -221,6 +221,7 @@ def make_multimer_msa_features(
     if pair:
         _warn_mixed_species(cx, entity_msas)
         rows = pair_rows([entity_msas[c.entity_id].pairing for c in cx.chains])
+        keep_paired = min(len(rows), msa_crop_size // 2)
         paired_msa = np.full((len(rows), n_res), GAP, np.int64)
         paired_del = np.zeros((len(rows), n_res), np.float32)
         for k, c in enumerate(cx.chains):
@@ -229,7 +230,6 @@ def make_multimer_msa_features(
             segments[c.asym_id] = m
 
     unpaired: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    keep_paired = None
     for eid in cx.entities:
         em = entity_msas[eid]
         msa, dels = em.msa, em.deletion_matrix
@@ -239,9 +239,10 @@ def make_multimer_msa_features(
             repeated = {row.tobytes() for c in copies for row in segments[c.asym_id]}
             keep = np.array([row.tobytes() not in repeated for row in msa], dtype=bool)
             msa, dels = msa[keep], dels[keep]
-        sizes = [_crop_sizes(segments.get(c.asym_id), len(msa), msa_crop_size) for c in copies]
-        keep_paired, n_unpaired = sizes[0][0], min(s[1] for s in sizes)
-        unpaired[eid] = (msa[:n_unpaired], dels[:n_unpaired])
+        n_keep = min(
+            _unpaired_crop(segments[c.asym_id][:keep_paired] if pair else None, len(msa), msa_crop_size) for c in copies
+        )
+        unpaired[eid] = (msa[:n_keep], dels[:n_keep])
 
     blocks_msa, blocks_del, blocks_bert, bias = [], [], [], []
     if pair:
@@ -264,10 +265,7 @@ def make_multimer_msa_features(
         bias.append(first)
 
     msa = np.concatenate(blocks_msa)
-    if pair:
-        num_paired = keep_paired
-    else:
-        num_paired = 1 if cx.is_homomer_or_monomer else 0
+    num_paired = keep_paired if pair else int(cx.is_homomer_or_monomer)
     deletion_mean = np.concatenate(
         [entity_msas[c.entity_id].deletion_matrix.mean(axis=0).astype(np.float32) for c in cx.chains]
     )
