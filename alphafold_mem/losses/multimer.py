@@ -1,6 +1,7 @@
-"""Loss terms that exist only for complexes (Evans et al. 2022, AlphaFold-Multimer): the backbone FAPE split into intra-chain and interface pairs, and the chain
-centre-of-mass loss. The other multimer terms are the monomer functions with ``asym_id`` passed
-(:mod:`alphafold_mem.losses.violations`) or unchanged; :class:`alphafold_mem.losses.AlphaFoldLoss`
+"""Loss terms that exist only for complexes (Evans et al. 2022, AlphaFold-Multimer): the backbone
+FAPE split into intra-chain and interface pairs, and the chain centre-of-mass loss. The other
+multimer terms are the monomer functions with ``asym_id`` passed (:mod:`alphafold_mem.losses.violations`)
+or unchanged; :class:`alphafold_mem.losses.AlphaFoldLoss`
 combines them under the weights of :data:`alphafold_mem.config.MULTIMER_FINETUNING_LOSS`.
 """
 

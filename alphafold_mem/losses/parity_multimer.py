@@ -34,7 +34,14 @@ from .auxiliary import experimentally_resolved_loss
 from .permutation import PermutationResult, multi_chain_permutation_align
 from .violations import find_structural_violations, violation_loss
 
-__all__ = ["load_multimer_vectors", "multimer_loss_setup", "multimer_loss_parity", "is_multimer_vectors"]
+__all__ = [
+    "load_multimer_vectors",
+    "multimer_loss_setup",
+    "aligned_batch",
+    "openfold_named_terms",
+    "multimer_loss_parity",
+    "is_multimer_vectors",
+]
 
 _FILES = ("batch.npz", "outputs.npz", "gt.npz", "losses.json", "permutation.json")
 
@@ -118,7 +125,10 @@ def multimer_loss_setup(reference: dict):
 
 
 def aligned_batch(v: dict, rng: random.Random | None = None) -> tuple[dict[str, Tensor], PermutationResult]:
-    """The loss batch: the last slice with our permutation-aligned ground truth put in."""
+    """The loss batch: the last slice with our permutation-aligned ground truth put in. ``rng``
+    (default: seeded as OpenFold's python ``random`` was before its alignment) draws the anchor."""
+    if rng is None:
+        rng = random.Random(v["reference"].get("python_random_seed_before_alignment", 0))
     o, b = v["outputs"], v["batch"]
     crop = {k: b[k] for k in ("asym_id", "entity_id", "residue_index")}
     res = multi_chain_permutation_align(o["final_atom_positions"], o["final_atom_mask"], crop, v["gt_full"], rng)
@@ -140,30 +150,21 @@ def _openfold_bond_terms(o: dict, batch: dict, const: LossConstants) -> Tensor:
     return violation_loss(v, mask14, eps=1e-8, average_clashes=True)
 
 
-def multimer_loss_parity(directory: str | os.PathLike) -> dict[str, dict[str, float]]:
-    """``{term: {"openfold", "ours", "abs_diff", "documented_diff"}}`` per OpenFold term name and the
-    chosen assignment under ``"align"`` (``{"openfold": [[i, j], ...], "ours": [...]}``).
-    ``documented_diff`` is the ours - OpenFold difference the module docstring's departures imply
-    (0 for every other term).
-
-    Raises:
-        FileNotFoundError: see :func:`load_multimer_vectors`.
-    """
-    v = load_multimer_vectors(directory)
-    cfg, const = multimer_loss_setup(v["reference"])
-    batch, res = aligned_batch(v)
-    o = v["outputs"]
+def openfold_named_terms(outputs: dict[str, Tensor], batch: dict[str, Tensor], cfg, const) -> dict[str, float]:
+    """Our terms on an aligned ``batch`` under OpenFold's names and scales (its ``fape`` and
+    ``supervised_chi`` mixtures, ``experimentally_resolved`` even at weight 0, ``unscaled_loss``,
+    ``loss``)."""
+    o = outputs
     with torch.no_grad():
         _, t = AlphaFoldLoss(cfg.loss, cfg.heads, const)(o, batch)
         exp = experimentally_resolved_loss(
             o["experimentally_resolved_logits"], batch["all_atom_mask"], batch["atom37_atom_exists"],
             batch["resolution"], const.min_resolution, const.max_resolution,
         )  # fmt: skip
-        viol_openfold_bonds = float(_openfold_bond_terms(o, batch, const))
     f = {k: float(x) for k, x in t.items()}
-    L, w_of = cfg.loss, v["reference"]["weights"]
+    L = cfg.loss
     sqrt_n = float(torch.sqrt(batch["seq_mask"].sum()))
-    ours = {
+    return {
         "fape": L.backbone_fape_weight * f["fape_backbone"]
         + L.interface_fape_weight * f["fape_interface"]
         + L.sidechain_fape_weight * f["fape_sidechain"],
@@ -178,14 +179,37 @@ def multimer_loss_parity(directory: str | os.PathLike) -> dict[str, dict[str, fl
         "unscaled_loss": f["total"] / sqrt_n,
         "loss": f["total"],
     }
+
+
+def documented_differences(
+    ours: dict[str, float], violation_openfold_bonds: float, reference: dict, cfg, sqrt_n: float
+):
+    """ours - OpenFold that the stated departures imply (module docstring), per term."""
+    L, w_of = cfg.loss, reference["weights"]
+    com_diff = (L.chain_center_of_mass_weight - w_of["chain_center_of_mass"]) * ours["chain_center_of_mass"]
+    viol_diff = ours["violation"] - violation_openfold_bonds
+    total = com_diff + L.violation_weight * viol_diff
+    return {"violation": viol_diff, "unscaled_loss": total, "loss": total * sqrt_n}
+
+
+def multimer_loss_parity(directory: str | os.PathLike) -> dict[str, dict[str, float]]:
+    """``{term: {"openfold", "ours", "abs_diff", "documented_diff"}}`` per OpenFold term name and the
+    chosen assignment under ``"align"`` (``{"openfold": [[i, j], ...], "ours": [...]}``).
+    ``documented_diff`` is the ours - OpenFold difference the module docstring's departures imply
+    (0 for every other term).
+
+    Raises:
+        FileNotFoundError: see :func:`load_multimer_vectors`.
+    """
+    v = load_multimer_vectors(directory)
+    cfg, const = multimer_loss_setup(v["reference"])
+    batch, res = aligned_batch(v)
+    ours = openfold_named_terms(v["outputs"], batch, cfg, const)
+    with torch.no_grad():
+        viol_openfold_bonds = float(_openfold_bond_terms(v["outputs"], batch, const))
+    sqrt_n = float(torch.sqrt(batch["seq_mask"].sum()))
+    documented = documented_differences(ours, viol_openfold_bonds, v["reference"], cfg, sqrt_n)
     theirs = v["reference"]["losses_fp32"]
-    com_diff = (L.chain_center_of_mass_weight - w_of["chain_center_of_mass"]) * theirs["chain_center_of_mass"]
-    viol_diff = f["violation"] - viol_openfold_bonds
-    documented = {
-        "violation": viol_diff,
-        "unscaled_loss": com_diff + L.violation_weight * viol_diff,
-        "loss": (com_diff + L.violation_weight * viol_diff) * sqrt_n,
-    }
     rows: dict = {
         k: {
             "openfold": float(theirs[k]),

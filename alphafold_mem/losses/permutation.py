@@ -5,16 +5,21 @@ cannot know which copy of a homomer the ground truth calls chain A. Before the l
 ground-truth chains of each entity are therefore matched to the predicted chains:
 
 1. **Anchor.** Among the entities with a chain in the crop, the one with the fewest chains in the
-   whole ground truth (ties: the most residues over all its chains, then a random draw); its
-   ground-truth anchor chain is drawn at random among its chains, and every predicted chain of
-   that entity is a candidate predicted anchor.
+   whole ground truth (ties: the most residues over all its chains, then a random draw); the
+   ground-truth anchor is drawn at random among its chains; every predicted chain of that entity
+   is a candidate predicted anchor.
 2. **Superposition.** For each candidate, the ground-truth anchor (Cα of the crop's residues of the
    candidate) is superposed onto the predicted anchor by Kabsch; every ground-truth chain is moved
    by that transform.
 3. **Greedy assignment.** Predicted chains in ``asym_id`` order each take the unused ground-truth
    chain of the same entity whose (moved) Cα centroid, over the crop's residues, lies closest to
    the predicted chain's. Chains of different entities are never matched.
-4. The candidate whose assignment gives the lowest Cα RMSD of the whole crop wins.
+4. The candidate whose assignment gives the lowest Cα RMSD of the whole crop wins (first on ties).
+
+The draws use python's ``random`` (or the ``rng`` given) in OpenFold's order, so a seed gives
+OpenFold's anchor. Renumbering identical ground-truth chains changes nothing but which physical
+chain a draw picks: for a prediction whose assignment is clear the result does not depend on it;
+where two assignments fit about equally well (an untrained model) the anchor can decide.
 
 The transform only chooses the assignment; the losses see the ground truth as it is. The
 ground truth of the whole complex (``gt``: every chain, residues in SEQRES order, as OpenFold's
@@ -61,14 +66,18 @@ def _chain_ids(asym_id: Tensor) -> list[int]:
     return [int(a) for a in torch.unique(asym_id) if int(a) != 0]
 
 
-def choose_anchor(gt: dict[str, Tensor], crop_asym_id: Tensor, rng: random.Random) -> tuple[int, list[int]]:
+def choose_anchor(
+    gt: dict[str, Tensor], crop_asym_id: Tensor, rng: random.Random | None = None
+) -> tuple[int, list[int]]:
     """Step 1: ``(ground-truth anchor asym_id, candidate predicted anchor asym_ids)``.
 
     Args:
         gt: ``asym_id``, ``entity_id`` ``[N_full]`` of the whole ground truth.
         crop_asym_id: ``[N_res]`` chains of the crop (the predicted chains).
-        rng: draws among tied entities and among the anchor entity's chains.
+        rng: draws among tied entities and among the anchor entity's chains (default: python's
+            ``random`` module).
     """
+    draw = rng.choice if rng is not None else random.choice
     present = set(_chain_ids(crop_asym_id))
     count: dict[int, int] = {}
     length: dict[int, int] = {}
@@ -81,9 +90,9 @@ def choose_anchor(gt: dict[str, Tensor], crop_asym_id: Tensor, rng: random.Rando
     tied = [e for e in count if count[e] == fewest]
     longest = max(length[e] for e in tied)
     tied = [e for e in tied if length[e] == longest]
-    entity = tied[0] if len(tied) == 1 else rng.choice(tied)
+    entity = tied[0] if len(tied) == 1 else draw(tied)
     chains = _chain_ids(gt["asym_id"][gt["entity_id"] == entity])
-    return rng.choice(chains), [a for a in chains if a in present]
+    return draw(chains), [a for a in chains if a in present]
 
 
 def kabsch_superposition(mobile: Tensor, target: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -202,15 +211,14 @@ def multi_chain_permutation_align(
         gt: ground truth of the whole complex: ``asym_id``, ``entity_id``, ``all_atom_positions
             [N_full, 37, 3]``, ``all_atom_mask [N_full, 37]`` and any per-residue training target to
             gather (chains in asym_id order, residues in SEQRES order).
-        rng: anchor draws (default: ``random.Random(0)``).
+        rng: the anchor draws (see :func:`choose_anchor`).
 
     Returns:
-        :class:`PermutationResult`; with one chain in the crop the identity, without any draw.
+        :class:`PermutationResult`; with one chain in the crop the identity.
 
     Raises:
         ValueError: a predicted chain has no ground-truth chain of its entity left.
     """
-    rng = rng or random.Random(0)
     chains = _chain_ids(crop["asym_id"])
     if len(chains) == 1:
         align = [(chains[0] - 1, chains[0] - 1)]
