@@ -234,3 +234,47 @@ def test_one_chain_is_the_identity():
     assert res.align == [(0, 0)] and res.candidates == []
     rows = torch.nonzero(gt["asym_id"] == 1).squeeze(-1)[CROP]
     assert torch.equal(res.labels["all_atom_positions"], gt["all_atom_positions"][rows])
+
+
+def _pad(x: torch.Tensor, dims: tuple[int, ...], n: int) -> torch.Tensor:
+    for d in dims:
+        shape = list(x.shape)
+        shape[d] = n
+        x = torch.cat([x, x.new_zeros(shape)], d)
+    return x
+
+
+def test_padding_changes_no_term():
+    """A crop padded as the data pipeline pads (asym_id 0, masks 0, zero outputs) scores the same."""
+    gt = _gt(True)
+    crop = _crop(gt)
+    out = _prediction(gt, crop)
+    base, align = _terms(out, crop, gt)
+    pad = 5
+    padded_crop = {
+        k: v if v.dim() == 0 else _pad(v, (1,) if k in ("true_msa", "bert_mask") else (0,), pad)
+        for k, v in crop.items()
+    }
+    res_dims = {"distogram_logits": (0, 1), "pae_logits": (0, 1), "masked_msa_logits": (1,)}
+    padded_out = {k: _pad(v, res_dims.get(k, (1,) if k.startswith("sm_") else (0,)), pad) for k, v in out.items()}
+    padded, padded_align = _terms(padded_out, padded_crop, gt)
+    assert padded_align == align
+    _assert_equal_terms(base, padded)
+
+
+def test_multimer_loss_has_finite_gradients():
+    gt = _gt(True)
+    crop = _crop(gt)
+    out = _prediction(gt, crop)
+    # chain C predicted most of the way onto chain A: the centre-of-mass term is active
+    pos, a, c = out["final_atom_positions"], crop["asym_id"] == 1, crop["asym_id"] == 3
+    pos[c] += 0.8 * (pos[a][:, 1].mean(0) - pos[c][:, 1].mean(0))
+    out = {k: v.clone().requires_grad_(v.is_floating_point()) for k, v in out.items()}
+    res = multi_chain_permutation_align(out["final_atom_positions"], out["final_atom_mask"], crop, gt)
+    loss, terms = _loss_fn()(out, {**crop, **res.labels})
+    loss.backward()
+    assert {"fape_interface", "chain_center_of_mass", "violation", "tm"} <= set(terms)
+    assert terms["chain_center_of_mass"] > 0
+    for k in ("sm_frames", "sm_positions", "final_atom_positions", "distogram_logits", "pae_logits"):
+        g = out[k].grad
+        assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0, k
