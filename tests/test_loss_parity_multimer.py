@@ -114,7 +114,7 @@ def test_swapped_ground_truth_chains(vectors):
 
 
 def _openfold_candidates(vectors) -> list[tuple[list[list[int]], float]]:
-    """OpenFold's candidate scoring as it runs at ce0029e (test-only, for the report): the Kabsch
+    """OpenFold's candidate scoring as its multi_chain_permutation runs (test-only): the Kabsch
     rotation from the UNcentred covariance of predicted anchor (source) and ground-truth anchor
     (target), that prediction-to-truth transform applied to the ground truth, greedy by per-chain
     Cα RMSD, candidates ranked by sqrt(mean + 1e-6) of the whole crop."""
