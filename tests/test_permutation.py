@@ -278,3 +278,21 @@ def test_multimer_loss_has_finite_gradients():
     for k in ("sm_frames", "sm_positions", "final_atom_positions", "distogram_logits", "pae_logits"):
         g = out[k].grad
         assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0, k
+
+
+def test_multimer_loss_runs_on_fake_tensors():
+    """The memory planner traces the loss under FakeTensorMode: no multimer term may need data."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    gt = _gt(True)
+    crop = _crop(gt)
+    out = _prediction(gt, crop)
+    batch = {
+        **crop,
+        **multi_chain_permutation_align(out["final_atom_positions"], out["final_atom_mask"], crop, gt).labels,
+    }
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake_out = {k: mode.from_tensor(v) for k, v in out.items()}
+        fake_batch = {k: mode.from_tensor(v) for k, v in batch.items()}
+        loss, terms = _loss_fn()(fake_out, fake_batch)
+    assert loss.shape == () and {"fape_interface", "chain_center_of_mass"} <= set(terms)

@@ -74,8 +74,8 @@ def chain_center_of_mass_loss(
 
     Args:
         final_atom_positions, all_atom_positions: ``[*, N_res, 37, 3]`` (Å); all_atom_mask
-        ``[*, N_res, 37]``; asym_id ``[*, N_res]`` (int, chains 1..C; 0 = padding counts as a chain
-        only if it has resolved Cα). ``eps`` bounds the distances below (as OpenFold's
+        ``[*, N_res, 37]``; asym_id ``[*, N_res]`` (int; padding, whatever its id, has no resolved
+        Cα and so counts as no chain). ``eps`` bounds the distances below (as OpenFold's
         ``Vec3Array.norm``, eps² under the square root) and regularises the centre denominators;
         ``mean_eps`` the mean over pairs (OpenFold's ``masked_mean``).
 
@@ -84,20 +84,22 @@ def chain_center_of_mass_loss(
     """
     ca = rc.atom_order["CA"]
     mask = all_atom_mask[..., ca]  # [*, N]
-    num_chains = int(asym_id.max().item()) + 1
-    chain_mask = torch.nn.functional.one_hot(asym_id.long(), num_chains).to(mask.dtype) * mask[..., None]
-    chain_mask = chain_mask.transpose(-1, -2)  # [*, C, N]
-    exists = (chain_mask.sum(-1) > 0).to(mask.dtype)  # [*, C]
+    # Residue-pair form (no chain dim, so no data-dependent shape: it also runs under FakeTensorMode):
+    # each resolved residue n stands for its chain with weight 1 / (resolved residues of its chain),
+    # so sums over residue pairs weighted w_n w_m are sums over chain pairs.
+    same = (asym_id[..., :, None] == asym_id[..., None, :]).to(mask.dtype) * mask[..., None, :]  # [*, N, N]
+    count = same.sum(-1)  # [*, N] resolved Cα of residue n's chain
 
-    def centres(pos: Tensor) -> Tensor:  # [*, N, 3] -> [*, C, 3]
-        return (chain_mask[..., None] * pos[..., None, :, :]).sum(-2) / (chain_mask.sum(-1)[..., None] + eps)
+    def centres(pos: Tensor) -> Tensor:  # [*, N, 3] -> centre of each residue's chain [*, N, 3]
+        return (same @ pos) / (count[..., None] + eps)
 
-    def dists(c: Tensor) -> Tensor:  # [*, C, 3] -> [*, C, C]
+    def dists(c: Tensor) -> Tensor:  # [*, N, 3] -> [*, N, N]
         d2 = ((c[..., None, :, :] - c[..., :, None, :]) ** 2).sum(-1)
         return torch.sqrt(torch.clamp(d2, min=eps**2))
 
     pred = dists(centres(final_atom_positions[..., ca, :]))
     true = dists(centres(all_atom_positions[..., ca, :]))
     losses = torch.clamp((pred - true - clamp_distance) / length_scale, max=0.0) ** 2
-    pair_mask = exists[..., :, None] * exists[..., None, :]
-    return (losses * pair_mask).sum((-1, -2)) / (mean_eps + pair_mask.sum((-1, -2)))
+    w = mask / count.clamp(min=1.0)  # [*, N]
+    pair_w = w[..., :, None] * w[..., None, :]
+    return (losses * pair_w).sum((-1, -2)) / (mean_eps + pair_w.sum((-1, -2)))

@@ -184,9 +184,12 @@ def openfold_named_terms(outputs: dict[str, Tensor], batch: dict[str, Tensor], c
 def documented_differences(
     ours: dict[str, float], violation_openfold_bonds: float, reference: dict, cfg, sqrt_n: float
 ):
-    """ours - OpenFold that the stated departures imply (module docstring), per term."""
+    """ours - OpenFold that the stated departures imply (module docstring), per term: the centre-of-mass
+    part from OpenFold's own term and weight, the peptide-bond part from our violation term with and
+    without OpenFold's cross-chain bonds (``violation_openfold_bonds``)."""
     L, w_of = cfg.loss, reference["weights"]
-    com_diff = (L.chain_center_of_mass_weight - w_of["chain_center_of_mass"]) * ours["chain_center_of_mass"]
+    com = reference["losses_fp32"]["chain_center_of_mass"]
+    com_diff = (L.chain_center_of_mass_weight - w_of["chain_center_of_mass"]) * com
     viol_diff = ours["violation"] - violation_openfold_bonds
     total = com_diff + L.violation_weight * viol_diff
     return {"violation": viol_diff, "unscaled_loss": total, "loss": total * sqrt_n}
