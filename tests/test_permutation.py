@@ -18,6 +18,7 @@ from alphafold_mem.losses.permutation import (
     kabsch_superposition,
     merge_ground_truth,
     multi_chain_permutation_align,
+    permutation_align_batch,
 )
 
 from .conftest import TEST_DATA
@@ -296,3 +297,28 @@ def test_multimer_loss_runs_on_fake_tensors():
         fake_batch = {k: mode.from_tensor(v) for k, v in batch.items()}
         loss, terms = _loss_fn()(fake_out, fake_batch)
     assert loss.shape == () and {"fape_interface", "chain_center_of_mass"} <= set(terms)
+
+
+def test_batched_alignment_equals_one_example_at_a_time():
+    gts = [_gt(False), _gt(True)]
+    crops = [_crop(g) for g in gts]
+    outs = [_prediction(g, c, seed=i) for i, (g, c) in enumerate(zip(gts, crops))]
+    outs[1] = _swap_prediction_chains(outs[1], crops[1], 1, 2)
+    n = len(CROP) * 3  # pad the dimer's crop to the trimer's length
+    keys = ("asym_id", "entity_id", "residue_index")
+    batch = {k: torch.stack([_pad(crops[0][k], (0,), n - len(crops[0][k])), crops[1][k]]) for k in keys}
+    outputs = {
+        k: torch.stack([_pad(outs[0][k], (0,), n - len(outs[0][k])), outs[1][k]])
+        for k in ("final_atom_positions", "final_atom_mask")
+    }
+    aligned = permutation_align_batch(outputs, batch, gts, random.Random(0))
+    for b in range(2):
+        one = multi_chain_permutation_align(
+            outputs["final_atom_positions"][b], outputs["final_atom_mask"][b], {k: batch[k][b] for k in keys}, gts[b],
+            random.Random(0),
+        ).labels  # fmt: skip
+        for k, v in one.items():
+            assert torch.equal(aligned[k][b], v), (b, k)
+    assert aligned["asym_id"][1].tolist()[: len(CROP)] == [2] * len(CROP)  # chain 1 took chain 2's truth
+    with pytest.raises(ValueError, match="2 ground truths for a batch of 1"):
+        permutation_align_batch({k: v[:1] for k, v in outputs.items()}, {k: v[:1] for k, v in batch.items()}, gts)

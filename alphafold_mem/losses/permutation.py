@@ -44,6 +44,7 @@ __all__ = [
     "greedy_assignment",
     "merge_ground_truth",
     "multi_chain_permutation_align",
+    "permutation_align_batch",
 ]
 
 _CA = rc.atom_order["CA"]
@@ -243,3 +244,35 @@ def multi_chain_permutation_align(
         if rmsd < best_rmsd or best is None:
             best, best_rmsd = align, rmsd
     return PermutationResult(best, anchor_gt, candidates, merge_ground_truth(gt, crop, best))
+
+
+def permutation_align_batch(
+    outputs: dict[str, Tensor],
+    batch: dict[str, Tensor],
+    ground_truth: list[dict[str, Tensor]],
+    rng: random.Random | None = None,
+) -> dict[str, Tensor]:
+    """:func:`multi_chain_permutation_align` for a batch: example ``b`` of ``outputs``
+    (``final_atom_positions [B, N_res, 37, 3]``, ``final_atom_mask [B, N_res, 37]``) and ``batch``
+    (``asym_id``, ``entity_id``, ``residue_index`` ``[B, N_res]``) against ``ground_truth[b]`` (whole
+    complex, no batch dim). Returns ``batch`` with every ground-truth key replaced by the gathered
+    labels, stacked ``[B, N_res, ...]``.
+
+    Raises:
+        ValueError: ``len(ground_truth)`` is not the batch size, or see
+            :func:`multi_chain_permutation_align`.
+    """
+    n = batch["asym_id"].shape[0]
+    if len(ground_truth) != n:
+        raise ValueError(f"{len(ground_truth)} ground truths for a batch of {n} examples")
+    labels = [
+        multi_chain_permutation_align(
+            outputs["final_atom_positions"][b],
+            outputs["final_atom_mask"][b],
+            {k: batch[k][b] for k in ("asym_id", "entity_id", "residue_index")},
+            ground_truth[b],
+            rng,
+        ).labels
+        for b in range(n)
+    ]
+    return {**batch, **{k: torch.stack([lab[k] for lab in labels]) for k in labels[0]}}
