@@ -322,3 +322,16 @@ def test_batched_alignment_equals_one_example_at_a_time():
     assert aligned["asym_id"][1].tolist()[: len(CROP)] == [2] * len(CROP)  # chain 1 took chain 2's truth
     with pytest.raises(ValueError, match="2 ground truths for a batch of 1"):
         permutation_align_batch({k: v[:1] for k, v in outputs.items()}, {k: v[:1] for k, v in batch.items()}, gts)
+
+
+def test_crop_that_does_not_fit_the_ground_truth_is_named():
+    gt = _gt(False)
+    crop = _crop(gt)
+    out = _prediction(gt, crop)
+    pos, mask = out["final_atom_positions"], out["final_atom_mask"]
+    bad = {**crop, "residue_index": crop["residue_index"] + 80}
+    with pytest.raises(ValueError, match="asym_id 1 has residue_index 119, beyond ground-truth chain"):
+        multi_chain_permutation_align(pos, mask, bad, gt)
+    other = {**crop, "asym_id": crop["asym_id"] + 5}
+    with pytest.raises(ValueError, match="crop chain asym_id 6 .entity 1. is not in the ground truth"):
+        multi_chain_permutation_align(pos, mask, other, gt)

@@ -148,7 +148,7 @@ def greedy_assignment(
         idx = crop["residue_index"][sel].long()
         best, best_d = None, float("inf")
         for j in _chain_ids(gt["asym_id"][gt["entity_id"] == entity]):
-            if j in used or int(idx.max()) >= len(rows[j]):
+            if j in used:
                 continue
             r = rows[j][idx]
             m = (pred_ca_mask[sel] * gt_ca_mask[r]).bool()
@@ -191,6 +191,27 @@ def merge_ground_truth(
     return out
 
 
+def _check(crop: dict[str, Tensor], gt: dict[str, Tensor]) -> None:
+    """One line per problem that would make the alignment index outside the ground truth."""
+    rows = _chain_rows(gt["asym_id"])
+    for a in _chain_ids(crop["asym_id"]):
+        sel = crop["asym_id"] == a
+        entity = int(crop["entity_id"][sel][0])
+        chains = _chain_ids(gt["asym_id"][gt["entity_id"] == entity])
+        if a not in rows or not chains:
+            raise ValueError(
+                f"crop chain asym_id {a} (entity {entity}) is not in the ground truth: build the crop and "
+                "the ground truth from the same complex (asym_id / entity_id numbered alike)"
+            )
+        top = int(crop["residue_index"][sel].max())
+        short = [j for j in chains if top >= len(rows[j])]
+        if short:
+            raise ValueError(
+                f"crop chain asym_id {a} has residue_index {top}, beyond ground-truth chain(s) {short} "
+                f"of its entity: residue_index must be the 0-based SEQRES position inside the chain"
+            )
+
+
 def _rmsd(a: Tensor, b: Tensor, mask: Tensor) -> float:
     m = mask.bool()
     return float(torch.sqrt(((a[m] - b[m]) ** 2).sum(-1).mean())) if bool(m.any()) else float("inf")
@@ -218,8 +239,10 @@ def multi_chain_permutation_align(
         :class:`PermutationResult`; with one chain in the crop the identity.
 
     Raises:
-        ValueError: a predicted chain has no ground-truth chain of its entity left.
+        ValueError: a crop chain, its entity or its ``residue_index`` is not in ``gt``, or a predicted
+            chain has no ground-truth chain of its entity left (the message names the chain).
     """
+    _check(crop, gt)
     chains = _chain_ids(crop["asym_id"])
     if len(chains) == 1:
         align = [(chains[0] - 1, chains[0] - 1)]
