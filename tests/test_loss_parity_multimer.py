@@ -92,7 +92,7 @@ def test_swapped_ground_truth_chains(vectors):
         **vectors,
         "gt_full": {k: v if k in ("asym_id", "sym_id", "entity_id") else v[perm] for k, v in gt.items()},
     }
-    cfg, const = multimer_loss_setup(vectors["reference"])
+    cfg, const = multimer_loss_setup(vectors["reference"], vectors["preset"])
     base_batch, base = aligned_batch(vectors)
     same_batch, same = aligned_batch(swapped, random.Random(_seed_drawing(1)))
     assert base.align == [(0, 1), (1, 0)] and same.align == [(0, 0), (1, 1)]

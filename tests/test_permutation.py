@@ -104,7 +104,7 @@ def _prediction(gt: dict, crop: dict, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def _loss_fn() -> AlphaFoldLoss:
-    cfg = apply_overrides(model_config("model_1"), {**MULTIMER_FINETUNING_LOSS, "heads.pae_enabled": True})
+    cfg = apply_overrides(model_config("tiny_multimer"), MULTIMER_FINETUNING_LOSS)
     return AlphaFoldLoss(cfg.loss, cfg.heads)
 
 

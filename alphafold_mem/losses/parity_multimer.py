@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import MULTIMER_FINETUNING_LOSS, apply_overrides, model_config
+from ..config import MULTIMER_FINETUNING_LOSS, PRESETS, apply_overrides, model_config
 from . import AlphaFoldLoss, LossConstants
 from .auxiliary import experimentally_resolved_loss
 from .permutation import PermutationResult, multi_chain_permutation_align
@@ -52,7 +52,7 @@ def is_multimer_vectors(directory: str | os.PathLike) -> bool:
 
 
 def load_multimer_vectors(directory: str | os.PathLike) -> dict:
-    """``{"batch", "outputs", "gt_full", "gt_aligned", "reference", "permutation"}`` of ``directory``
+    """``{"preset", "batch", "outputs", "gt_full", "gt_aligned", "reference", "permutation"}`` of ``directory``
     (fp32; batch = last recycling slice; outputs under our names, ``tm_logits`` -> ``pae_logits``).
 
     Raises:
@@ -74,6 +74,9 @@ def load_multimer_vectors(directory: str | os.PathLike) -> dict:
     outputs["pae_logits"] = outputs.pop("tm_logits")
     gt = load("gt.npz")
     return {
+        "preset": json.loads((d / "config.json").read_text()).get("preset", "model_1_multimer_v3")
+        if (d / "config.json").is_file()
+        else "model_1_multimer_v3",
         "batch": batch,
         "outputs": outputs,
         "gt_full": {k[5:]: v for k, v in gt.items() if k.startswith("full.")},
@@ -83,12 +86,13 @@ def load_multimer_vectors(directory: str | os.PathLike) -> dict:
     }
 
 
-def multimer_loss_setup(reference: dict):
-    """Our config (:data:`MULTIMER_FINETUNING_LOSS`, head bins from OpenFold's ``loss_config``) and
-    loss constants. Raises ``ValueError`` where OpenFold's weights are not the multimer preset's."""
+def multimer_loss_setup(reference: dict, preset: str = "model_1_multimer_v3"):
+    """Our config (``preset`` with :data:`MULTIMER_FINETUNING_LOSS`, head bins from OpenFold's
+    ``loss_config``) and loss constants. Raises ``ValueError`` where OpenFold's weights are not
+    :data:`MULTIMER_FINETUNING_LOSS`'s."""
     lc, w = reference["loss_config"], reference["weights"]
     cfg = apply_overrides(
-        model_config("model_1"),
+        model_config(preset if preset in PRESETS else "model_1_multimer_v3"),
         {
             **MULTIMER_FINETUNING_LOSS,
             "heads.pae_enabled": True,
@@ -205,7 +209,7 @@ def multimer_loss_parity(directory: str | os.PathLike) -> dict[str, dict[str, fl
         FileNotFoundError: see :func:`load_multimer_vectors`.
     """
     v = load_multimer_vectors(directory)
-    cfg, const = multimer_loss_setup(v["reference"])
+    cfg, const = multimer_loss_setup(v["reference"], v["preset"])
     batch, res = aligned_batch(v)
     ours = openfold_named_terms(v["outputs"], batch, cfg, const)
     with torch.no_grad():
