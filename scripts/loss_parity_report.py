@@ -15,7 +15,8 @@ complex and ``permutation.json``) is recognised by its ``permutation.json``: our
 alignment (:mod:`alphafold_mem.losses.permutation`) chooses the assignment from ``gt.npz``
 ``full.*``, then the terms are compared as above, with a column for the difference that the
 departures from OpenFold stated in :mod:`alphafold_mem.losses.parity_multimer` imply (``--json``:
-``documented_diff`` per term, and ``align``: OpenFold's and our assignment).
+``documented_diff`` per term, and ``align``: OpenFold's and our assignment); ``--end-to-end`` runs our
+multimer model from ``params.npz`` first.
 
 Also printed for a monomer set (not with ``--json``): where the directory has ``gt.npz`` (OpenFold's ground truth for
 the whole chain), the same features made by our own featurisation of the chain's mmCIF
@@ -36,7 +37,7 @@ import torch
 
 from alphafold_mem.losses import AlphaFoldLoss
 from alphafold_mem.losses.parity import load_loss_vectors, loss_parity, loss_setup
-from alphafold_mem.losses.parity_multimer import is_multimer_vectors, multimer_loss_parity
+from alphafold_mem.losses.parity_multimer import is_multimer_vectors, multimer_end_to_end, multimer_loss_parity
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -169,6 +170,19 @@ def _multimer(args: argparse.Namespace) -> int:
         rel = abs(ours - of) / abs(of) if of else 0.0
         rest = abs(ours - of - doc) / abs(of) if of else 0.0
         print(f"| {k} | {of:.9g} | {ours:.9g} | {r['abs_diff']:.2e} | {rel:.2e} | {doc:+.6g} | {rest:.2e} |")
+    if args.end_to_end and (args.vectors / "params.npz").is_file():
+        e2e = multimer_end_to_end(args.vectors)
+        align = e2e.pop("align")
+        print("\n# our model (params.npz, all recycling slices), our alignment and loss, vs on OpenFold's outputs")
+        print(
+            f"assignment: OpenFold {align['openfold']}, ours on OpenFold's outputs {align['on_openfold_outputs']}, "
+            f"ours on our outputs {align['on_our_outputs']}"
+        )
+        print("| term | on OpenFold's outputs | on our outputs | rel diff |")
+        print("|---|---|---|---|")
+        for k, r in e2e.items():
+            a, b = r["ours_on_openfold_outputs"], r["ours_on_our_outputs"]
+            print(f"| {k} | {a:.9g} | {b:.9g} | {abs(a - b) / abs(a) if a else 0.0:.2e} |")
     return 0
 
 

@@ -18,6 +18,7 @@ import torch
 from alphafold_mem.losses.parity_multimer import (
     aligned_batch,
     load_multimer_vectors,
+    multimer_end_to_end,
     multimer_loss_parity,
     multimer_loss_setup,
     openfold_named_terms,
@@ -218,3 +219,15 @@ def test_outputs_copy_holds_openfold_values():
         keys = set(z.files)
     used = json.loads((VECTORS / "losses.json").read_text())["recompute_from_files"]["loss_output_keys_used"]
     assert keys == set(used)
+
+
+def test_our_model_permutation_and_loss_on_openfold_batch():
+    """End to end: our model_1_multimer_v3 network (params.npz) on OpenFold's batch (3 recycling
+    slices), then our alignment and loss: OpenFold's assignment, every term within REL_TOL of our loss
+    on OpenFold's outputs."""
+    rows = multimer_end_to_end(VECTORS)
+    align = rows.pop("align")
+    assert align["on_our_outputs"] == align["on_openfold_outputs"] == align["openfold"]
+    for term, r in rows.items():
+        a, b = r["ours_on_openfold_outputs"], r["ours_on_our_outputs"]
+        assert abs(a - b) <= REL_TOL * abs(a), (term, r)

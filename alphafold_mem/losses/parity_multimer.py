@@ -40,6 +40,7 @@ __all__ = [
     "aligned_batch",
     "openfold_named_terms",
     "multimer_loss_parity",
+    "multimer_end_to_end",
     "is_multimer_vectors",
 ]
 
@@ -228,4 +229,39 @@ def multimer_loss_parity(directory: str | os.PathLike) -> dict[str, dict[str, fl
         if k in ours
     }
     rows["align"] = {"openfold": v["permutation"]["align"], "ours": [list(p) for p in res.align]}
+    return rows
+
+
+def multimer_end_to_end(directory: str | os.PathLike) -> dict:
+    """Our model (``params.npz`` under the vectors' preset, all recycling slices of ``batch.npz``,
+    no early stop, as OpenFold's run), then our permutation alignment and loss. Returns
+    ``{term: {"openfold", "ours_on_openfold_outputs", "ours_on_our_outputs"}}`` (OpenFold's names)
+    and ``"align"``: ``{"openfold", "on_openfold_outputs", "on_our_outputs"}``.
+
+    Raises:
+        FileNotFoundError: ``params.npz`` or a file of :func:`load_multimer_vectors` is missing.
+    """
+    import dataclasses
+
+    from ..weights import load_af2_params
+
+    d = Path(directory)
+    if not (d / "params.npz").is_file():
+        raise FileNotFoundError(f"{d / 'params.npz'}: missing (the model weights the outputs were made with)")
+    v = load_multimer_vectors(d)
+    cfg, const = multimer_loss_setup(v["reference"], v["preset"])
+    model = load_af2_params(d / "params.npz", preset=v["preset"]).eval()
+    model.config = dataclasses.replace(model.config, recycle_early_stop_tolerance=0.0)
+    with np.load(d / "batch.npz") as z:
+        batch_all = {k: torch.from_numpy(z[k]) for k in z.files}
+    with torch.no_grad():
+        ours_out = model(batch_all, recycle_dim=-1)
+    rows: dict = {}
+    aligns = {"openfold": v["permutation"]["align"]}
+    for name, outputs in (("on_openfold_outputs", v["outputs"]), ("on_our_outputs", ours_out)):
+        batch, res = aligned_batch({**v, "outputs": outputs})
+        aligns[name] = [list(p) for p in res.align]
+        for k, x in openfold_named_terms(outputs, batch, cfg, const).items():
+            rows.setdefault(k, {"openfold": float(v["reference"]["losses_fp32"][k])})[f"ours_{name}"] = x
+    rows["align"] = aligns
     return rows
