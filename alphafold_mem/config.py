@@ -172,6 +172,37 @@ class LossConfig:
     experimentally_resolved_weight: float = 0.0
     violation_weight: float = 0.0
     pae_weight: float = 0.0
+    #: AF2-Multimer terms (Evans et al. 2022); 0 / False: the monomer loss. With
+    #: ``interface_fape_weight > 0`` and ``asym_id`` in the batch the backbone FAPE splits into an
+    #: intra-chain part (``backbone_fape_weight``, ``fape_clamp_distance``, ``fape_length_scale``)
+    #: and an inter-chain part (clamp 30 Å, length scale 20 Å).
+    interface_fape_weight: float = 0.0
+    interface_fape_clamp_distance: float = 30.0
+    interface_fape_length_scale: float = 20.0
+    chain_center_of_mass_weight: float = 0.0
+    average_clashes: bool = False
+
+
+#: Loss weights of AF2-Multimer fine-tuning (``apply_overrides`` keys): FAPE 0.5 intra-chain +
+#: 0.5 interface backbone + 0.5 side chain, always clamped; violation 0.03 with clashes averaged
+#: per atom; PAE/TM 0.1; chain centre of mass once (its 1/20 Å scale is inside the term, see
+#: :func:`alphafold_mem.losses.multimer.chain_center_of_mass_loss`); experimentally resolved 0.
+MULTIMER_FINETUNING_LOSS: dict[str, Any] = {
+    "loss.fape_clamp_probability": 1.0,
+    "loss.backbone_fape_weight": 0.5,
+    "loss.interface_fape_weight": 0.5,
+    "loss.sidechain_fape_weight": 0.5,
+    "loss.supervised_chi_weight": 0.5,
+    "loss.angle_norm_weight": 0.01,
+    "loss.distogram_weight": 0.3,
+    "loss.masked_msa_weight": 2.0,
+    "loss.plddt_weight": 0.01,
+    "loss.experimentally_resolved_weight": 0.0,
+    "loss.violation_weight": 0.03,
+    "loss.pae_weight": 0.1,
+    "loss.chain_center_of_mass_weight": 1.0,
+    "loss.average_clashes": True,
+}
 
 
 @dataclass(frozen=True)

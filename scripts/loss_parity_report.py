@@ -10,7 +10,15 @@ Usage (from the repository root):
 "abs_diff": d}}`` instead. Ours are computed by :class:`alphafold_mem.losses.AlphaFoldLoss` (fp32)
 from ``batch.npz[..., -1]`` and OpenFold's ``outputs.npz``.
 
-Also printed (not with ``--json``): where the directory has ``gt.npz`` (OpenFold's ground truth for
+A multimer set (``../shared/parity_loss_multimer/``: it also holds ``gt.npz`` with the whole
+complex and ``permutation.json``) is recognised by its ``permutation.json``: our permutation
+alignment (:mod:`alphafold_mem.losses.permutation`) chooses the assignment from ``gt.npz``
+``full.*``, then the terms are compared as above, with a column for the difference that the
+departures from OpenFold stated in :mod:`alphafold_mem.losses.parity_multimer` imply (``--json``:
+``documented_diff`` per term, and ``align``: OpenFold's and our assignment); ``--end-to-end`` runs our
+multimer model from ``params.npz`` first.
+
+Also printed for a monomer set (not with ``--json``): where the directory has ``gt.npz`` (OpenFold's ground truth for
 the whole chain), the same features made by our own featurisation of the chain's mmCIF
 (``config.json`` names it; ``--structure`` overrides), max |Δ| per feature; with ``--end-to-end``
 and ``params.npz``, the terms when OUR model makes the outputs from OpenFold's batch (all recycling
@@ -29,6 +37,7 @@ import torch
 
 from alphafold_mem.losses import AlphaFoldLoss
 from alphafold_mem.losses.parity import load_loss_vectors, loss_parity, loss_setup
+from alphafold_mem.losses.parity_multimer import is_multimer_vectors, multimer_end_to_end, multimer_loss_parity
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -99,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--structure", type=pathlib.Path, help="the chain's mmCIF (default: the one config.json names)")
     ap.add_argument("--end-to-end", action="store_true", help="also run our model from params.npz")
     args = ap.parse_args(argv)
+    if is_multimer_vectors(args.vectors):
+        return _multimer(args)
     try:
         rows = loss_parity(args.vectors)
     except FileNotFoundError as exc:
@@ -135,6 +146,42 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|")
         for k, r in end_to_end(args.vectors).items():
             a, b = r["openfold_outputs"], r["our_outputs"]
+            print(f"| {k} | {a:.9g} | {b:.9g} | {abs(a - b) / abs(a) if a else 0.0:.2e} |")
+    return 0
+
+
+def _multimer(args: argparse.Namespace) -> int:
+    try:
+        rows = multimer_loss_parity(args.vectors)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"loss_parity_report: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    align = rows.pop("align")
+    print(f"# multimer: chain assignment [prediction chain, ground-truth chain] (0-based), from {args.vectors}")
+    print(f"OpenFold: {align['openfold']}  ours: {align['ours']}  same: {align['openfold'] == align['ours']}")
+    print(f"\n# loss terms, fp32, from {args.vectors}/batch.npz[..., -1], outputs.npz and gt.npz full.*")
+    print("| term | OpenFold | ours | abs diff | rel diff | stated departure | rel diff beyond it |")
+    print("|---|---|---|---|---|---|---|")
+    for k, r in rows.items():
+        of, ours, doc = r["openfold"], r["ours"], r["documented_diff"]
+        rel = abs(ours - of) / abs(of) if of else 0.0
+        rest = abs(ours - of - doc) / abs(of) if of else 0.0
+        print(f"| {k} | {of:.9g} | {ours:.9g} | {r['abs_diff']:.2e} | {rel:.2e} | {doc:+.6g} | {rest:.2e} |")
+    if args.end_to_end and (args.vectors / "params.npz").is_file():
+        e2e = multimer_end_to_end(args.vectors)
+        align = e2e.pop("align")
+        print("\n# our model (params.npz, all recycling slices), our alignment and loss, vs on OpenFold's outputs")
+        print(
+            f"assignment: OpenFold {align['openfold']}, ours on OpenFold's outputs {align['on_openfold_outputs']}, "
+            f"ours on our outputs {align['on_our_outputs']}"
+        )
+        print("| term | on OpenFold's outputs | on our outputs | rel diff |")
+        print("|---|---|---|---|")
+        for k, r in e2e.items():
+            a, b = r["ours_on_openfold_outputs"], r["ours_on_our_outputs"]
             print(f"| {k} | {a:.9g} | {b:.9g} | {abs(a - b) / abs(a) if a else 0.0:.2e} |")
     return 0
 

@@ -30,6 +30,7 @@ from .auxiliary import (
     tm_loss,
 )
 from .fape import backbone_fape, compute_fape, rename_symmetric_ground_truth, sidechain_fape
+from .multimer import chain_center_of_mass_loss, multimer_backbone_fape
 from .violations import find_structural_violations, violation_fraction, violation_loss
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "find_structural_violations",
     "violation_loss",
     "violation_fraction",
+    "multimer_backbone_fape",
+    "chain_center_of_mass_loss",
 ]
 
 
@@ -145,6 +148,14 @@ class AlphaFoldLoss(nn.Module):
         unweighted terms (``fape_backbone``, ``fape_sidechain``, ``chi``, ``angle_norm``,
         ``distogram``, ``masked_msa``, ``plddt``, ``experimentally_resolved``, ``violation``,
         ``tm``; only those with a non-zero weight) and ``total [*]``.
+
+    Complexes (AF2-Multimer, weights :data:`alphafold_mem.config.MULTIMER_FINETUNING_LOSS`): with
+    ``asym_id [*, N_res]`` in the batch, ``loss.interface_fape_weight > 0`` splits the backbone FAPE
+    (``fape_backbone`` intra-chain, ``fape_interface``), the violation terms bond no residues of
+    different chains, ``loss.average_clashes`` averages each atom's clashes and
+    ``loss.chain_center_of_mass_weight`` adds ``chain_center_of_mass``. The ground truth must be
+    permutation-aligned to the prediction first
+    (:func:`alphafold_mem.losses.permutation.multi_chain_permutation_align`).
     """
 
     def __init__(self, loss_cfg: LossConfig, heads_cfg: HeadsConfig, constants: LossConstants = LossConstants()):
@@ -164,16 +175,33 @@ class AlphaFoldLoss(nn.Module):
         terms: dict[str, Tensor] = {}
         weighted: dict[str, Tensor] = {}
 
+        asym_id = b.get("asym_id")
         if cfg.fape_weight:
-            bb = backbone_fape(
-                out["sm_frames"],
-                b["backbone_rigid_tensor"],
-                b["backbone_rigid_mask"],
-                cfg.fape_clamp_distance,
-                cfg.fape_length_scale,
-                b.get("use_clamped_fape"),
-                c.fape_eps,
-            )
+            if cfg.interface_fape_weight and asym_id is not None:
+                bb, interface = multimer_backbone_fape(
+                    out["sm_frames"],
+                    b["backbone_rigid_tensor"],
+                    b["backbone_rigid_mask"],
+                    asym_id,
+                    cfg.fape_clamp_distance,
+                    cfg.fape_length_scale,
+                    cfg.interface_fape_clamp_distance,
+                    cfg.interface_fape_length_scale,
+                    b.get("use_clamped_fape"),
+                    c.fape_eps,
+                )
+                terms["fape_interface"] = interface
+                weighted["fape_interface"] = cfg.fape_weight * cfg.interface_fape_weight * interface
+            else:
+                bb = backbone_fape(
+                    out["sm_frames"],
+                    b["backbone_rigid_tensor"],
+                    b["backbone_rigid_mask"],
+                    cfg.fape_clamp_distance,
+                    cfg.fape_length_scale,
+                    b.get("use_clamped_fape"),
+                    c.fape_eps,
+                )
             renamed = rename_symmetric_ground_truth(
                 out["sm_positions"][-1],
                 b["atom14_gt_positions"],
@@ -263,8 +291,11 @@ class AlphaFoldLoss(nn.Module):
                 b["aatype"],
                 c.violation_tolerance_factor,
                 c.clash_overlap_tolerance,
+                asym_id=asym_id,
             )
-            t = violation_loss(v, mask14)
+            # AF2-Multimer (as OpenFold's multimer config): eps 1e-8 with clashes averaged per atom
+            eps = 1e-8 if cfg.average_clashes else 1e-6
+            t = violation_loss(v, mask14, eps=eps, average_clashes=cfg.average_clashes)
             terms["violation"], weighted["violation"] = t, cfg.violation_weight * t
         if cfg.pae_weight:
             if "pae_logits" not in out:
@@ -280,6 +311,12 @@ class AlphaFoldLoss(nn.Module):
                 c.max_resolution,
             )
             terms["tm"], weighted["tm"] = t, cfg.pae_weight * t
+        if cfg.chain_center_of_mass_weight and asym_id is not None:
+            t = chain_center_of_mass_loss(
+                out["final_atom_positions"], b["all_atom_positions"], b["all_atom_mask"], asym_id
+            )
+            terms["chain_center_of_mass"] = t
+            weighted["chain_center_of_mass"] = cfg.chain_center_of_mass_weight * t
 
         total = sum(weighted.values())
         if c.scale_by_sqrt_num_res:

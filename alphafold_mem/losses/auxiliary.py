@@ -91,10 +91,12 @@ def _cross_entropy(logits: Tensor, labels: Tensor) -> Tensor:
 
 def masked_msa_loss(logits: Tensor, true_msa: Tensor, bert_mask: Tensor, eps: float = 1e-8) -> Tensor:
     """BERT-style masked-MSA cross-entropy (Suppl. 1.9.9) over the 23 classes (20 aa, X, gap,
-    mask) at the corrupted positions.
+    mask) at the corrupted positions; AF2-Multimer's head has 22 (no mask class): the class count
+    is the logits' last dim.
 
     Args:
-        logits: ``[*, N_seq, N_res, 23]``; true_msa: ``[*, N_seq, N_res]`` (int); bert_mask: ``[*, N_seq, N_res]``.
+        logits: ``[*, N_seq, N_res, 23 or 22]``; true_msa: ``[*, N_seq, N_res]`` (int);
+        bert_mask: ``[*, N_seq, N_res]``.
 
     Returns:
         ``[*]`` mean cross-entropy over the masked positions.

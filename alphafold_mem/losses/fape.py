@@ -25,6 +25,7 @@ def compute_fape(
     length_scale: float,
     clamp_distance: Optional[float] = None,
     eps: float = 1e-4,
+    pair_mask: Optional[Tensor] = None,
 ) -> Tensor:
     """Frame aligned point error (Suppl. Alg. 28).
 
@@ -41,6 +42,8 @@ def compute_fape(
         frames_mask: ``[*, N_frames]``.
         pred_positions, target_positions: ``[*, N_pts, 3]`` (Å).
         positions_mask: ``[*, N_pts]``.
+        pair_mask: optional ``[*, N_frames, N_pts]``: only these (frame, point) pairs count, and the
+            mean is over them (AF2-Multimer's intra-chain / interface split, Evans et al. 2022).
 
     Returns:
         ``[*]`` the mean (clamped) error in units of ``length_scale``.
@@ -51,6 +54,9 @@ def compute_fape(
     if clamp_distance is not None:
         dist = torch.clamp(dist, max=clamp_distance)
     err = dist / length_scale * frames_mask[..., :, None] * positions_mask[..., None, :]
+    if pair_mask is not None:
+        mask = frames_mask[..., :, None] * positions_mask[..., None, :] * pair_mask
+        return (err * pair_mask).sum((-1, -2)) / (eps + mask.sum((-1, -2)))
     # Normalise by frames then by points (as AF2), which equals the mean over valid pairs.
     err = err.sum(-1) / (eps + frames_mask.sum(-1))[..., None]  # [*, F]
     return err.sum(-1) / (eps + positions_mask.sum(-1))  # [*]
@@ -64,6 +70,7 @@ def backbone_fape(
     length_scale: float,
     use_clamped_fape: Optional[Tensor] = None,
     eps: float = 1e-4,
+    pair_mask: Optional[Tensor] = None,
 ) -> Tensor:
     """Backbone FAPE over the Cα of every structure-module layer, averaged over layers
     (Suppl. 1.9.2, Alg. 20 line 17 and Eq. 7's L_aux / final FAPE).
@@ -75,6 +82,8 @@ def backbone_fape(
         use_clamped_fape: ``[*]`` in {0, 1} or None. AF2 clamps the backbone FAPE at 10 Å in a
             fraction 0.9 of the training samples and leaves it unclamped in the rest (Suppl. 1.11.5).
             None: always clamped.
+        pair_mask: optional ``[*, N_res, N_res]`` (frame i, Cα j) pairs that count (see
+            :func:`compute_fape`).
 
     Returns:
         ``[*]`` backbone FAPE (units of ``length_scale``), mean over the L layers.
@@ -82,9 +91,10 @@ def backbone_fape(
     pred = Rigid.from_tensor_4x4(sm_frames)  # [L, *, N]
     true = Rigid.from_tensor_4x4(backbone_rigid_tensor[None])  # [1, *, N]
     mask = backbone_rigid_mask[None]
-    fape = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale, clamp_distance, eps)  # [L, *]
+    pm = None if pair_mask is None else pair_mask[None]
+    fape = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale, clamp_distance, eps, pm)  # [L, *]
     if use_clamped_fape is not None:
-        unclamped = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale, None, eps)
+        unclamped = compute_fape(pred, true, mask, pred.trans, true.trans, mask, length_scale, None, eps, pm)
         w = use_clamped_fape.to(fape.dtype)
         fape = fape * w + unclamped * (1.0 - w)
     return fape.mean(0)

@@ -46,6 +46,7 @@ def between_residue_bond_loss(
     tolerance_factor_soft: float = 12.0,
     tolerance_factor_hard: float = 12.0,
     eps: float = 1e-6,
+    asym_id: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """Flat-bottom losses on the peptide bond C(i)-N(i+1) length and the CA-C-N / C-N-CA angles
     (Suppl. 1.9.11, Eq. 44-45) for consecutive residues (residue_index differs by 1).
@@ -53,6 +54,10 @@ def between_residue_bond_loss(
     Args:
         pos: atom14 positions ``[*, N_res, 14, 3]`` (Å); mask: ``[*, N_res, 14]``;
         residue_index, aatype: ``[*, N_res]``.
+        asym_id: optional chain ids ``[*, N_res]``: consecutive residues of different chains are
+            not bonded (AF2-Multimer; OpenFold's multimer loss tests ``residue_index`` only and
+            so bonds the last residue of a chain to the first of the next when their indices
+            happen to differ by 1).
 
     Returns:
         ``c_n_loss_mean``, ``ca_c_n_loss_mean``, ``c_n_ca_loss_mean`` ``[*]`` and
@@ -61,7 +66,10 @@ def between_residue_bond_loss(
     n, ca, c = 0, 1, 2  # atom14 slots of N, CA, C
     this_ca, this_c = pos[..., :-1, ca, :], pos[..., :-1, c, :]
     next_n, next_ca = pos[..., 1:, n, :], pos[..., 1:, ca, :]
-    no_gap = ((residue_index[..., 1:] - residue_index[..., :-1]) == 1).to(pos.dtype)  # [*, N-1]
+    no_gap = (residue_index[..., 1:] - residue_index[..., :-1]) == 1  # [*, N-1]
+    if asym_id is not None:
+        no_gap = no_gap & (asym_id[..., 1:] == asym_id[..., :-1])
+    no_gap = no_gap.to(pos.dtype)
 
     c_n_len = torch.sqrt(eps + ((this_c - next_n) ** 2).sum(-1))
     next_is_pro = (_restype(aatype[..., 1:]) == rc.resname_to_idx["PRO"]).to(pos.dtype)
@@ -115,6 +123,7 @@ def between_residue_clash_loss(
     overlap_tolerance_soft: float = 1.5,
     overlap_tolerance_hard: float = 1.5,
     eps: float = 1e-10,
+    asym_id: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """Steric clashes between atoms of different residues (Suppl. 1.9.11, Eq. 46): a penalty
     relu(r_a + r_b - tolerance - d) for every non-bonded inter-residue atom pair. The peptide
@@ -125,10 +134,14 @@ def between_residue_clash_loss(
 
     Args:
         pos: ``[*, N_res, 14, 3]`` (Å); mask: ``[*, N_res, 14]``; residue_index, aatype ``[*, N_res]``.
+        asym_id: optional ``[*, N_res]``: the peptide-bond exclusion only within a chain. Pairs are
+            still taken once by ``residue_index`` order, as AF2-Multimer and OpenFold do (with
+            indices restarting per chain, two residues of equal index in different chains are
+            not compared).
 
     Returns:
-        ``per_atom_loss_sum`` ``[*, N_res, 14]`` (each pair's penalty given to both atoms) and
-        ``per_atom_clash_mask`` ``[*, N_res, 14]``.
+        ``per_atom_loss_sum`` ``[*, N_res, 14]`` (each pair's penalty given to both atoms),
+        ``per_atom_clash_mask`` and ``per_atom_num_clash`` (number of clashing partners) ``[*, N_res, 14]``.
     """
     restype = _restype(aatype)
     radius = torch.as_tensor(_atom14_radius_table(), dtype=pos.dtype, device=pos.device)[restype] * mask  # [*, N, 14]
@@ -138,7 +151,10 @@ def between_residue_clash_loss(
     ri = residue_index
     pair_mask = mask[..., :, None, :, None] * mask[..., None, :, None, :]
     pair_mask = pair_mask * (ri[..., :, None] < ri[..., None, :]).to(pos.dtype)[..., None, None]  # each pair once
-    bonded = ((ri[..., :, None] + 1) == ri[..., None, :]).to(pos.dtype)  # [*, N, N]
+    bonded = (ri[..., :, None] + 1) == ri[..., None, :]  # [*, N, N]
+    if asym_id is not None:
+        bonded = bonded & (asym_id[..., :, None] == asym_id[..., None, :])
+    bonded = bonded.to(pos.dtype)
     c_n = torch.zeros(14, 14, dtype=pos.dtype, device=pos.device)
     c_n[2, 0] = 1.0  # C of residue i with N of residue i+1
     pair_mask = pair_mask * (1.0 - bonded[..., None, None] * c_n)
@@ -152,7 +168,8 @@ def between_residue_clash_loss(
     per_atom = err.sum((-4, -2)) + err.sum((-3, -1))  # [*, N, 14]
     clash = pair_mask * (d < lower - overlap_tolerance_hard)
     per_atom_clash = torch.maximum(clash.amax((-4, -2)), clash.amax((-3, -1)))
-    return {"per_atom_loss_sum": per_atom, "per_atom_clash_mask": per_atom_clash}
+    num_clash = clash.sum((-4, -2)) + clash.sum((-3, -1))
+    return {"per_atom_loss_sum": per_atom, "per_atom_clash_mask": per_atom_clash, "per_atom_num_clash": num_clash}
 
 
 def within_residue_violations(
@@ -167,7 +184,7 @@ def within_residue_violations(
     of ``residue_constants.make_atom14_dists_bounds`` (Suppl. 1.9.11, Eq. 47).
 
     Returns:
-        ``per_atom_loss_sum`` and ``per_atom_violations`` ``[*, N_res, 14]``.
+        ``per_atom_loss_sum``, ``per_atom_violations`` and ``per_atom_num_clash`` ``[*, N_res, 14]``.
     """
     restype = _restype(aatype)
     bounds = _bounds(overlap_tolerance, tolerance_factor)
@@ -179,7 +196,11 @@ def within_residue_violations(
     err = pair_mask * (F.relu(lower - d) + F.relu(d - upper))
     per_atom = err.sum(-2) + err.sum(-1)
     viol = pair_mask * ((d < lower) | (d > upper))
-    return {"per_atom_loss_sum": per_atom, "per_atom_violations": torch.maximum(viol.amax(-2), viol.amax(-1))}
+    return {
+        "per_atom_loss_sum": per_atom,
+        "per_atom_violations": torch.maximum(viol.amax(-2), viol.amax(-1)),
+        "per_atom_num_clash": viol.sum(-2) + viol.sum(-1),
+    }
 
 
 def find_structural_violations(
@@ -189,10 +210,16 @@ def find_structural_violations(
     aatype: Tensor,
     tolerance_factor: float = 12.0,
     overlap_tolerance: float = 1.5,
+    asym_id: Tensor | None = None,
 ) -> dict[str, Tensor]:
-    """Run all three checks on atom14 coordinates ``[*, N_res, 14, 3]`` (Å) with mask ``[*, N_res, 14]``."""
-    bonds = between_residue_bond_loss(pos, mask, residue_index, aatype, tolerance_factor, tolerance_factor)
-    clashes = between_residue_clash_loss(pos, mask, residue_index, aatype, overlap_tolerance, overlap_tolerance)
+    """Run all three checks on atom14 coordinates ``[*, N_res, 14, 3]`` (Å) with mask ``[*, N_res, 14]``;
+    ``asym_id [*, N_res]`` (optional) marks chain boundaries for the peptide-bond terms."""
+    bonds = between_residue_bond_loss(
+        pos, mask, residue_index, aatype, tolerance_factor, tolerance_factor, asym_id=asym_id
+    )
+    clashes = between_residue_clash_loss(
+        pos, mask, residue_index, aatype, overlap_tolerance, overlap_tolerance, asym_id=asym_id
+    )
     within = within_residue_violations(pos, mask, aatype, overlap_tolerance, tolerance_factor)
     per_res = torch.maximum(
         bonds["per_residue_violation_mask"],
@@ -201,18 +228,24 @@ def find_structural_violations(
     return {"bonds": bonds, "clashes": clashes, "within": within, "per_residue_violation_mask": per_res}
 
 
-def violation_loss(violations: dict, mask: Tensor, eps: float = 1e-6) -> Tensor:
+def violation_loss(violations: dict, mask: Tensor, eps: float = 1e-6, average_clashes: bool = False) -> Tensor:
     """Total violation loss (Suppl. 1.9.11, Eq. 44-47): the three bond/angle means plus the summed
     clash penalties per existing atom.
 
     Args:
         violations: :func:`find_structural_violations` output; mask: atom14 mask ``[*, N_res, 14]``.
+        average_clashes: AF2-Multimer: each atom's clash penalty is divided by its number of
+            clashes (+ ``eps``) before the sum over atoms.
 
     Returns:
         ``[*]``.
     """
     b = violations["bonds"]
-    clash = (violations["clashes"]["per_atom_loss_sum"] + violations["within"]["per_atom_loss_sum"]).sum((-1, -2))
+    per_atom = violations["clashes"]["per_atom_loss_sum"] + violations["within"]["per_atom_loss_sum"]
+    if average_clashes:
+        num = violations["clashes"]["per_atom_num_clash"] + violations["within"]["per_atom_num_clash"]
+        per_atom = per_atom / (num + eps)
+    clash = per_atom.sum((-1, -2))
     return b["c_n_loss_mean"] + b["ca_c_n_loss_mean"] + b["c_n_ca_loss_mean"] + clash / (eps + mask.sum((-1, -2)))
 
 
