@@ -360,7 +360,7 @@ def _architecture(note: str) -> str:
 
 
 def _preset_from_name(path: str) -> Optional[str]:
-    m = re.search(r"model_[1-5](_ptm)?", os.path.basename(path))
+    m = re.search(r"model_[1-5](_ptm|_multimer_v3)?", os.path.basename(path))
     return m.group(0) if m else None
 
 
