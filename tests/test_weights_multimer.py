@@ -74,3 +74,35 @@ def test_file_name_of_the_other_kind_is_refused_in_one_line(tmp_path, name, held
     text = _one_line(exc, path)
     assert f"the file name says '{said}'" in text
     assert ("AF2-Multimer" if held == "tiny_multimer" else "monomer AF2") in text
+
+
+def test_weights_dir_recognises_multimer_files(tmp_path):
+    from alphafold_mem.weights.directory import find_model_weights, model_name_of
+
+    multi = tmp_path / "multi"
+    (multi / "af2-multimer").mkdir(parents=True)
+    for k in (1, 2):
+        (multi / "af2-multimer" / f"params_model_{k}_multimer_v3.npz").write_bytes(b"")
+    got = find_model_weights(multi, [1, 2])  # only multimer files: they are taken
+    assert [(m.name, m.family) for m in got] == [
+        ("model_1_multimer_v3", "af2_multimer"),
+        ("model_2_multimer_v3", "af2_multimer"),
+    ]
+    assert find_model_weights(multi, [1], need_ptm=True)[0].name == "model_1_multimer_v3"  # the PAE head
+    with pytest.raises(WeightsError, match="of AF2-Multimer"):
+        find_model_weights(multi, [3], multimer=True)
+    with pytest.raises(WeightsError, match="no weights family"):
+        find_model_weights(multi, [1], multimer=False)  # a monomer preset asked for
+    assert model_name_of("params_model_4_multimer_v3.npz") == "model_4_multimer_v3"
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for name in ("params_model_1.npz", "params_model_2_ptm.npz", "params_model_1_multimer_v3.npz"):
+        (mixed / name).write_bytes(b"")
+    with pytest.raises(WeightsError) as exc:
+        find_model_weights(mixed, [1])
+    text = str(exc.value)
+    assert "\n" not in text and "both monomer and AF2-Multimer weights of model 1" in text and "--preset" in text
+    assert find_model_weights(mixed, [1], multimer=True)[0].name == "model_1_multimer_v3"
+    assert find_model_weights(mixed, [1], multimer=False)[0].name == "model_1"
+    assert find_model_weights(mixed, [2])[0].name == "model_2_ptm"  # no multimer file of model 2
