@@ -131,6 +131,15 @@ def _shown(diffs: list[str]) -> str:
     return ", ".join(diffs[:6]) + (f" and {len(diffs) - 6} more" if len(diffs) > 6 else "")
 
 
+def _is_multimer(config_for: Callable[[str], ModelConfig]) -> bool:
+    """Whether the file holds AF2-Multimer parameters (its config under the monomer default says so,
+    or that preset is refused for its kind)."""
+    try:
+        return config_for(DEFAULT_PRESET).multimer
+    except ParameterLoadError:
+        return config_for(DEFAULT_MULTIMER_PRESET).multimer
+
+
 def _kind_mismatch(file_is_multimer: bool, preset: str, requested: bool) -> str:
     """One line: the file holds AF2-Multimer parameters and ``preset`` is a monomer preset, or the reverse."""
     held = "AF2-Multimer" if file_is_multimer else "monomer AF2"
@@ -184,7 +193,7 @@ def choose_preset(
         )
     matches = matching_presets(config_for)
     if not matches:
-        default = DEFAULT_MULTIMER_PRESET if config_for(DEFAULT_PRESET).multimer else DEFAULT_PRESET
+        default = DEFAULT_MULTIMER_PRESET if _is_multimer(config_for) else DEFAULT_PRESET
         return (
             default,
             f"architecture inferred from the shapes (no named preset has it; rest from {default})",
