@@ -2,7 +2,7 @@
 
 The name of every AF2 key in OpenFold (``{i}`` standing for the block index of stacked keys) is in
 ``openfold_names.json`` next to this module, and for AF2-Multimer v3 models (OpenFold's
-``model_{1..5}_multimer_v3``, recognised by ``input_embedder.linear_relpos.weight``) in
+``model_{1..5}_multimer_v3``, recognised by ``structure_module.ipa.linear_k.weight``) in
 ``openfold_names_multimer.json``. OpenFold tensors already have this package's torch layout
 (``[out, in]`` linear weights, attention projections as flat ``[H*C, in]`` matrices), so only the
 names change, except for multimer v3's fused triangle multiplication: one ``linear_ab_p`` /
@@ -28,8 +28,8 @@ from .keys import ParameterLoadError, normalize_state_dict_keys
 __all__ = ["load_openfold_checkpoint", "openfold_config", "openfold_state_dict"]
 
 
-#: A parameter only OpenFold's multimer models have (the chain-relative position encoding).
-MULTIMER_MARKER = "input_embedder.linear_relpos.weight"
+#: A parameter only OpenFold's multimer models have (the multimer IPA's separate key projection).
+MULTIMER_MARKER = "structure_module.ipa.linear_k.weight"
 
 
 def _table(multimer: bool) -> dict:
