@@ -106,3 +106,22 @@ def test_weights_dir_recognises_multimer_files(tmp_path):
     assert find_model_weights(mixed, [1], multimer=True)[0].name == "model_1_multimer_v3"
     assert find_model_weights(mixed, [1], multimer=False)[0].name == "model_1"
     assert find_model_weights(mixed, [2])[0].name == "model_2_ptm"  # no multimer file of model 2
+
+
+def test_full_size_multimer_shapes_are_named_model_1_multimer_v3():
+    from alphafold_mem.weights.af2_entries import af2_entries
+    from alphafold_mem.weights.af2_npz import infer_config
+    from alphafold_mem.weights.architecture import choose_preset
+
+    with torch.device("meta"):
+        model = AlphaFold(model_config("model_4_multimer_v3"))
+    shapes = {e.key: e.full_shape for e in af2_entries(model)}
+    use, note = choose_preset(lambda p: infer_config(shapes, p))
+    assert use == "model_1_multimer_v3"
+    assert (
+        note
+        == "architecture model_1_multimer_v3 (same layers as "
+        + ", ".join(f"model_{i}_multimer_v3" for i in range(2, 6))
+        + ")"
+    )
+    assert choose_preset(lambda p: infer_config(shapes, p), "model_4_multimer_v3")[0] == "model_4_multimer_v3"
