@@ -296,3 +296,16 @@ def test_openfold_files_are_downloaded_as_they_are(tmp_path, monkeypatch):
     assert {os.path.basename(f): open(f, "rb").read() for f in result.files} == files
     assert result.sha256 == {n: hashlib.sha256(b).hexdigest() for n, b in files.items()}
     assert sum("no published checksum" in line for line in lines) == 2
+
+
+def test_af2_multimer_unpacks_the_multimer_files_of_the_same_archive(tmp_path, server, capsys):
+    code = main(["weights", "fetch", "af2-multimer", "--dir", str(tmp_path), "--url", server.url, "--no-progress"])
+    assert code == 0
+    folder = tmp_path / "af2-multimer"
+    assert capsys.readouterr().out.strip() == str(folder)
+    assert sorted(os.listdir(folder)) == ["FETCHED.json", "LICENSE", "params_model_1_multimer_v3.npz"]
+    assert (folder / "params_model_1_multimer_v3.npz").read_bytes() == MEMBERS["params_model_1_multimer_v3.npz"]
+    assert [r["name"] for r in json.loads((folder / "FETCHED.json").read_text())["files"]] == [TAR_NAME]
+    # the monomer sets of the same archive leave the multimer file out
+    result, _ = _fetch("af2", tmp_path, server)
+    assert not any("multimer" in os.path.basename(f) for f in result.files)

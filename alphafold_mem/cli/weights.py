@@ -1,5 +1,6 @@
-"""``alphafold-mem weights fetch {af2,af2-ptm,openfold} --dir DIR``: the published weights downloaded (resumable),
-checked against a SHA-256 and unpacked into ``DIR/<name>/`` (:func:`alphafold_mem.weights.fetch.fetch_weights`).
+"""``alphafold-mem weights fetch {af2,af2-ptm,af2-multimer,openfold} --dir DIR``: the published weights
+downloaded (resumable), checked against a SHA-256 and unpacked into ``DIR/<name>/``
+(:func:`alphafold_mem.weights.fetch.fetch_weights`).
 
 Example::
 
@@ -34,19 +35,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--url",
         metavar="URL",
-        help="a mirror: a base URL ending in '/' (file names appended) or, for af2/af2-ptm, the archive's URL",
+        help="a mirror: a base URL ending in '/' (file names appended) or, for the af2* sets, the archive's URL",
     )
     f.add_argument(
         "--sha256",
         metavar="HEX",
-        help="expected SHA-256 of the archive (af2/af2-ptm): the publishers give none, so a fetch prints the "
+        help="expected SHA-256 of the archive (af2*): the publishers give none, so a fetch prints the "
         "value it computed; pass it here to pin it on other machines or mirrors",
     )
     f.add_argument("--force", action="store_true", help="fetch again even when DIR/<name>/ is complete")
     f.add_argument(
         "--keep-archive",
         action="store_true",
-        help="keep the verified archive in DIR/.downloads/ (af2 and af2-ptm share one archive)",
+        help="keep the verified archive in DIR/.downloads/ (af2, af2-ptm and af2-multimer share one archive)",
     )
     f.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds a connection may stay silent")
     f.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

@@ -74,7 +74,7 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], preset: str = "model_1_p
 
 def infer_architecture(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, object]:
     """The config fields that AF2 parameter shapes (keys without :data:`PREFIX`) determine, as dotted
-    paths (``"c_m"``, ``"evoformer.num_blocks"``, ``"template.enabled"``, ``"heads.pae_enabled"``, ...);
+    paths (``"multimer"``, ``"c_m"``, ``"evoformer.num_blocks"``, ``"template.enabled"``, ``"heads.pae_enabled"``, ...);
     template sizes only when the file has a template embedding.
 
     Raises:
@@ -94,6 +94,7 @@ def infer_architecture(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, objec
     o["c_e"] = shp(evo + "extra_msa_activations//weights")[1]
 
     multimer = is_multimer_keys(shapes)
+    o["multimer"] = multimer
     # AF2-Multimer v3 fuses the triangle multiplication's left/right projections: [c, 2C]
     tri_mul = "projection//weights" if multimer else "left_projection//weights"
     halves = 2 if multimer else 1

@@ -31,7 +31,7 @@ __all__ = [
 
 #: Config fields (dotted paths) that parameter shapes decide.
 SHAPE_FIELDS: tuple[str, ...] = (
-    ("c_m", "c_z", "c_s", "c_e")
+    ("multimer", "c_m", "c_z", "c_s", "c_e")
     + tuple(
         f"{stack}.{f}"
         for stack in ("evoformer", "extra_msa")
@@ -75,11 +75,16 @@ _TEMPLATE_SIZES = frozenset(
 
 #: Presets an architecture is named after, in order of preference: AF2's names, then ours.
 NAMED_ORDER: tuple[str, ...] = (
-    tuple(f"model_{i}" for i in range(1, 6)) + tuple(f"model_{i}_ptm" for i in range(1, 6)) + ("tiny", "demo")
+    tuple(f"model_{i}" for i in range(1, 6))
+    + tuple(f"model_{i}_ptm" for i in range(1, 6))
+    + tuple(f"model_{i}_multimer_v3" for i in range(1, 6))
+    + ("tiny", "demo", "tiny_multimer")
 )
 
-#: The preset that supplies what shapes cannot when neither the caller nor the file name gives one.
+#: The preset that supplies what shapes cannot when neither the caller nor the file name gives one
+#: and no named preset has the file's layers (:data:`DEFAULT_MULTIMER_PRESET` for AF2-Multimer files).
 DEFAULT_PRESET = "model_1_ptm"
+DEFAULT_MULTIMER_PRESET = "model_1_multimer_v3"
 
 
 class ArchitectureMismatch(ValueError):
@@ -126,6 +131,24 @@ def _shown(diffs: list[str]) -> str:
     return ", ".join(diffs[:6]) + (f" and {len(diffs) - 6} more" if len(diffs) > 6 else "")
 
 
+def _is_multimer(config_for: Callable[[str], ModelConfig]) -> bool:
+    """Whether the file holds AF2-Multimer parameters (its config under the monomer default says so,
+    or that preset is refused for its kind)."""
+    try:
+        return config_for(DEFAULT_PRESET).multimer
+    except ParameterLoadError:
+        return config_for(DEFAULT_MULTIMER_PRESET).multimer
+
+
+def _kind_mismatch(file_is_multimer: bool, preset: str, requested: bool) -> str:
+    """One line: the file holds AF2-Multimer parameters and ``preset`` is a monomer preset, or the reverse."""
+    held = "AF2-Multimer" if file_is_multimer else "monomer AF2"
+    kind = "a monomer" if file_is_multimer else "an AF2-Multimer"
+    use = "a *_multimer_v3 preset" if file_is_multimer else "a monomer preset (model_1 ... model_5_ptm)"
+    said = f"preset '{preset}' was requested" if requested else f"the file name says '{preset}'"
+    return f"the parameters are {held} but {said}, {kind} model: use {use}"
+
+
 def choose_preset(
     config_for: Callable[[str], ModelConfig],
     requested: Union[str, ModelConfig, None] = None,
@@ -144,13 +167,17 @@ def choose_preset(
 
     Raises:
         ArchitectureMismatch: the file's layers differ from ``requested`` or ``from_name`` (one line,
-            the differing fields with the file's value first, and the preset the file does match).
+            the differing fields with the file's value first, and the preset the file does match;
+            an AF2-Multimer file under a monomer preset, or the reverse, is named as such).
         ParameterLoadError: the shapes cannot be read as a model (from ``config_for``).
     """
     expected = model_config(requested) if isinstance(requested, str) else requested
     named = expected.preset if expected is not None else from_name
     if named is not None:
-        diffs = architecture_differences(config_for(named), expected or model_config(named))
+        found, wanted = config_for(named), expected or model_config(named)
+        if found.multimer != wanted.multimer:
+            raise ArchitectureMismatch(_kind_mismatch(found.multimer, named, expected is not None))
+        diffs = architecture_differences(found, wanted)
         if not diffs:
             return named, f"architecture {named}"
         matches = matching_presets(config_for)
@@ -166,9 +193,10 @@ def choose_preset(
         )
     matches = matching_presets(config_for)
     if not matches:
+        default = DEFAULT_MULTIMER_PRESET if _is_multimer(config_for) else DEFAULT_PRESET
         return (
-            DEFAULT_PRESET,
-            f"architecture inferred from the shapes (no named preset has it; rest from {DEFAULT_PRESET})",
+            default,
+            f"architecture inferred from the shapes (no named preset has it; rest from {default})",
         )
     same = f" (same layers as {', '.join(matches[1:])})" if len(matches) > 1 else ""
     return matches[0], f"architecture {matches[0]}{same}"

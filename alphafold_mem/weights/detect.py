@@ -7,7 +7,9 @@ Accepted formats (:func:`detect_format` returns the name in brackets):
   ``alphafold/alphafold_iteration/``). Sizes are inferred from the shapes
   (:func:`alphafold_mem.weights.load_af2_params`); the preset supplies what shapes cannot, and the
   file must have its layers (:mod:`alphafold_mem.weights.architecture`; default: the preset the file
-  name gives, else the first named preset with the file's layers).
+  name gives, else the first named preset with the file's layers). AF2-Multimer v3 files
+  (``params_model_*_multimer_v3.npz``) run only under a multimer preset, monomer files only under a
+  monomer one (OpenFold checkpoints too).
 * ``openfold``: an OpenFold state dict or checkpoint saved with ``torch.save`` (optionally under
   ``state_dict``/``model``/``ema.params``, with ``module.``/``model.`` prefixes), loaded with
   :func:`alphafold_mem.weights.load_openfold_checkpoint`.
@@ -360,7 +362,7 @@ def _architecture(note: str) -> str:
 
 
 def _preset_from_name(path: str) -> Optional[str]:
-    m = re.search(r"model_[1-5](_ptm)?", os.path.basename(path))
+    m = re.search(r"model_[1-5](_ptm|_multimer_v3)?", os.path.basename(path))
     return m.group(0) if m else None
 
 

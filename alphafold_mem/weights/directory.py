@@ -2,8 +2,9 @@
 
 Recognised file names (the names the publishers use):
 
-* AF2 (``params_model_{1..5}.npz``, family ``af2``; ``params_model_{1..5}_ptm.npz``, family ``af2_ptm``),
-  from DeepMind's parameter archive;
+* AF2 (``params_model_{1..5}.npz``, family ``af2``; ``params_model_{1..5}_ptm.npz``, family ``af2_ptm``;
+  AF2-Multimer v3's ``params_model_{1..5}_multimer_v3.npz``, family ``af2_multimer``), from DeepMind's
+  parameter archive;
 * OpenFold (``finetuning_{1..5}.pt``, family ``openfold``; ``finetuning_ptm_{k}.pt`` or any ``*_{k}_ptm.pt``,
   family ``openfold_ptm``), from OpenFold's published checkpoints.
 
@@ -11,7 +12,10 @@ They are looked for in the folder and two levels of sub-folders (``weights fetch
 into ``DIR/<name>/``, and an archive may hold its own folder).
 
 Files of one family are taken together: an ensemble never mixes AF2 and OpenFold weights, nor
-pTM and plain models. The model name recorded in the outputs is AF2's (``model_1``, ``model_1_ptm``).
+pTM and plain models, nor monomer and multimer models. Multimer files are taken when a multimer
+preset is asked for, or when the folder holds them and no monomer file of the same model numbers; a
+folder with both kinds of a model asked for is an error unless the caller says which. The model name
+recorded in the outputs is AF2's (``model_1``, ``model_1_ptm``, ``model_1_multimer_v3``).
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ from .detect import WeightsError
 __all__ = ["FAMILIES", "ModelWeights", "find_model_weights", "model_name_of", "parse_model_list"]
 
 #: Families in the order they are preferred when a folder holds several: the pTM variants first
-#: (they add the PAE head and pTM), AF2's before OpenFold's.
-FAMILIES = ("af2_ptm", "af2", "openfold_ptm", "openfold")
+#: (they add the PAE head and pTM), AF2's before OpenFold's; AF2-Multimer's only for a multimer run.
+FAMILIES = ("af2_ptm", "af2", "openfold_ptm", "openfold", "af2_multimer")
+MULTIMER_FAMILIES = ("af2_multimer",)
+_SUFFIX = {"af2_ptm": "_ptm", "openfold_ptm": "_ptm", "af2_multimer": "_multimer_v3"}
 
 _PATTERNS = {
     "af2_ptm": re.compile(r"^params_model_([1-5])_ptm\.npz$"),
+    "af2_multimer": re.compile(r"^params_model_([1-5])_multimer_v3\.npz$"),
     "af2": re.compile(r"^params_model_([1-5])\.npz$"),
     "openfold_ptm": re.compile(r"^(?:finetuning_ptm_([1-5])|[A-Za-z0-9_]*?_([1-5])_ptm)\.pt$"),
     "openfold": re.compile(r"^finetuning_([1-5])\.pt$"),
@@ -91,23 +98,46 @@ def _found(directory: str, depth: int = 2) -> dict[str, dict[int, str]]:
     return found
 
 
-def find_model_weights(directory, numbers: list[int], need_ptm: bool = False) -> list[ModelWeights]:
+def find_model_weights(
+    directory, numbers: list[int], need_ptm: bool = False, multimer: Optional[bool] = None
+) -> list[ModelWeights]:
     """The weights files of AF2 models ``numbers`` in ``directory``, all from the first family of
-    :data:`FAMILIES` that has every one of them (``need_ptm``: a pTM family only).
+    :data:`FAMILIES` that has every one of them (``need_ptm``: a family with the PAE head: pTM or
+    multimer).
+
+    Args:
+        multimer: True: AF2-Multimer files only (a multimer preset was asked for); False: monomer
+            files only; None: multimer files when the folder holds some of ``numbers`` and no monomer
+            file of the same numbers.
 
     Raises:
-        WeightsError: no such folder, or no family has all the models (one line naming what was found).
+        WeightsError: no such folder, both kinds of a model asked for with ``multimer=None``, or no
+            family has all the models (one line naming what was found).
     """
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise WeightsError(directory, "--weights-dir: no such directory")
     found = _found(directory)
+    if multimer is None:
+        multi = {k for f in MULTIMER_FAMILIES for k in found[f] if k in numbers}
+        mono = {k for f in FAMILIES if f not in MULTIMER_FAMILIES for k in found[f] if k in numbers}
+        if multi & mono:
+            k = min(multi & mono)
+            example = os.path.basename(found["af2_multimer"][k])
+            raise WeightsError(
+                directory,
+                f"holds both monomer and AF2-Multimer weights of model {k} (e.g. {example}); "
+                "say which with a multimer or monomer --preset, or keep them in separate folders",
+            )
+        multimer = bool(multi)
     for family in FAMILIES:
-        if need_ptm and not family.endswith("_ptm"):
+        if need_ptm and family not in _SUFFIX:
+            continue
+        if (family in MULTIMER_FAMILIES) != multimer:
             continue
         files = found[family]
         if all(k in files for k in numbers):
-            suffix = "_ptm" if family.endswith("_ptm") else ""
+            suffix = _SUFFIX.get(family, "")
             return [ModelWeights(f"model_{k}{suffix}", k, family, files[k]) for k in numbers]
     have = "; ".join(f"{f}: models {','.join(map(str, sorted(v)))}" for f, v in found.items() if v) or "none"
     wanted = ",".join(map(str, numbers))
@@ -115,7 +145,9 @@ def find_model_weights(directory, numbers: list[int], need_ptm: bool = False) ->
         directory,
         f"no weights family with every model of --models {wanted}"
         + (" with a pTM head (--rank-by ptm)" if need_ptm else "")
-        + f" (found {have}); expected AF2's params_model_<k>[_ptm].npz or OpenFold's finetuning_[ptm_]<k>.pt "
+        + (" of AF2-Multimer" if multimer else "")
+        + f" (found {have}); expected AF2's params_model_<k>[_ptm|_multimer_v3].npz or OpenFold's "
+        "finetuning_[ptm_]<k>.pt "
         "(alphafold-mem weights fetch downloads them)",
     )
 
@@ -128,7 +160,7 @@ def model_name_of(path, fallback: Optional[str] = None) -> str:
         m = pattern.match(base)
         if m:
             number = next(g for g in m.groups() if g)
-            return f"model_{number}" + ("_ptm" if family.endswith("_ptm") else "")
+            return f"model_{number}" + _SUFFIX.get(family, "")
     if fallback:
         return fallback
     stem = base.split(".")[0] or "model"

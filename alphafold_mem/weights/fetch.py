@@ -1,5 +1,5 @@
 """Published weights fetched, verified and unpacked: :func:`fetch_weights`, which ``alphafold-mem weights
-fetch {af2,af2-ptm,openfold} --dir DIR`` wraps, and :data:`RELEASES`, the table of what each name fetches.
+fetch {af2,af2-ptm,af2-multimer,openfold} --dir DIR`` wraps, and :data:`RELEASES`, the table of what each name fetches.
 
 One fetch:
 
@@ -92,16 +92,17 @@ _AF2_SOURCE = (
 
 
 def _af2_release(name: str, suffix: str) -> Release:
-    """The AF2 monomer models 1-5 whose file names end in ``suffix`` (``""`` or ``"_ptm"``), unpacked
-    from the one parameter archive."""
+    """The AF2 models 1-5 whose file names end in ``suffix`` (``""``, ``"_ptm"`` or AF2-Multimer's
+    ``"_multimer_v3"``), unpacked from the one parameter archive."""
     files = f"params_model_{{1..5}}{suffix}.npz"
+    kind = {"": "monomer ", "_ptm": "monomer pTM ", "_multimer_v3": "Multimer v3 "}[suffix]
     return Release(
         name,
         "https://storage.googleapis.com/alphafold/",
         (_AF2_TAR,),
         members=(f"params_model_[1-5]{suffix}.npz", "LICENSE"),
         source=_AF2_SOURCE,
-        description=f"AlphaFold2 monomer {'pTM ' if suffix else ''}models 1-5 ({files}, CC BY 4.0)",
+        description=f"AlphaFold2 {kind}models 1-5 ({files}, CC BY 4.0)",
     )
 
 
@@ -122,6 +123,7 @@ _OPENFOLD_FILES = (
 RELEASES = {
     "af2": _af2_release("af2", ""),
     "af2-ptm": _af2_release("af2-ptm", "_ptm"),
+    "af2-multimer": _af2_release("af2-multimer", "_multimer_v3"),
     "openfold": Release(
         "openfold",
         "https://huggingface.co/nz/OpenFold/resolve/main/",
@@ -164,12 +166,12 @@ def fetch_weights(
     """Download, verify and unpack release ``name`` of :data:`RELEASES` into ``directory/<name>/``.
 
     Args:
-        name: ``af2``, ``af2-ptm`` or ``openfold``.
+        name: ``af2``, ``af2-ptm``, ``af2-multimer`` or ``openfold``.
         directory: where the release folder goes (created if needed); downloads wait in ``.downloads/`` there.
         url: a mirror: a base URL ending in ``/`` (file names appended) or, for a one-file release, the file's URL.
         sha256: the expected SHA-256 (hex) of a one-file release; overrides the shipped value.
         force: download and unpack again even when ``directory/<name>/`` is complete.
-        keep_archive: keep the verified archive in ``.downloads/`` (``af2`` and ``af2-ptm`` share it).
+        keep_archive: keep the verified archive in ``.downloads/`` (the ``af2*`` releases share it).
         progress: tqdm bars on stderr.
         log: receives one line per step.
         timeout: seconds a connection may stay silent; retries: dropped connections resumed in a row without
