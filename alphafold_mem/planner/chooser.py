@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import warnings
 from typing import Callable, Optional, Sequence
 
@@ -115,13 +116,13 @@ def choose(
     first): they are bisected on the assumption that the peak falls with the chunk size.
     ``frugal_last``: the last candidate has the smallest peak, so it is estimated first and, if it
     does not fit, nothing else is (it is estimated exactly, for the shortfall). Other estimates stop
-    as soon as their running total passes ``budget``: a row that does not fit may carry a lower bound
-    of its peak (``PeakEstimate.lower_bound``). ``evaluate_all`` estimates every candidate exactly
-    (tables). ``dap``:
-    the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
-    ``progress``: called as ``progress(candidate, None)`` before each estimate and
-    ``progress(candidate, row)`` after it (a command line shows what it is doing); with it, the
-    search is not served from the cache of earlier identical searches.
+    as soon as their running total passes :func:`stop_at` ``(budget)``: a row that does not fit may
+    carry a lower bound of its peak above ``budget`` (``PeakEstimate.lower_bound``). ``evaluate_all``
+    estimates every candidate exactly (tables). ``dap``: the peak of each of that many devices
+    sharing the protein (:mod:`alphafold_mem.planner.dap`). ``progress``: called as
+    ``progress(candidate, None)`` before each estimate and ``progress(candidate, row)`` after it (a
+    command line shows what it is doing); with it, the search is not served from the in-process
+    cache of earlier identical searches (the estimates still are, :mod:`.cache`).
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     search = _choose if progress is None else functools.partial(_search, progress=progress)
@@ -148,6 +149,16 @@ def _choose(
     return _search(
         config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap
     )
+
+
+def stop_at(budget: int) -> int:
+    """Where a trace for a fits / does-not-fit decision at ``budget`` bytes stops: the first point at
+    or above it of a geometric grid, eight points a doubling (at most 9 % and a byte above
+    ``budget``). A lower bound kept from it (:mod:`.cache`) then also decides the nearby budgets, as
+    free memory, and with it the pre-flight's budget, varies a little from run to run."""
+    if budget <= 0:
+        return budget
+    return max(budget, math.ceil(2 ** (math.ceil(8 * math.log2(budget)) / 8)))
 
 
 def _search(
@@ -182,7 +193,7 @@ def _search(
                 training,
                 device=device,
                 dap=dap,
-                limit=None if exact else budget,
+                limit=None if exact else stop_at(budget),
             )
             rows[i] = Row(candidates[i], est, est.total <= budget)
             if progress is not None:
