@@ -15,9 +15,10 @@ the device's memory). The pre-flight rows time :func:`alphafold_mem.predict.pref
 inside the child (``time.process_time`` around the call, after the imports) for model_1, the
 ``auto`` policy and this machine's free memory, as ``alphafold-mem predict`` calls it per target.
 
-Columns: ``case``; ``command`` (the memory-plan options, or the pre-flight's sizes); ``cache``
-(``cold``: empty; ``warm``: filled by the row above); ``CPU s`` (user + sys of the process, or of
-the pre-flight call); ``wall s``; ``exit`` (memory-plan's exit status: 0 a policy fits, 1 none does).
+Columns: ``case``; ``command`` (the memory-plan options, ``--budget`` as in the heading unless
+shown, or the pre-flight's sizes); ``cache`` (``cold``: empty; ``warm``: filled by the row above);
+``CPU s`` (user + sys of the process, or of the pre-flight call); ``wall s`` (of the whole process);
+``exit`` (memory-plan's exit status: 0 a policy fits, 1 none does).
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: memory-plan cases: name -> options (``--budget`` added from the command line)
+#: memory-plan cases: name -> options (``--budget`` added from the command line unless given here)
 CASES = {
     "10000-all": ("--n-res", "10000", "--device", "cuda", "--all"),
+    "10000": ("--n-res", "10000", "--device", "cuda"),
     "30000-dap8": ("--n-res", "30000", "--dap", "8", "--device", "cuda"),
+    # a budget some candidates fit: the search walks the ladder (bisects the chunk sizes)
+    "30000-dap8-141GB": ("--n-res", "30000", "--dap", "8", "--device", "cuda", "--budget", "141GB"),
     "30000": ("--n-res", "30000", "--device", "cuda"),
     "30000-cpu": ("--n-res", "30000", "--device", "cpu"),
     "30000-dap8-cpu": ("--n-res", "30000", "--dap", "8", "--device", "cpu"),
@@ -85,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| case | command | cache | CPU s | wall s | exit |")
     print("|---|---|---|---:|---:|---:|")
     for name in names:
-        opts = [*CASES[name], "--budget", args.budget, "--quiet"]
+        opts = [*CASES[name], *(() if "--budget" in CASES[name] else ("--budget", args.budget)), "--quiet"]
         with tempfile.TemporaryDirectory(prefix="plans-") as cache:
             for state in ("cold", "warm"):
                 cpu, wall, code, _ = _child([python, "-m", "alphafold_mem.cli", "memory-plan", *opts], cache)
