@@ -13,7 +13,11 @@ Presets (``model_config(name)``) are small named diffs over the AF2 defaults:
   2 and 5 up to 1024 (AF2 ``config.py`` CONFIG_DIFFS). ``*_ptm`` adds the predicted-aligned-error head.
 * ``initial_training`` / ``finetuning``: model_1 with the training sample sizes of Suppl. Table 4
   (crop 256 / 384, 128 / 512 MSA clusters, 1024 / 5120 extra sequences, violation loss off / on).
-* ``tiny``: a few blocks and small channels, for tests.
+* ``model_1_multimer_v3`` ... ``model_5_multimer_v3``: AF2-Multimer v3 (Evans et al. 2021; AF2 v2.3
+  ``CONFIG_MULTIMER``): the monomer's sizes with the multimer's parts (``multimer=True`` and the
+  fields listed at ``_MULTIMER``); models 4-5 sample 1152 extra-MSA sequences, models 1-3 2048.
+* ``tiny``: a few blocks and small channels, for tests; ``tiny_multimer`` the same with the
+  multimer's parts.
 * ``demo``: small enough to train on 2 CPU cores in about an hour.
 
 Overrides use dotted paths (``model_config("tiny", **{"evoformer.num_blocks": 3})``) or double
@@ -34,6 +38,10 @@ class InputEmbedderConfig:
     tf_dim: int = 22
     msa_dim: int = 49
     relpos_k: int = 32
+    #: AF2-Multimer's chain-relative encoding (Evans et al. 2021, ``max_relative_chain``): 0 is the
+    #: monomer's Alg. 4; > 0 adds the same-chain offset bin, the same-entity bit and the clipped
+    #: relative chain index (``2 * relpos_k + 2 + 1 + 2 * max_relative_chain + 2`` inputs).
+    max_relative_chain: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,9 @@ class TemplatePairStackConfig:
     c_hidden_tri_mul: int = 64
     transition_n: int = 2
     dropout_rate: float = 0.25
+    #: AF2-Multimer order: the two triangle multiplications before the two triangle attentions
+    #: (the monomer's template stack runs the attentions first).
+    tri_mul_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,9 @@ class StackConfig:
     transition_n: int = 4
     msa_dropout: float = 0.15
     pair_dropout: float = 0.25
+    #: AF2-Multimer order: the outer product mean first, before MSA row attention (the monomer runs
+    #: it after the MSA transition).
+    opm_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +135,9 @@ class HeadsConfig:
     pae_enabled: bool = False
     pae_num_bins: int = 64
     pae_max_bin: float = 31.0
+    #: AF2-Multimer: interface pTM from ``asym_id``, the ranking confidence 0.8 ipTM + 0.2 pTM and
+    #: the chain-pair ipTM matrix (needs ``pae_enabled``).
+    iptm_enabled: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,6 +183,13 @@ class ModelConfig:
     c_s: int = 384
     c_t: int = 64
     c_e: int = 64
+    #: AF2-Multimer (Evans et al. 2021): chain features (``asym_id``, ``entity_id``, ``sym_id``) and
+    #: the multimer's own classes where it differs: the chain-relative position encoding, the
+    #: template embedder (per-template feature projections, average over templates, template rows
+    #: from chi angles), the extra-MSA features from raw deletion counts, invariant point attention
+    #: with per-head point projections, and ipTM. The scalar differences are their own fields
+    #: (``opm_first``, ``tri_mul_first``, ``max_relative_chain``, ``position_scale``, bins, ...).
+    multimer: bool = False
     num_recycles: int = 3
     #: Runtime setting (AF2 v2.3 ``recycle_early_stop_tolerance``, Å): recycling stops once the Cα
     #: distance matrix changes by at most this much between iterations (root mean square over residue
@@ -328,10 +352,50 @@ _FINETUNING = {
     "loss.experimentally_resolved_weight": 0.01,
 }
 
+# AF2-Multimer (Evans et al. 2021; AF2 v2.3 ``config.py`` CONFIG_MULTIMER): the monomer's channels,
+# heads and blocks, with the multimer's own parts switched on (ModelConfig.multimer), the outer
+# product mean first, triangle multiplications first in the template stack, chain-relative position
+# encoding (max_relative_chain 2), a 21-wide target_feat, template single features of 34 channels,
+# structure-module translations in units of 20 Å, 22 masked-MSA classes, the PAE head and ipTM, 508
+# MSA clusters and 2048 extra sequences, 20 recycling iterations with early stopping at 0.5 Å.
+_MULTIMER = {
+    "multimer": True,
+    "input_embedder.tf_dim": 21,
+    "input_embedder.max_relative_chain": 2,
+    "template.angle_feat_dim": 34,
+    "template.pair_stack.tri_mul_first": True,
+    "evoformer.opm_first": True,
+    "extra_msa.opm_first": True,
+    "structure_module.position_scale": 20.0,
+    "heads.masked_msa_num_classes": 22,
+    "heads.pae_enabled": True,
+    "heads.iptm_enabled": True,
+    "num_recycles": 20,
+    "recycle_early_stop_tolerance": 0.5,
+    "data.max_msa_clusters": 508,
+    "data.max_extra_msa": 2048,
+    "data.reduce_msa_clusters_by_max_templates": False,
+    "loss.pae_weight": 0.1,
+}
+# AF2 v2.3 CONFIG_DIFFS: models 4 and 5 of multimer v3 sample 1152 extra sequences.
+_MULTIMER_DIFFS = {
+    "model_1": {},
+    "model_2": {},
+    "model_3": {},
+    "model_4": {"data.max_extra_msa": 1152},
+    "model_5": {"data.max_extra_msa": 1152},
+}
+# A small multimer network for tests (the tiny preset's sizes, multimer parts on).
+_TINY_MULTIMER = {**_TINY, **_MULTIMER, "num_recycles": 1, "data.max_msa_clusters": 16, "data.max_extra_msa": 32}
+
+#: The AF2-Multimer presets (parameter files ``params_model_{1..5}_multimer_v3.npz``).
+MULTIMER_PRESETS: tuple[str, ...] = tuple(f"model_{i}_multimer_v3" for i in range(1, 6)) + ("tiny_multimer",)
+
 PRESETS: tuple[str, ...] = (
     ("tiny", "demo", "initial_training", "finetuning")
     + tuple(f"model_{i}" for i in range(1, 6))
     + tuple(f"model_{i}_ptm" for i in range(1, 6))
+    + MULTIMER_PRESETS
 )
 
 
@@ -351,6 +415,10 @@ def model_config(preset: str = "model_1", **overrides: Any) -> ModelConfig:
     cfg = ModelConfig(preset=preset)
     if preset == "tiny":
         cfg = apply_overrides(cfg, _TINY)
+    elif preset == "tiny_multimer":
+        cfg = apply_overrides(cfg, _TINY_MULTIMER)
+    elif preset.endswith("_multimer_v3"):
+        cfg = apply_overrides(cfg, {**_MULTIMER, **_MULTIMER_DIFFS[preset.removesuffix("_multimer_v3")]})
     elif preset == "demo":
         cfg = apply_overrides(cfg, _DEMO)
     elif preset == "initial_training":

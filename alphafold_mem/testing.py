@@ -21,8 +21,15 @@ def random_features(
     n_templ: int = 0,
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
+    chains: tuple[int, ...] = (1, 2, 1),
 ) -> dict[str, Tensor]:
     """A synthetic batch that :meth:`AlphaFold.forward` accepts (no batch dim).
+
+    For a multimer config (``config.multimer``) the residues are split into consecutive chains of
+    near-equal length, one per entry of ``chains`` (the entity of each chain; the default is an
+    A2B heteromer with the A copies apart): ``asym_id``, ``entity_id``, ``sym_id`` (numbered from
+    1), ``residue_index`` restarting per chain, a 21-wide ``target_feat``, the raw
+    ``extra_deletion_matrix``, and the same sequence for every copy of an entity.
 
     The MSA's first row is the query; the other rows are random mutants with gaps and deletions;
     msa_feat follows AF2's 49-channel layout ([one_hot(msa, 23), has_deletion, deletion_value,
@@ -76,9 +83,44 @@ def random_features(
         "extra_deletion_value": torch.atan(extra_del / 3.0) * (2 / math.pi),
         **{k: v for k, v in masks.items()},
     }
+    if config.multimer:
+        batch.update(_chains(aatype, chains, extra_del))
+        aatype = batch["aatype"]
     if config.template.enabled or n_templ > 0:
         batch.update(_random_templates(aatype, max(n_templ, 1) if config.template.enabled else n_templ, g))
     return {k: v.to(dtype) if v.is_floating_point() else v for k, v in batch.items()}
+
+
+def _chains(aatype: Tensor, entities: tuple[int, ...], extra_del: Tensor) -> dict[str, Tensor]:
+    """Chain features of AF2-Multimer for ``aatype`` split into ``len(entities)`` chains."""
+    n_res = aatype.shape[0]
+    bounds = torch.linspace(0, n_res, len(entities) + 1).round().long().tolist()
+    asym, entity, sym, index = (torch.zeros(n_res, dtype=torch.long) for _ in range(4))
+    aatype = aatype.clone()
+    first: dict[int, tuple[int, int]] = {}
+    copies: dict[int, int] = {}
+    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        e = entities[c]
+        copies[e] = copies.get(e, 0) + 1
+        asym[lo:hi], entity[lo:hi], sym[lo:hi] = c + 1, e, copies[e]
+        index[lo:hi] = torch.arange(hi - lo)
+        if e in first:  # a copy: the entity's sequence (as long as both chains have)
+            f_lo, f_hi = first[e]
+            n = min(hi - lo, f_hi - f_lo)
+            aatype[lo : lo + n] = aatype[f_lo : f_lo + n]
+        else:
+            first[e] = (lo, hi)
+    masks = all_atom.make_atom14_masks(aatype)
+    return {
+        "aatype": aatype,
+        "asym_id": asym,
+        "entity_id": entity,
+        "sym_id": sym,
+        "residue_index": index,
+        "target_feat": F.one_hot(aatype, 21).float(),
+        "extra_deletion_matrix": extra_del,
+        **masks,
+    }
 
 
 def _random_templates(aatype: Tensor, n_templ: int, g: torch.Generator) -> dict[str, Tensor]:

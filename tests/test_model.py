@@ -283,7 +283,7 @@ def test_relpos_clips_at_k(tiny_config):
     emb = InputEmbedder(22, 49, 8, 4, relpos_k=32)
     ri = torch.tensor([0, 1, 40, 100])
     onehot_idx = torch.clamp(ri[:, None] - ri[None, :], -32, 32) + 32
-    out = emb.relpos(ri)
+    out = emb.relpos(emb.positions({"residue_index": ri}))
     expected = emb.pair_activations.weight.T[onehot_idx] + emb.pair_activations.bias
     assert torch.allclose(out, expected, atol=1e-6)
     assert math.isclose(out[0, 2].sum().item(), out[0, 3].sum().item(), abs_tol=1e-6)  # both clipped to -32

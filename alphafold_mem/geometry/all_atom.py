@@ -268,6 +268,37 @@ def atom37_to_torsion_angles(
     }
 
 
+def chi_angles(aatype: Tensor, all_atom_positions: Tensor, all_atom_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """The chi angles of each residue as dihedral angles (AF2-Multimer ``compute_chi_angles``).
+
+    Each chi is the dihedral of its four atoms (``residue_constants.chi_angles_atoms``): the angle
+    between the planes (a, b, c) and (b, c, d), ``atan2`` of the two projections, in (-pi, pi].
+
+    Args:
+        aatype: ``[*, N_res]`` (0-21; the gap 21 is read as UNK, which has no chi angles).
+        all_atom_positions: ``[*, N_res, 37, 3]`` (Å).
+        all_atom_mask: ``[*, N_res, 37]``.
+
+    Returns:
+        chi angles ``[*, N_res, 4]`` (radians) and their mask ``[*, N_res, 4]`` (the residue type
+        has the angle and its four atoms are present); angles where the mask is 0 are meaningless.
+    """
+    aatype = _restype(aatype)
+    pos = all_atom_positions
+    idx = torch.cat([_table("chi_angles_atom_indices", aatype), aatype.new_zeros(1, 4, 4)], dim=0)[aatype]
+    atoms = _gather_atoms(pos, idx.flatten(-2), 1).unflatten(-2, (4, 4))  # [*, N, 4 chis, 4 atoms, 3]
+    a, b, c, d = atoms.unbind(-2)
+    v1, v2, v3 = a - b, b - c, d - c
+    c1 = torch.cross(v1, v2, dim=-1)
+    c2 = torch.cross(v3, v2, dim=-1)
+    c3 = torch.cross(c2, c1, dim=-1)
+    v2_norm = torch.sqrt(torch.clamp((v2 * v2).sum(-1), min=1e-12))
+    angles = torch.atan2((c3 * v2).sum(-1), v2_norm * (c1 * c2).sum(-1))
+    exists = torch.cat([_table("chi_angles_mask", aatype, pos.dtype), pos.new_zeros(1, 4)], dim=0)[aatype]
+    atom_mask = _gather_atoms(all_atom_mask.to(pos.dtype), idx.flatten(-2), 0).unflatten(-1, (4, 4))
+    return angles, exists * atom_mask.prod(-1)
+
+
 def atom37_to_frames(
     aatype: Tensor, all_atom_positions: Tensor, all_atom_mask: Tensor, eps: float = 1e-8
 ) -> dict[str, Tensor]:

@@ -22,11 +22,13 @@ from ..config import ModelConfig
 from ..geometry import all_atom, residue_constants
 from ..memory.axes import declare
 from ..memory.offload import Parked, offload_active
-from .embedders import ExtraMsaEmbedder, InputEmbedder, RecyclingEmbedder
+from .embedders import ExtraMsaEmbedder, InputEmbedder, InputEmbedderMultimer, RecyclingEmbedder
 from .evoformer import EvoformerStack, ExtraMsaStack
+from .features import MonomerFeatures, MultimerFeatures
 from .heads import AuxiliaryHeads
 from .structure_module import StructureModule
 from .template import TemplateEmbedding
+from .template_multimer import TemplateEmbeddingMultimer
 
 #: Our output name -> OpenFold's, where they differ. (Layouts differ too: our ``sm_frames`` are 4x4
 #: matrices, OpenFold's quaternion + translation.)
@@ -44,30 +46,6 @@ REPRESENTATION_OUTPUTS = {
 }
 
 _CA = residue_constants.atom_order["CA"]  # atom37 index
-
-_REQUIRED = (
-    "aatype",
-    "residue_index",
-    "seq_mask",
-    "target_feat",
-    "msa_feat",
-    "msa_mask",
-    "extra_msa",
-    "extra_msa_mask",
-    "extra_has_deletion",
-    "extra_deletion_value",
-)
-_TEMPLATE_KEYS = (
-    "template_aatype",
-    "template_all_atom_positions",
-    "template_all_atom_mask",
-    "template_pseudo_beta",
-    "template_pseudo_beta_mask",
-    "template_mask",
-    "template_torsion_angles_sin_cos",
-    "template_alt_torsion_angles_sin_cos",
-    "template_torsion_angles_mask",
-)
 
 
 class AlphaFold(nn.Module):
@@ -91,14 +69,22 @@ class AlphaFold(nn.Module):
         super().__init__()
         self.config = c = config
         ie = c.input_embedder
-        self.input_embedder = InputEmbedder(ie.tf_dim, ie.msa_dim, c.c_m, c.c_z, ie.relpos_k)
+        # where AF2-Multimer differs, its own classes (chosen here, from the config)
+        self.features = MultimerFeatures if c.multimer else MonomerFeatures
+        if c.multimer:
+            self.input_embedder = InputEmbedderMultimer(
+                ie.tf_dim, ie.msa_dim, c.c_m, c.c_z, ie.relpos_k, ie.max_relative_chain
+            )
+        else:
+            self.input_embedder = InputEmbedder(ie.tf_dim, ie.msa_dim, c.c_m, c.c_z, ie.relpos_k)
         r = c.recycling
         self.recycling_embedder = RecyclingEmbedder(c.c_m, c.c_z, r.num_bins, r.min_bin, r.max_bin)
-        self.template_embedding = TemplateEmbedding(c.template, c.c_m, c.c_z, c.c_t) if c.template.enabled else None
+        template = TemplateEmbeddingMultimer if c.multimer else TemplateEmbedding
+        self.template_embedding = template(c.template, c.c_m, c.c_z, c.c_t) if c.template.enabled else None
         self.extra_msa_embedder = ExtraMsaEmbedder(c.c_e)
         self.extra_msa_stack = ExtraMsaStack(c.c_e, c.c_z, c.extra_msa)
         self.evoformer = EvoformerStack(c.c_m, c.c_z, c.c_s, c.evoformer)
-        self.structure_module = StructureModule(c.c_s, c.c_z, c.structure_module)
+        self.structure_module = StructureModule(c.c_s, c.c_z, c.structure_module, multimer=c.multimer)
         self.aux_heads = AuxiliaryHeads(c.c_m, c.c_z, c.c_s, c.heads)
 
     # ------------------------------------------------------------------------------------------
@@ -137,12 +123,12 @@ class AlphaFold(nn.Module):
         Raises:
             KeyError: a required feature is missing (the message names it).
         """
-        missing = [k for k in _REQUIRED if k not in batch]
+        keys = list(self.features.required)
         if self.template_embedding is not None:
-            missing += [k for k in _TEMPLATE_KEYS if k not in batch]
+            keys += list(self.features.template_keys)
+        missing = [k for k in keys if k not in batch]
         if missing:
             raise KeyError(f"AlphaFold.forward: missing features {missing}")
-        keys = list(_REQUIRED) + (list(_TEMPLATE_KEYS) if self.template_embedding is not None else [])
         if "atom37_atom_exists" in batch:
             keys.append("atom37_atom_exists")
         feats = {k: batch[k] for k in keys}
@@ -225,6 +211,8 @@ class AlphaFold(nn.Module):
         pair_mask = (seq_mask[..., :, None] * seq_mask[..., None, :]).to(rep_dtype)  # [*, N_res, N_res]
         fast = self.inplace and not torch.is_grad_enabled()
         b, n = aatype.shape
+        positions = self.input_embedder.positions(batch)  # what the relative encoding reads
+        asym_id = self.features.asym_id(batch)
         m0_prev, z_prev, x_prev = prev if prev else (None, None, None)
         prev.clear()
         if x_prev is None:
@@ -244,10 +232,10 @@ class AlphaFold(nn.Module):
                 else:  # the recycled z becomes the new one
                     z = self.recycling_embedder.pair_update(z_prev, pb, out=z_prev)
                 del z_prev
-                self.input_embedder.add_pair_(z, batch["target_feat"], batch["residue_index"])
+                self.input_embedder.add_pair_(z, batch["target_feat"], positions)
         else:
             with embed():
-                m, z = self.input_embedder(batch["target_feat"], batch["residue_index"], batch["msa_feat"])
+                m, z = self.input_embedder(batch["target_feat"], positions, batch["msa_feat"])
                 if z_prev is None:  # zeros as a broadcastable [*, 1, 1, c_z] (the same values, no N_res^2 buffer)
                     z_prev = z.new_zeros(b, 1, 1, self.config.c_z).to(rep_dtype)
                 z_update = self.recycling_embedder.pair_update(z_prev, pb)
@@ -266,7 +254,7 @@ class AlphaFold(nn.Module):
         if self.template_embedding is not None:
             z = self.template_embedding.add_pair_embedding(z, batch, pair_mask)
         with embed():
-            e = self.extra_msa_embedder(batch["extra_msa"], batch["extra_has_deletion"], batch["extra_deletion_value"])
+            e = self.extra_msa_embedder(batch["extra_msa"], *self.features.extra_deletions(batch))
         z = self.extra_msa_stack(e.to(rep_dtype), z, batch["extra_msa_mask"].to(rep_dtype), pair_mask)
         del e  # the extra-MSA representation is not needed again
 
@@ -314,7 +302,7 @@ class AlphaFold(nn.Module):
             "msa": m,
             **{f"sm_{k}": v for k, v in sm.items()},
         }
-        out.update(self.aux_heads(m, z, s, sm["single"], seq_mask))
+        out.update(self.aux_heads(m, z, s, sm["single"], seq_mask, asym_id))
         # m[0] copied: a view would keep the whole MSA representation alive into the next iteration
         return out, [m[..., 0, :, :].detach().clone(), z.detach(), atom37.detach()]
 

@@ -65,21 +65,22 @@ def one_hot_linear(linear: Linear, index: Tensor) -> Tensor:
 class InputEmbedder(nn.Module):
     """Embeds target_feat and msa_feat into m and z, with relative position encoding (Alg. 3-4).
 
-    Forward: target_feat ``[*, N_res, tf_dim]``, residue_index ``[*, N_res]``,
-    msa_feat ``[*, N_seq, N_res, msa_dim]``. Returns m ``[*, N_seq, N_res, c_m]`` and
-    z ``[*, N_res, N_res, c_z]``. :meth:`msa` and :meth:`add_pair_` are the two halves for
-    inference: m written into a given buffer, z added into an existing pair buffer, in chunks.
+    Forward: target_feat ``[*, N_res, tf_dim]``, positions ``[*, N_res, K]`` (:meth:`positions`
+    of the feature dict: here ``residue_index`` alone, K = 1), msa_feat ``[*, N_seq, N_res,
+    msa_dim]``. Returns m ``[*, N_seq, N_res, c_m]`` and z ``[*, N_res, N_res, c_z]``.
+    :meth:`msa` and :meth:`add_pair_` are the two halves for inference: m written into a given
+    buffer, z added into an existing pair buffer, in chunks.
     """
 
     memory_spec = declare(
         splits={
             # m[s, i] reads msa_feat[s, i] and target_feat[i]
             "msa": Split("msa_column", (Slice(-2), Slice(-2)), output=Shard(-2, columns=True)),
-            # z[i, j] reads target_feat and residue_index at i and at j
-            "pair": Split("pair_row", (Slice(-2), WHOLE, Slice(-1), WHOLE), output=-3),
+            # z[i, j] reads target_feat and the positions at i and at j
+            "pair": Split("pair_row", (Slice(-2), WHOLE, Slice(-2), WHOLE), output=-3),
             # in place (inference): m in MSA row chunks; rows i of z += left_i + right_j + relpos_ij
             "msa_rows": Split("msa_row", (Slice(-3), WHOLE), output=-3),
-            "pair_add": Split("pair_row", (Slice(-2), Slice(-1), WHOLE, WHOLE), output=-3),
+            "pair_add": Split("pair_row", (Slice(-2), Slice(-2), WHOLE, WHOLE), output=-3),
         }
     )
     chunk_size: Optional[int] = None
@@ -91,42 +92,95 @@ class InputEmbedder(nn.Module):
         self.preprocess_msa = Linear(msa_dim, c_m)
         self.left_single = Linear(tf_dim, c_z)
         self.right_single = Linear(tf_dim, c_z)
-        self.pair_activations = Linear(2 * relpos_k + 1, c_z)  # AF2 name: pair_activiations
+        self._relpos_linear(c_z)
 
-    def relpos(self, residue_index: Tensor, rows: Optional[Tensor] = None) -> Tensor:
+    def _relpos_linear(self, c_z: int) -> None:
+        self.pair_activations = Linear(2 * self.relpos_k + 1, c_z)  # AF2 name: pair_activiations
+
+    @staticmethod
+    def positions(batch: dict[str, Tensor]) -> Tensor:
+        """What the relative position encoding reads, per residue: ``[*, N_res, 1]`` (residue_index)."""
+        return batch["residue_index"][..., None]
+
+    def relpos(self, positions: Tensor, rows: Optional[Tensor] = None) -> Tensor:
         """Alg. 4: one_hot(clip(r_i - r_j, -k, k) + k) projected to c_z, ``[*, N_i, N_res, c_z]``
-        (rows i: ``rows`` residue indices, default all)."""
-        rows = residue_index if rows is None else rows
-        d = rows[..., :, None] - residue_index[..., None, :]  # [*, N_i, N_res]
+        (rows i: ``rows`` positions, default all; positions as :meth:`positions` gives them)."""
+        rows = positions if rows is None else rows
+        d = rows[..., :, None, 0] - positions[..., None, :, 0]  # [*, N_i, N_res]
         return one_hot_linear(self.pair_activations, torch.clamp(d, -self.relpos_k, self.relpos_k) + self.relpos_k)
 
-    def forward(self, target_feat: Tensor, residue_index: Tensor, msa_feat: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, target_feat: Tensor, positions: Tensor, msa_feat: Tensor) -> tuple[Tensor, Tensor]:
         m = run_split(self, "msa", self._msa, msa_feat, target_feat)  # [*, N_seq, N_res, c_m]
-        z = run_split(self, "pair", self._pair, target_feat, target_feat, residue_index, residue_index)
+        z = run_split(self, "pair", self._pair, target_feat, target_feat, positions, positions)
         return m, z  # z: [*, N_res, N_res, c_z]
 
     def _msa(self, msa_feat: Tensor, target_feat: Tensor) -> Tensor:
         return self.preprocess_msa(msa_feat) + self.preprocess_1d(target_feat)[..., None, :, :]
 
-    def _pair(self, tf_i: Tensor, tf_j: Tensor, ri_i: Tensor, ri_j: Tensor) -> Tensor:
+    def _pair(self, tf_i: Tensor, tf_j: Tensor, pos_i: Tensor, pos_j: Tensor) -> Tensor:
         z = self.left_single(tf_i)[..., :, None, :] + self.right_single(tf_j)[..., None, :, :]
-        return z + self.relpos(ri_j, rows=ri_i)
+        return z + self.relpos(pos_j, rows=pos_i)
 
     def msa(self, target_feat: Tensor, msa_feat: Tensor, out: Tensor) -> Tensor:
         """m written into ``out`` ``[*, N_seq, N_res, c_m]`` in chunks of MSA rows (inference)."""
         tf_m = self.preprocess_1d(target_feat)[..., None, :, :]
         return run_split(self, "msa_rows", lambda f, t: self.preprocess_msa(f) + t, msa_feat, tf_m, out=out)
 
-    def add_pair_(self, z: Tensor, target_feat: Tensor, residue_index: Tensor) -> Tensor:
+    def add_pair_(self, z: Tensor, target_feat: Tensor, positions: Tensor) -> Tensor:
         """``z += `` the pair embedding (left_i + right_j + relpos_ij), row chunk by row chunk (inference)."""
         right = self.right_single(target_feat)[..., None, :, :]  # [*, 1, N_res, c_z]
 
-        def rows(tf_i: Tensor, ri_i: Tensor, ri: Tensor, right_: Tensor) -> Tensor:
-            return (self.left_single(tf_i)[..., :, None, :] + right_) + self.relpos(ri, rows=ri_i)
+        def rows(tf_i: Tensor, pos_i: Tensor, pos: Tensor, right_: Tensor) -> Tensor:
+            return (self.left_single(tf_i)[..., :, None, :] + right_) + self.relpos(pos, rows=pos_i)
 
-        return run_split(
-            self, "pair_add", rows, target_feat, residue_index, residue_index, right, out=z, accumulate=True
-        )
+        return run_split(self, "pair_add", rows, target_feat, positions, positions, right, out=z, accumulate=True)
+
+
+class InputEmbedderMultimer(InputEmbedder):
+    """The input embedder of AF2-Multimer (Evans et al. 2021, Suppl. 2.2; AF2 ``modules_multimer``
+    ``_relative_encoding``): the monomer's embedder with the chain-relative position encoding.
+
+    Relative encoding of residues i, j (``position_activations``, ``2k + 2 + 1 + 2c + 2`` inputs
+    for ``relpos_k`` = k, ``max_relative_chain`` = c): one_hot(d, 2k + 2) with d = clip(r_i - r_j + k,
+    0, 2k) within a chain (same ``asym_id``) and 2k + 1 across chains; the same-entity bit; and
+    one_hot(e, 2c + 2) with e = clip(sym_i - sym_j + c, 0, 2c) within an entity and 2c + 1 across
+    entities. Computed by looking up weight columns (no one-hot tensor).
+
+    Positions (:meth:`positions`): ``[*, N_res, 4]`` = residue_index, asym_id, entity_id, sym_id.
+    """
+
+    memory_spec = InputEmbedder.memory_spec
+    chunk_size: Optional[int] = None
+
+    def __init__(self, tf_dim: int, msa_dim: int, c_m: int, c_z: int, relpos_k: int, max_relative_chain: int):
+        self.max_relative_chain = max_relative_chain
+        super().__init__(tf_dim, msa_dim, c_m, c_z, relpos_k)
+
+    def _relpos_linear(self, c_z: int) -> None:
+        n_in = 2 * self.relpos_k + 2 + 1 + 2 * self.max_relative_chain + 2
+        self.position_activations = Linear(n_in, c_z)  # AF2: ~_relative_encoding/position_activations
+
+    @staticmethod
+    def positions(batch: dict[str, Tensor]) -> Tensor:
+        """``[*, N_res, 4]``: residue_index, asym_id, entity_id, sym_id (int64)."""
+        keys = ("residue_index", "asym_id", "entity_id", "sym_id")
+        return torch.stack([batch[k].long() for k in keys], dim=-1)
+
+    def relpos(self, positions: Tensor, rows: Optional[Tensor] = None) -> Tensor:
+        rows = positions if rows is None else rows
+        k, c = self.relpos_k, self.max_relative_chain
+        ri, asym, entity, sym = (rows[..., :, None, q] for q in range(4))  # [*, N_i, 1]
+        rj, asym_j, entity_j, sym_j = (positions[..., None, :, q] for q in range(4))  # [*, 1, N_res]
+        same_chain = asym == asym_j
+        same_entity = entity == entity_j  # [*, N_i, N_res]
+        offset = torch.where(same_chain, torch.clamp(ri - rj + k, 0, 2 * k), 2 * k + 1)
+        chain = torch.where(same_entity, torch.clamp(sym - sym_j + c, 0, 2 * c), 2 * c + 1)
+        lin = self.position_activations
+        dtype = _compute_dtype(lin, positions.device.type)
+        w = lin.weight.t().to(dtype)  # [n_in, c_z]
+        n_off = 2 * k + 2
+        out = F.embedding(offset, w[:n_off]) + F.embedding(chain, w[n_off + 1 :])
+        return out + same_entity.to(dtype)[..., None] * w[n_off] + lin.bias.to(dtype)
 
 
 class RecyclingEmbedder(nn.Module):

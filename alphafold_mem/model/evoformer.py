@@ -30,7 +30,8 @@ from .primitives import Linear, SharedDropout, Transition, residual_update
 
 class EvoformerBlock(nn.Module):
     """One Evoformer block (Suppl. Alg. 6); with ``global_column=True`` the extra-MSA block of
-    Alg. 18, whose column attention is global (Alg. 19).
+    Alg. 18, whose column attention is global (Alg. 19). ``cfg.opm_first``: AF2-Multimer's order,
+    the outer product mean before the MSA row attention.
 
     Forward: m ``[*, N_seq, N_res, c_m]``, z ``[*, N_res, N_res, c_z]``, msa_mask ``[*, N_seq, N_res]``,
     pair_mask ``[*, N_res, N_res]``. Returns the updated ``(m, z)``.
@@ -55,13 +56,17 @@ class EvoformerBlock(nn.Module):
             c_z, cfg.c_hidden_mul, cfg.c_hidden_pair_att, cfg.num_heads_pair, cfg.transition_n, cfg.pair_dropout
         )
         self.msa_dropout = SharedDropout(cfg.msa_dropout, shared_dim=-3)
+        self.opm_first = cfg.opm_first
 
     def forward(self, m: Tensor, z: Tensor, msa_mask: Tensor, pair_mask: Tensor) -> tuple[Tensor, Tensor]:
         ip = self.inplace
+        if self.opm_first:  # AF2-Multimer's order
+            z = residual_update(z, self.outer_product_mean, None, m, msa_mask, inplace=ip)
         m = residual_update(m, self.msa_row_attention_with_pair_bias, self.msa_dropout, m, z, msa_mask, inplace=ip)
         m = residual_update(m, self.msa_column_attention, None, m, msa_mask, inplace=ip)
         m = residual_update(m, self.msa_transition, None, m, msa_mask, inplace=ip)
-        z = residual_update(z, self.outer_product_mean, None, m, msa_mask, inplace=ip)
+        if not self.opm_first:
+            z = residual_update(z, self.outer_product_mean, None, m, msa_mask, inplace=ip)
         park = self.offload != "none" and not torch.is_grad_enabled() and offload_active(m.device)
         parked = Parked(m) if park else None
         z = self.pair_updates(z, pair_mask)

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ..config import HeadsConfig
 from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
+from ..memory.chunking import estimating
 from ..precision import fp32_island
 from .primitives import LayerNorm, Linear
 
@@ -90,6 +91,9 @@ class PredictedAlignedErrorHead(Linear):
         splits={
             "rows": Split("pair_row", (Shard(-3), WHOLE, WHOLE), output=-2),
             "frames": Split("pair_row", (Shard(-1, columns=True),), output=Slice(-1)),
+            # AF2-Multimer: rows i also read their chain ids and the whole chain ids and weights
+            "rows_chains": Split("pair_row", (Shard(-3), WHOLE, WHOLE, Slice(-1), WHOLE, WHOLE, WHOLE), output=-2),
+            "chain_sums": Split("pair_row", (Shard(-2, columns=True),), output=Slice(-2)),
         }
     )
     chunk_size: Optional[int] = None
@@ -98,7 +102,11 @@ class PredictedAlignedErrorHead(Linear):
         super().__init__(c_z, num_bins)
         self.max_bin = max_bin
 
-    def forward(self, z: Tensor, seq_mask: Tensor, keep_logits: bool = True) -> dict[str, Tensor]:
+    def forward(
+        self, z: Tensor, seq_mask: Tensor, keep_logits: bool = True, asym_id: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
+        if asym_id is not None:
+            return self._forward_chains(z, seq_mask, keep_logits, asym_id)
         w = fp32_island(seq_mask)
         centers = _pae_bin_centers(self.out_features, self.max_bin, w)
         normed = w / (1e-8 + w.sum(-1, keepdim=True))  # [*, N_res]
@@ -118,6 +126,82 @@ class PredictedAlignedErrorHead(Linear):
         if logits:
             out["pae_logits"] = logits[0].unflatten(-1, (z.shape[-2], self.out_features))
         return out
+
+    def _forward_chains(self, z: Tensor, seq_mask: Tensor, keep_logits: bool, asym_id: Tensor) -> dict[str, Tensor]:
+        """AF2-Multimer: PAE, pTM, ipTM (alignment frames i scored over residues j of other chains),
+        the ranking confidence 0.8 ipTM + 0.2 pTM and, outside the memory estimator, the chain-pair
+        ipTM matrix (:func:`chain_pair_iptm`)."""
+        w = fp32_island(seq_mask)
+        centers = _pae_bin_centers(self.out_features, self.max_bin, w)
+        normed = w / (1e-8 + w.sum(-1, keepdim=True))  # [*, N_res]
+        tm = _tm_per_bin(centers, w)
+        # per chain (asym_id 1..C), the residue weights: [*, N_res, C]; not under the estimator,
+        # where the number of chains (a value of the data) is unknown and the sums are tiny
+        chains = None
+        if not estimating():
+            num_chains = int(asym_id.max()) if asym_id.numel() else 0
+            chains = F.one_hot((asym_id.long() - 1).clamp(min=0), max(num_chains, 1)).to(w.dtype)
+            chains = chains * (asym_id > 0).to(w.dtype)[..., None] * w[..., None]
+
+        def rows(z_rows: Tensor, tm_: Tensor, nrm: Tensor, asym_rows: Tensor, asym: Tensor, w_: Tensor, ch):
+            logits = F.linear(z_rows, self.weight, self.bias)  # [*, I, N_res, B]
+            probs = torch.softmax(fp32_island(logits), dim=-1)
+            pae = (probs * centers).sum(-1)
+            term = (probs * tm_[..., None, None, :]).sum(-1)  # [*, I, N_res]
+            ptm_rows = (term * nrm[..., None, :]).sum(-1)
+            other = (asym_rows[..., :, None] != asym[..., None, :]).to(w_.dtype) * w_[..., None, :]  # [*, I, N_res]
+            iptm_rows = (term * other).sum(-1) / (1e-8 + other.sum(-1))
+            kept = (logits.flatten(-2),) if keep_logits else ()
+            sums = () if ch is None else (torch.einsum("...ijb,...jc->...icb", probs, ch).flatten(-2),)
+            return (*kept, pae, ptm_rows[..., None], iptm_rows[..., None], *sums)
+
+        res = run_split(self, "rows_chains", rows, z, tm, normed, asym_id, asym_id, w, chains)
+        n_kept = 1 if keep_logits else 0
+        pae, ptm_rows, iptm_rows = res[n_kept : n_kept + 3]
+        gather = lambda x: run_split(self, "frames", lambda y: y, x)  # noqa: E731
+        ptm = _best_alignment(gather(ptm_rows[..., 0]), w)
+        iptm = _best_alignment(gather(iptm_rows[..., 0]), w)
+        out = {
+            "predicted_aligned_error": pae,
+            "max_predicted_aligned_error": centers[-1],
+            "ptm": ptm,
+            "iptm": iptm,
+            "ranking_confidence": 0.8 * iptm + 0.2 * ptm,
+        }
+        if chains is not None:
+            sums = run_split(self, "chain_sums", lambda y: y, res[-1])  # [*, N_res, C * B]
+            out["chain_pair_iptm"] = chain_pair_iptm(sums.unflatten(-1, (chains.shape[-1], -1)), chains, centers)
+        if keep_logits:
+            out["pae_logits"] = res[0].unflatten(-1, (z.shape[-2], self.out_features))
+        return out
+
+
+def chain_pair_iptm(sums: Tensor, chains: Tensor, centers: Tensor) -> Tensor:
+    """The chain-pair ipTM matrix ``[*, C, C]`` (as ColabFold and AF3 report it): entry (a, b), a != b,
+    is the ipTM of the complex made of chains a and b alone (TM-score d0 from their residue count,
+    alignment frames i in a or b scored over the residues of the other chain); entry (a, a) is the
+    pTM of chain a alone.
+
+    Args:
+        sums: ``[*, N_res, C, B]``: for each alignment frame i and chain c, the PAE-bin probabilities
+            of the residues j of chain c summed with their weights.
+        chains: ``[*, N_res, C]`` the residue weights of each chain (one-hot of ``asym_id`` - 1 times
+            the residue weights).
+        centers: the PAE bin centres ``[B]`` (Å).
+    """
+    size = chains.sum(-2)  # [*, C] weighted residue count of each chain
+    pair_n = size[..., :, None] + size[..., None, :]  # [*, C, C]
+    pair_n = torch.where(torch.eye(size.shape[-1], dtype=torch.bool, device=size.device), size[..., :, None], pair_n)
+    d0 = 1.24 * (torch.clamp(pair_n, min=19.0) - 15.0) ** (1.0 / 3) - 1.8  # [*, C, C]
+    tm = 1.0 / (1.0 + centers**2 / d0[..., None] ** 2)  # [*, C (a), C (b), B]
+    # score of frame i (in chain a) over chain b with the (a, b) d0: [*, N_res, C (b)]
+    chain_of = chains / chains.sum(-1, keepdim=True).clamp(min=1e-8)  # [*, N_res, C] (0/1 where weighted)
+    tm_rows = torch.einsum("...ia,...abk->...ibk", chain_of, tm)  # [*, N_res, C (b), B] with i's own chain a
+    score = (sums * tm_rows).sum(-1) / size[..., None, :].clamp(min=1e-8)  # [*, N_res, C (b)]
+    # (a, b): the best frame i among the residues of a (scored over b) and of b (scored over a)
+    best = torch.where(chains[..., :, :, None] > 0, score[..., :, None, :], score.new_tensor(float("-inf")))
+    best = best.amax(-3)  # [*, C (a), C (b)]: frames in a, scored over b
+    return torch.maximum(best, best.transpose(-1, -2))
 
 
 class AuxiliaryHeads(nn.Module):
@@ -143,7 +227,11 @@ class AuxiliaryHeads(nn.Module):
             PredictedAlignedErrorHead(c_z, cfg.pae_num_bins, cfg.pae_max_bin) if cfg.pae_enabled else None
         )
 
-    def forward(self, m: Tensor, z: Tensor, s: Tensor, sm_single: Tensor, seq_mask: Tensor) -> dict[str, Tensor]:
+    def forward(
+        self, m: Tensor, z: Tensor, s: Tensor, sm_single: Tensor, seq_mask: Tensor, asym_id: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
+        """Logits and confidences; ``asym_id [*, N_res]`` (AF2-Multimer, ``iptm_enabled``) adds ipTM,
+        the ranking confidence and the chain-pair ipTM matrix."""
         keep = self.head_logits == "keep" or torch.is_grad_enabled()  # the losses read both
         out = {
             "lddt_logits": self.predicted_lddt(sm_single),
@@ -154,7 +242,8 @@ class AuxiliaryHeads(nn.Module):
             out["distogram_logits"] = self.distogram(z)
         out["plddt"] = compute_plddt(out["lddt_logits"])
         if self.predicted_aligned_error is not None:
-            out.update(self.predicted_aligned_error(z, seq_mask, keep_logits=keep))
+            chains = asym_id if self.cfg.iptm_enabled else None
+            out.update(self.predicted_aligned_error(z, seq_mask, keep_logits=keep, asym_id=chains))
         return out
 
 

@@ -83,13 +83,20 @@ class InvariantPointAttention(nn.Module):
         p = p.movedim(-3, -1)  # [*, N_res, H, P, 3]
         return frames[..., None, None].apply(p)
 
-    def forward(self, s: Tensor, z: Tensor, frames: Rigid, mask: Tensor, pair_norm=None) -> Tensor:
+    def project(self, s: Tensor, frames: Rigid) -> tuple[Tensor, ...]:
+        """Scalar queries, keys, values ``[*, N_res, H, C]`` and global query, key and value points
+        ``[*, N_res, H, Pq|Pv, 3]`` (Alg. 22 lines 1-3)."""
         h, c = self.h, self.c
         q = self.q_scalar(s).unflatten(-1, (h, c))  # [*, N_res, H, C]
         k, v = self.kv_scalar(s).unflatten(-1, (h, 2 * c)).split(c, dim=-1)  # 2 x [*, N_res, H, C]
         q_pts = self._points(self.q_point_local, s, frames, self.pq)  # [*, N_res, H, Pq, 3]
         kv_pts = self._points(self.kv_point_local, s, frames, self.pq + self.pv)
         k_pts, v_pts = kv_pts.split([self.pq, self.pv], dim=-2)  # [*, N_res, H, Pq|Pv, 3]
+        return q, k, v, q_pts, k_pts, v_pts
+
+    def forward(self, s: Tensor, z: Tensor, frames: Rigid, mask: Tensor, pair_norm=None) -> Tensor:
+        h, c = self.h, self.c
+        q, k, v, q_pts, k_pts, v_pts = self.project(s, frames)
         gamma = F.softplus(self.trainable_point_weights) * math.sqrt(1.0 / (3 * self.pq * 9.0 / 2))  # [H]
 
         def rows(q_i, qp_i, z_i, mask_i, k, v, k_pts, v_pts, mask):  # one chunk of query rows i
@@ -115,6 +122,51 @@ class InvariantPointAttention(nn.Module):
         o_norm = torch.sqrt(self.eps + (o_pt**2).sum(-1))  # [*, N_res, H, Pv]
         feats = [o, *[o_pt[..., i].flatten(-2) for i in range(3)], o_norm.flatten(-2), o_pair]
         return self.output_projection(torch.cat(feats, dim=-1))
+
+
+class InvariantPointAttentionMultimer(InvariantPointAttention):
+    """Invariant point attention of AF2-Multimer (Evans et al. 2021; AF2 ``folding_multimer``): the
+    same attention (Suppl. Alg. 22) with separate bias-free scalar projections
+    (``q/k/v_scalar_projection``) and separate point projections whose outputs are laid out per
+    head, ``[H, x|y|z, P]`` (the monomer splits x|y|z across all heads first).
+
+    Forward and memory behaviour as :class:`InvariantPointAttention`.
+    """
+
+    memory_spec = InvariantPointAttention.memory_spec
+    chunk_size: Optional[int] = None
+
+    def __init__(self, c_s: int, c_z: int, c_hidden: int, num_heads: int, num_qk_points: int, num_v_points: int):
+        nn.Module.__init__(self)
+        self.c, self.h, self.pq, self.pv = c_hidden, num_heads, num_qk_points, num_v_points
+        self.inf, self.eps = 1e5, 1e-8
+        h = num_heads
+        self.q_scalar_projection = Linear(c_s, h * c_hidden, bias=False)
+        self.k_scalar_projection = Linear(c_s, h * c_hidden, bias=False)
+        self.v_scalar_projection = Linear(c_s, h * c_hidden, bias=False)
+        self.q_point_projection = Linear(c_s, h * 3 * num_qk_points)
+        self.k_point_projection = Linear(c_s, h * 3 * num_qk_points)
+        self.v_point_projection = Linear(c_s, h * 3 * num_v_points)
+        self.trainable_point_weights = nn.Parameter(torch.full((h,), math.log(math.e - 1.0)))
+        self.attention_2d = Linear(c_z, h)
+        concat = h * (c_z + c_hidden + 4 * num_v_points)
+        self.output_projection = Linear(concat, c_s, init="final")
+
+    def _points(self, linear: Linear, s: Tensor, frames: Rigid, n_points: int) -> Tensor:
+        """Project to ``[*, N_res, H, P, 3]`` local points (per head: x|y|z blocks) then to global."""
+        p = linear(s).unflatten(-1, (self.h, 3, n_points)).transpose(-1, -2)  # [*, N_res, H, P, 3]
+        return frames[..., None, None].apply(p)
+
+    def project(self, s: Tensor, frames: Rigid) -> tuple[Tensor, ...]:
+        h, c = self.h, self.c
+        q, k, v = (
+            lin(s).unflatten(-1, (h, c))
+            for lin in (self.q_scalar_projection, self.k_scalar_projection, self.v_scalar_projection)
+        )
+        q_pts = self._points(self.q_point_projection, s, frames, self.pq)
+        k_pts = self._points(self.k_point_projection, s, frames, self.pq)
+        v_pts = self._points(self.v_point_projection, s, frames, self.pv)
+        return q, k, v, q_pts, k_pts, v_pts
 
 
 class AngleResnet(nn.Module):
@@ -155,7 +207,10 @@ class AngleResnet(nn.Module):
 
 
 class StructureModule(nn.Module):
-    """The structure module (Suppl. Alg. 20) with shared weights across its iterations.
+    """The structure module (Suppl. Alg. 20) with shared weights across its iterations;
+    ``multimer=True``: AF2-Multimer's invariant point attention (:class:`InvariantPointAttentionMultimer`;
+    its backbone update ``quat_rigid`` is the same quaternion-and-translation update, and its frames
+    are in units of ``cfg.position_scale`` = 20 Å).
 
     Forward: s ``[*, N_res, c_s]`` (Evoformer single), z ``[*, N_res, N_res, c_z]``, aatype
     ``[*, N_res]``, mask (seq_mask) ``[*, N_res]``.
@@ -171,13 +226,14 @@ class StructureModule(nn.Module):
         "pair-sized part: with a chunk size it also normalises z in fp32 one chunk of rows at a time)"
     )
 
-    def __init__(self, c_s: int, c_z: int, cfg: StructureModuleConfig):
+    def __init__(self, c_s: int, c_z: int, cfg: StructureModuleConfig, multimer: bool = False):
         super().__init__()
         self.cfg = cfg
         self.single_layer_norm = LayerNorm(c_s)
         self.initial_projection = Linear(c_s, c_s)
         self.pair_layer_norm = LayerNorm(c_z)
-        self.invariant_point_attention = InvariantPointAttention(
+        ipa = InvariantPointAttentionMultimer if multimer else InvariantPointAttention
+        self.invariant_point_attention = ipa(
             c_s, c_z, cfg.c_ipa, cfg.num_heads_ipa, cfg.num_qk_points, cfg.num_v_points
         )
         self.attention_layer_norm = LayerNorm(c_s)
