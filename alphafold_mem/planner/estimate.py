@@ -108,9 +108,7 @@ def feature_batch(
         "atom37_atom_exists": f(n, 37),
     }
     if config.multimer:  # one chain: the chain features change values, not shapes
-        batch.update(
-            {"asym_id": i(n) + 1, "entity_id": i(n) + 1, "sym_id": i(n) + 1, "extra_deletion_matrix": f(e, n)}
-        )
+        batch.update({"asym_id": i(n) + 1, "entity_id": i(n) + 1, "sym_id": i(n) + 1, "extra_deletion_matrix": f(e, n)})
     if config.template.enabled:
         t = max(t, 1)
         batch.update(
