@@ -207,6 +207,19 @@ PAGES: dict[str, Page] = {
             },
         ),
         Page(
+            "planner",
+            "Planner speed",
+            "CPU time of memory-plan and of predict's pre-flight, with an empty and a filled estimate cache",
+            "CPU time (user + sys of a fresh process) of `alphafold-mem memory-plan` at 10,000 and 30,000 "
+            "residues, with and without DAP, for `--device cuda` and `cpu`, first with an empty estimate cache "
+            "and again with the cache the first run filled, and of predict's pre-flight of one target, first and "
+            "second time (`scripts/bench_planner.py`; its docstring defines every column).",
+            {
+                "quick": (Run("memory-plan and the pre-flight, cold and warm", "scripts/bench_planner.py"),),
+                "full": (Run("memory-plan and the pre-flight, cold and warm", "scripts/bench_planner.py"),),
+            },
+        ),
+        Page(
             "parity",
             "Parity with OpenFold",
             "Largest difference per output from OpenFold's reference outputs",

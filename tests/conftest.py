@@ -21,6 +21,18 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 os.environ.setdefault("ALPHAFOLD_MEM_MALLOC", "default")
 
 import pathlib  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+# The planner's estimates are kept on disk (alphafold_mem.planner.cache): the session plans into a fresh
+# folder of its own, shared by the xdist workers and the commands tests start (they inherit the
+# variable), so a shape traced by one test is read by the next and no user cache is read or written.
+# The controller (or a run without xdist) makes the folder and removes it at the end.
+_PLAN_CACHE_ENV = "ALPHAFOLD_MEM_PLAN_CACHE"
+_OWN_PLAN_CACHE = None
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    _OWN_PLAN_CACHE = tempfile.mkdtemp(prefix="alphafold_mem_plans_")
+    os.environ[_PLAN_CACHE_ENV] = _OWN_PLAN_CACHE
 
 # One intra-op thread per test process: the suite runs in 2 processes (-n 2) on 2 shared cores, and
 # more threads than free cores make every small op wait on spinning threads (a tiny forward takes
@@ -134,6 +146,11 @@ SLOW_TESTS = (
 #: ``@pytest.mark.cuda`` tests run where CUDA is visible, or, with this variable set to 1, in Triton's
 #: interpreter at tiny shapes (``scripts/gpu_check.py --dry``); otherwise they are skipped.
 GPU_CHECK_DRY = "ALPHAFOLD_MEM_GPU_CHECK_DRY"
+
+
+def pytest_unconfigure(config):
+    if _OWN_PLAN_CACHE is not None:
+        shutil.rmtree(_OWN_PLAN_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

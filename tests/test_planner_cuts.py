@@ -16,7 +16,7 @@ from alphafold_mem.cli import main
 from alphafold_mem.config import apply_overrides, model_config
 from alphafold_mem.memory.policy import MemoryPolicy
 from alphafold_mem.memory.tracking import StorageTracker
-from alphafold_mem.planner import choose, estimate_breakdown, policy_candidates
+from alphafold_mem.planner import cache, choose, estimate_breakdown, policy_candidates
 from alphafold_mem.planner.estimate import _activation_peak
 
 # tiny model with stacks long enough for the second block to matter
@@ -74,15 +74,15 @@ def test_one_block_per_stack_equals_tracing_the_stacks(policy, device, dap, size
         assert _activation_peak(one, policy, *args, dap=dap)[1] < stacks
 
 
-def test_a_trace_stopped_at_the_limit_decides_fits_exactly():
+def test_a_trace_stopped_at_the_limit_decides_fits_exactly(monkeypatch):
     """Below the exact peak: a lower bound above the limit (and not above the peak); at or above it:
     the exact estimate. Known peaks are served from the cache whatever the limit."""
     policy = MemoryPolicy.reference()
     args = (CFG, policy, 31, 5, 17, 1)
-    estimate_mod._exact.clear()
-    estimate_mod._bounds.clear()
+    monkeypatch.setenv(cache.CACHE_ENV, "off")  # every estimate below traced or kept in this process
+    cache.forget()
     exact_total = estimate_breakdown(*args, limit=10**12).total  # far above: runs to the end, exact
-    estimate_mod._exact.clear()
+    cache.forget()
     for limit in (exact_total // 3, exact_total - 1):
         low = estimate_breakdown(*args, limit=limit)
         assert low.lower_bound and limit < low.total <= exact_total, (limit, low, exact_total)
@@ -110,21 +110,22 @@ def test_choose_with_stopped_traces_picks_what_full_estimates_pick():
                 assert budget < row.estimate.total
 
 
-def test_memory_plan_marks_lower_bounds(capsys):
+def test_memory_plan_marks_lower_bounds(capsys, monkeypatch):
     """Rows whose estimate stopped past the budget show '>' in the table and ``peak_lower_bound`` in
     --json; --all estimates every row exactly."""
     args = ["memory-plan", "--preset", "tiny", "--n-res", "40", "--n-seq", "5", "--n-extra", "17", "--quiet"]
     args += ["--device", "cpu", "--precision", "fp32"]
+    monkeypatch.setenv(cache.CACHE_ENV, "off")  # peaks known exactly are served as such: none on disk
     plan = json.loads(_run(capsys, args + ["--budget", "1GB", "--json", "--all"]))
     smallest = min(r["peak_bytes"] for r in plan["rows"])
     budget = str(smallest + 1 + plan["config"]["margin"]["total"])  # the trace's budget is what the margin leaves
-    estimate_mod._exact.clear()  # peaks known exactly are served as such: forget them
+    cache.forget()  # peaks known exactly are served as such: forget them
     plan = json.loads(_run(capsys, args + ["--budget", budget, "--json"]))
     usable = plan["config"]["usable_budget_bytes"]
     assert usable == smallest + 1
     bounded = [r for r in plan["rows"] if r["peak_lower_bound"]]
     assert bounded and all(not r["fits"] and r["peak_bytes"] > usable for r in bounded)
-    estimate_mod._exact.clear()
+    cache.forget()
     table = _run(capsys, args + ["--budget", budget])
     assert ">" in table and "--all for every peak" in table
     exact = json.loads(_run(capsys, args + ["--budget", budget, "--json", "--all"]))

@@ -1,22 +1,20 @@
-"""The memory planner: predicts peaks by running the model under FakeTensorMode
-(:mod:`.estimate`) and chooses policies and chunk sizes with one chooser (:mod:`.chooser`: used by
-``memory-plan``, predict's pre-flight and training's set-up). A request for the planner's choice
-(``"auto"``, :class:`~alphafold_mem.memory.policy.AutoPolicy`, ``chunk_size="auto"``) is resolved
-for the input sizes by :func:`resolve_policy` before binding (:func:`alphafold_mem.bind`). It sits
-above :mod:`alphafold_mem.model` (it builds models); nothing below imports it.
+"""The memory planner: predicts peaks by running the model under FakeTensorMode (:mod:`.estimate`;
+estimates kept in this process and on disk, :mod:`.cache`) and chooses policies and chunk sizes among
+the candidates of :mod:`.ladder` with one chooser (:mod:`.chooser`: used by ``memory-plan``, predict's
+pre-flight and training's set-up). A request for the planner's choice (``"auto"``,
+:class:`~alphafold_mem.memory.policy.AutoPolicy`, ``chunk_size="auto"``) is resolved for the input
+sizes by :func:`resolve_policy` before binding (:func:`alphafold_mem.bind`). It sits above
+:mod:`alphafold_mem.model` (it builds models); nothing below imports it.
 """
 
 from .chooser import (
-    Candidate,
     Choice,
     InsufficientMemoryWarning,
     Row,
     budget_of,
     choose,
-    chunk_candidates,
     max_length,
     plan,
-    policy_candidates,
     resolve_policy,
 )
 from .estimate import (
@@ -30,6 +28,7 @@ from .estimate import (
     proxy_loss,
     training_sizes,
 )
+from .ladder import Candidate, chunk_candidates, policy_candidates
 
 __all__ = [
     "Candidate",

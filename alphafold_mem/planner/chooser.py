@@ -4,23 +4,23 @@ A request (``"auto"``, an :class:`~alphafold_mem.memory.policy.AutoPolicy`, or a
 ``chunk_size="auto"``) is resolved here, before binding, where the input sizes are known
 (:func:`resolve_policy`: predict's pre-flight per target, training at set-up from its crop sizes).
 :func:`plan`, ``alphafold-mem memory-plan`` and :func:`resolve_policy` all call :func:`choose` on
-candidate lists built here: the same chunk sizes (:func:`chunk_candidates`), the same policy ladder
-(:func:`policy_candidates`), the same estimates (:func:`~alphafold_mem.planner.estimate.estimate_breakdown`,
-cached per config, policy, sizes, training or inference, precision and device).
+candidate lists built in :mod:`.ladder`: the same chunk sizes (:func:`~.ladder.chunk_candidates`),
+the same policy ladder (:func:`~.ladder.policy_candidates`), the same estimates
+(:func:`~alphafold_mem.planner.estimate.estimate_breakdown`, cached per config, policy, sizes,
+training or inference, precision and device, in this process and on disk: :mod:`.cache`).
 
-Candidates are ordered from the fastest to the slowest (a fixed cost order: unchunked before
-chunked, larger chunks before smaller, less offload before more; precision is the caller's
-choice, as it changes the results). :func:`choose` returns the first that fits. Within a run of
-candidates that differ only in chunk size it bisects (the peak falls with the chunk size), so a
-choice costs a handful of estimates, not one per candidate. When nothing fits it says so: the
-:class:`Choice` carries the smallest predicted need and the budget, and :func:`resolve_policy`
-warns and takes the smallest-peak candidate instead of silently using chunk 1.
+Candidates are ordered from the fastest to the slowest (:mod:`.ladder`). :func:`choose` returns the
+first that fits. Within a run of candidates that differ only in chunk size it bisects (the peak
+falls with the chunk size), so a choice costs a handful of estimates, not one per candidate. When
+nothing fits it says so: the :class:`Choice` carries the smallest predicted need and the budget,
+and :func:`resolve_policy` warns and takes the smallest-peak candidate instead of silently using chunk 1.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import warnings
 from typing import Callable, Optional, Sequence
 
@@ -29,81 +29,12 @@ import torch
 from ..config import ModelConfig
 from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
 from .estimate import PeakEstimate, available_memory, estimate_breakdown, parameter_bytes
+from .ladder import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, Candidate, chunk_candidates, policy_candidates
 from .margins import device_margin
-
-#: Default largest chunk the chooser considers (``MemoryPolicy.max_chunk_size`` overrides it).
-MAX_CHUNK_SIZE = 256
-#: Smallest chunk considered: below it the per-chunk overhead grows and the peak hardly falls.
-MIN_CHUNK_SIZE = 4
 
 
 class InsufficientMemoryWarning(UserWarning):
     """``chunk_size="auto"`` found no chunk size whose predicted peak fits the budget."""
-
-
-def chunk_candidates(n_max: int, max_chunk_size: Optional[int] = None) -> list[Optional[int]]:
-    """``None`` (no chunking), then powers of two below the largest axis ``n_max``, from
-    ``max_chunk_size`` (default :data:`MAX_CHUNK_SIZE`) down to :data:`MIN_CHUNK_SIZE`."""
-    top = min(max_chunk_size or MAX_CHUNK_SIZE, max(n_max - 1, 1))
-    chunks, c = [], MIN_CHUNK_SIZE
-    while c <= top:
-        chunks.append(c)
-        c *= 2
-    return [None] + chunks[::-1]
-
-
-@dataclasses.dataclass(frozen=True)
-class Candidate:
-    """A policy to try: ``label`` for tables, ``group`` names a run of candidates that differ only
-    in chunk size (bisected)."""
-
-    label: str
-    policy: MemoryPolicy
-    group: str = ""
-
-
-def policy_candidates(
-    training: bool,
-    precision: str,
-    n_max: int,
-    max_chunk_size: Optional[int] = None,
-    device: torch.device | str = "cuda",
-) -> list[Candidate]:
-    """The policy ladder, fastest first, all in ``precision``.
-
-    Inference: the reference; in place and unchunked (templates streamed, head logits reduced);
-    then ``low_memory_inference`` at every chunk size with offload ``"none"``, then, on an
-    accelerator, ``"idle"`` and ``"buffers"`` (on CPU offload moves nothing). The last candidate
-    has the smallest peak.
-    Training: the reference; ``training()`` without checkpointing, with per-block and per-update
-    checkpointing; then ``training()`` at every chunk size.
-    """
-    chunks = [c for c in chunk_candidates(n_max, max_chunk_size) if c is not None]
-    if training:
-        no_ckpt = dict(checkpoint_evoformer=0, checkpoint_extra_msa=0, checkpoint_template=0)
-        rows = [
-            Candidate("reference", MemoryPolicy.reference()),
-            Candidate("training, no checkpointing", MemoryPolicy.training(**no_ckpt)),
-            Candidate("training (checkpoint per block)", MemoryPolicy.training()),
-            Candidate("training, checkpoint per update", MemoryPolicy.training(checkpoint_granularity="update")),
-        ]
-        rows += [Candidate(f"training, chunk {c}", MemoryPolicy.training(chunk_size=c), "training") for c in chunks]
-    else:
-        rows = [
-            Candidate("reference", MemoryPolicy.reference()),
-            Candidate("in place, unchunked", MemoryPolicy(inplace=True, templates="streamed", head_logits="drop")),
-        ]
-        levels = ("none",) if torch.device(device).type == "cpu" else ("none", "idle", "buffers")
-        for offload in levels:
-            rows += [
-                Candidate(
-                    f"low_memory_inference, chunk {c}, offload {offload}",
-                    MemoryPolicy.low_memory_inference(chunk_size=c, offload=offload),
-                    offload,
-                )
-                for c in chunks
-            ]
-    return [dataclasses.replace(r, policy=r.policy.replace(precision=precision)) for r in rows]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,13 +116,13 @@ def choose(
     first): they are bisected on the assumption that the peak falls with the chunk size.
     ``frugal_last``: the last candidate has the smallest peak, so it is estimated first and, if it
     does not fit, nothing else is (it is estimated exactly, for the shortfall). Other estimates stop
-    as soon as their running total passes ``budget``: a row that does not fit may carry a lower bound
-    of its peak (``PeakEstimate.lower_bound``). ``evaluate_all`` estimates every candidate exactly
-    (tables). ``dap``:
-    the peak of each of that many devices sharing the protein (:mod:`alphafold_mem.planner.dap`).
-    ``progress``: called as ``progress(candidate, None)`` before each estimate and
-    ``progress(candidate, row)`` after it (a command line shows what it is doing); with it, the
-    search is not served from the cache of earlier identical searches.
+    as soon as their running total passes :func:`stop_at` ``(budget)``: a row that does not fit may
+    carry a lower bound of its peak above ``budget`` (``PeakEstimate.lower_bound``). ``evaluate_all``
+    estimates every candidate exactly (tables). ``dap``: the peak of each of that many devices
+    sharing the protein (:mod:`alphafold_mem.planner.dap`). ``progress``: called as
+    ``progress(candidate, None)`` before each estimate and ``progress(candidate, row)`` after it (a
+    command line shows what it is doing); with it, the search is not served from the in-process
+    cache of earlier identical searches (the estimates still are, :mod:`.cache`).
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     search = _choose if progress is None else functools.partial(_search, progress=progress)
@@ -218,6 +149,16 @@ def _choose(
     return _search(
         config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap
     )
+
+
+def stop_at(budget: int) -> int:
+    """Where a trace for a fits / does-not-fit decision at ``budget`` bytes stops: the first point at
+    or above it of a geometric grid, eight points a doubling (at most 9 % and a byte above
+    ``budget``). A lower bound kept from it (:mod:`.cache`) then also decides the nearby budgets, as
+    free memory, and with it the pre-flight's budget, varies a little from run to run."""
+    if budget <= 0:
+        return budget
+    return max(budget, math.ceil(2 ** (math.ceil(8 * math.log2(budget)) / 8)))
 
 
 def _search(
@@ -252,7 +193,7 @@ def _search(
                 training,
                 device=device,
                 dap=dap,
-                limit=None if exact else budget,
+                limit=None if exact else stop_at(budget),
             )
             rows[i] = Row(candidates[i], est, est.total <= budget)
             if progress is not None:

@@ -49,6 +49,7 @@ from ..memory.chunking import first_chunk_only
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
+from . import cache
 from .trace import OverLimit, PlanTracker
 from .training_loss import ground_truth_batch, training_loss
 
@@ -178,10 +179,15 @@ def _get(config: ModelConfig, path: str):
 
 @functools.lru_cache(maxsize=None)
 def parameter_bytes(config: ModelConfig, dtype: torch.dtype = torch.float32) -> int:
-    """Bytes of the model's parameters (built on the meta device, nothing allocated)."""
-    with torch.device("meta"):
-        model = AlphaFold(config)
-    return sum(p.numel() for p in model.parameters()) * torch.empty((), dtype=dtype).element_size()
+    """Bytes of the model's parameters (built on the meta device, nothing allocated; kept on disk,
+    :mod:`.cache`)."""
+
+    def count() -> int:
+        with torch.device("meta"):
+            model = AlphaFold(config)
+        return sum(p.numel() for p in model.parameters()) * torch.empty((), dtype=dtype).element_size()
+
+    return cache.cached_value("parameters", (config, dtype), count)
 
 
 _fakes = threading.local()
@@ -270,8 +276,9 @@ def estimate_breakdown(
     dap: int = 1,
     limit: Optional[int] = None,
 ) -> PeakEstimate:
-    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (cached per arguments;
-    ``dap``: per device of a DAP group of that size, see :mod:`alphafold_mem.planner.dap`).
+    """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (kept per arguments in
+    this process and on disk, :mod:`.cache`; ``dap``: per device of a DAP group of that size, see
+    :mod:`alphafold_mem.planner.dap`).
 
     ``limit`` (bytes; for a fits / does-not-fit decision): the trace may stop as soon as the running
     total passes it; the estimate then has ``lower_bound=True`` and a ``total`` above ``limit``
@@ -298,7 +305,7 @@ def estimate_breakdown(
         )
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     key = (config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace, dap)
-    return _estimate(*key, limit=None if limit is None else int(limit))
+    return cache.cached_estimate(key, None if limit is None else int(limit), _trace, lambda d: PeakEstimate(**d))
 
 
 #: the stacks' module paths in the model, by config path
@@ -307,31 +314,6 @@ _STACK_MODULES = {
     "extra_msa.num_blocks": "extra_msa_stack.blocks",
     "template.pair_stack.num_blocks": "template_embedding.blocks",
 }
-
-_Key = tuple  # the arguments of _estimate
-
-
-_exact: dict[_Key, PeakEstimate] = {}
-_bounds: dict[_Key, PeakEstimate] = {}
-
-
-def _estimate(*key, limit: Optional[int] = None) -> PeakEstimate:
-    """The cached estimate of ``key`` (the arguments of :func:`_trace`). With ``limit``: the exact
-    estimate when known, else a lower bound above ``limit`` when that is all the trace needs to show
-    (known, or found by a trace that stops there), else the exact one."""
-    if key in _exact:
-        return _exact[key]
-    bound = _bounds.get(key)
-    if limit is not None and bound is not None and bound.total > limit:
-        return bound
-    est = _trace(*key, limit=limit)
-    if est.lower_bound:
-        _bounds[key] = est
-    else:
-        if len(_exact) >= 4096:
-            _exact.clear()
-        _exact[key] = est
-    return est
 
 
 def _trace(
