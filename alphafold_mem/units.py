@@ -16,13 +16,10 @@ _SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)(i?
 
 
 def gib_value(n: float, digits: int = 2) -> str:
-    """``n`` bytes as a number of GiB without the unit: ``digits`` decimals, or three significant digits
-    for a non-zero size that would print as zero (``"0.00488"``), so a small size never reads as 0."""
+    """``n`` bytes as a number of GiB without the unit: ``digits`` decimals from 1 GiB up (``"80.00"``),
+    three significant digits below (``"0.0244"``, ``"0.00488"``), so a small size keeps its value."""
     value = float(n) / GIB
-    text = f"{value:.{digits}f}"
-    if value != 0 and float(text) == 0:
-        text = f"{value:.3g}"
-    return text
+    return f"{value:.{digits}f}" if value == 0 or abs(value) >= 1 else f"{value:.3g}"
 
 
 def format_gib(n: float, digits: int = 2) -> str:

@@ -159,7 +159,11 @@ def test_sizes_print_in_gib():
     from alphafold_mem.units import format_gib, gib_value, parse_size
 
     assert format_gib(80 * 2**30) == "80.00 GiB" and format_gib(0) == "0.00 GiB"
-    assert gib_value(5 * 2**20) == "0.00488" and format_gib(3 * 2**29, 1) == "1.5 GiB"
+    assert (
+        gib_value(5 * 2**20) == "0.00488"
+        and gib_value(25 * 2**20) == "0.0244"
+        and format_gib(3 * 2**29, 1) == "1.5 GiB"
+    )
     assert parse_size("40GiB") == 40 * 2**30 and parse_size("512 MiB") == 2**29 and parse_size("80GB") == 80 * 10**9
     assert parse_size("1e9") == 10**9
     for bad in ("0", "-1GiB", "lots", "1.5.2GB"):

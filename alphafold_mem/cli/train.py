@@ -4,7 +4,7 @@ Examples:
 
     alphafold-mem train --data data/                       # demo preset on the shipped example set
     alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
-        --precision bf16-mixed --max-steps 100000 --out runs/af2
+        --precision bf16 --max-steps 100000 --out runs/af2
     alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
     alphafold-mem train --data data/ --init-weights params_model_1.npz --preset finetuning
     alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
@@ -126,7 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--warmup-steps", type=non_negative_int, default=None, help="linear warm-up steps (default: 1000, AF2)"
     )
     p.add_argument("--seed", type=non_negative_int, default=None)
-    p.add_argument("--val-every", type=positive_int, default=None, help="validate every N steps (default: 200)")
+    p.add_argument(
+        "--val-every", type=non_negative_int, default=None, help="validate every N steps, 0: never (default: 200)"
+    )
     p.add_argument("--ckpt-every", type=positive_int, default=None, help="checkpoint every N steps (default: 200)")
     p.add_argument(
         "--held-out",
