@@ -5,6 +5,7 @@ memory offload needs, and ``--json`` rows under DAP."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -24,6 +25,8 @@ from alphafold_mem.weights import save_checkpoint
 from .conftest import REPO_DATA
 
 PEPTIDE = REPO_DATA / "fasta" / "awkward" / "colabfold_5AWL_1_peptide.fasta"
+#: A memory size printed in another unit than GiB (issue 45: one unit in every command).
+OTHER_UNITS = re.compile(r"\d\s*(bytes|[kKMGT]B|[KMT]iB)\b")
 
 
 def _parse_predict(flags: str):
@@ -78,6 +81,8 @@ def test_recommendation_flags_run_predict(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     common = ["predict", str(PEPTIDE), "--weights", str(weights), "--single-sequence", "--num-recycles", "0"]
     assert main(common + ["--out", str(out), "--device", "cpu", "--no-track-memory", *shlex.split(flags)]) == 0
+    printed = captured.out + captured.err + "".join(capsys.readouterr())  # memory-plan's, then predict's
+    assert "GiB" in printed and not OTHER_UNITS.search(printed), OTHER_UNITS.findall(printed)
     scores = json.loads((out / "5AWL_1_scores.json").read_text())
     assert scores["precision"] == "bf16-full" and scores["chunk_size"] == request.chunk_size
 
@@ -127,3 +132,12 @@ def test_a_closed_pipe_ends_the_command_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_every_printed_size_is_in_gib(capsys):
+    """memory-plan's table, header, margin, recommendation, -v parts and --max-length lines: GiB only."""
+    args = ["memory-plan", "--preset", "tiny", "--n-res", "20", "--n-seq", "4", "--n-extra", "6"]
+    assert main(args + ["--max-memory", "1GB", "--precision", "fp32", "-v", "--device", "cpu"]) == 0
+    assert main(args + ["--max-memory", "1kB", "--precision", "fp32", "--device", "cpu"]) == 1  # nothing fits
+    printed = "".join(capsys.readouterr())
+    assert printed.count("GiB") >= 8 and not OTHER_UNITS.search(printed), OTHER_UNITS.findall(printed)
