@@ -220,6 +220,22 @@ PAGES: dict[str, Page] = {
             },
         ),
         Page(
+            "cli",
+            "Command-line start-up",
+            "CPU time of --version, --help, a rejected option and a missing input",
+            "CPU time (user + sys) of `alphafold-mem --version`, `--help`, a subcommand's `--help`, a rejected option "
+            "and a missing input, each in a fresh process (`scripts/bench_cli_startup.py`): none loads torch, so "
+            "each stays within 1 s of CPU (tests/test_cli_startup.py checks the same bound).",
+            {
+                "quick": (Run("Start-up, 5 runs per command", "scripts/bench_cli_startup.py", ok=(0, 1)),),
+                "full": (
+                    Run(
+                        "Start-up, 20 runs per command", "scripts/bench_cli_startup.py", ("--repeats", "20"), ok=(0, 1)
+                    ),
+                ),
+            },
+        ),
+        Page(
             "parity",
             "Parity with OpenFold",
             "Largest difference per output from OpenFold's reference outputs",

@@ -35,4 +35,4 @@ def test_the_train_page_shows_its_examples_line_by_line():
     page = cli_reference.render()
     section = page.split("## alphafold-mem train\n", 1)[1].split("\n## ", 1)[0]
     assert "```text\nalphafold-mem train --data data/ " in section
-    assert "\n    --precision bf16-mixed --max-steps 100000 --out runs/af2\n" in section
+    assert "\n    --precision bf16 --max-steps 100000 --out runs/af2\n" in section

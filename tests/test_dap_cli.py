@@ -122,7 +122,7 @@ def test_train_dap2_reproduces_one_device(tmp_path):
         "2",
         "--accelerator",
         "cpu",
-        "--no-progress-bar",
+        "--no-progress",
         "--val-every",
         "1000",
         "--threads",

@@ -89,11 +89,11 @@ def test_trim_hands_free_pages_back_within_its_period():
 
 
 def test_cli_applies_it_unless_told_not_to(monkeypatch, tmp_path):
-    import alphafold_mem.cli.malloc as cli_malloc
+    import alphafold_mem.memory.host as host  # the cli imports it from there when a command runs
     from alphafold_mem.cli import main
 
     calls = []
-    monkeypatch.setattr(cli_malloc, "apply_malloc_setting", lambda s: calls.append(s) or "applied: test")
+    monkeypatch.setattr(host, "apply_malloc_setting", lambda s: calls.append(s) or "applied: test")
     main(["train", "--data", str(tmp_path / "none"), "--out", str(tmp_path), "--max-steps", "1"])
     main(["train", "--malloc", "default", "--data", str(tmp_path / "none"), "--out", str(tmp_path)])
     main(["train", "--malloc", "release", "--data", str(tmp_path / "none"), "--out", str(tmp_path)])

@@ -17,7 +17,9 @@ from alphafold_mem.data import (
     parse_fasta_string,
     read_structure,
 )
+from alphafold_mem.data import parse_msa as parse_msa_file
 from alphafold_mem.data.errors import InputNote
+from alphafold_mem.data.features.msa import make_msa_features
 from alphafold_mem.geometry import residue_constants as rc
 
 CASES = pathlib.Path(__file__).parent / "data" / "cases"
@@ -111,6 +113,37 @@ def test_one_trailing_stop_removed_with_a_note(text, sequence):
         parse_fasta_string(">a\nMKLV**\n")
     with pytest.raises(InputError, match="empty record: only a"):
         parse_fasta_string(">a\n*\n")
+
+
+def test_nonstandard_letters_replaced_with_one_note_per_record(tmp_path):
+    """J/B/Z/U/O: read as X, X, X, C, K, one note per record naming the file, the record and the letters;
+    the same reading for an .a3m input's query, and an MSA whose first row keeps the J still matches."""
+    from alphafold_mem.data.msa import query_problem
+    from alphafold_mem.predict.targets import collect_targets
+
+    fasta = tmp_path / "j.fasta"
+    fasta.write_text(">a\nMKJLV\n>b\nMKLV\n>c\nUBZOK\n")
+    records, caught = _caught(parse_fasta, fasta)
+    assert [r.sequence for r in records] == ["MKXLV", "MKLV", "CXXKK"]
+    assert caught == [
+        (InputNote, f"{fasta}:1: record 'a': non-standard residues replaced: J3->X"),
+        (InputNote, f"{fasta}:5: record 'c': non-standard residues replaced: U1->C, B2->X, Z3->X, O4->K"),
+    ]
+    assert query_problem("MKJLV", "MKXLV") is None and query_problem("MKJLV", "MKALV") is not None
+
+    a3m = tmp_path / "q.a3m"
+    a3m.write_text(">q\nMKJLV\n>hit\nMKILV\n")
+    lines = []
+    (target,), rejected = collect_targets(a3m, log=lines.append)
+    assert target.sequence == "MKXLV" and not rejected
+    assert lines == [f"note: {a3m}:1: record 'q': non-standard residues replaced: J3->X"]
+    lines.clear()
+    single = tmp_path / "one.fasta"
+    single.write_text(">a\nMKJLV\n")
+    (target,), rejected = collect_targets(single, msa=a3m, log=lines.append)
+    assert not rejected and target.msa_depth == 2, lines  # the J row is the query, the hit one more
+    features, caught = _caught(make_msa_features, target.sequence, [parse_msa_file(a3m)])
+    assert features["msa"].shape[0] == 2 and caught == []  # no third row, no 'query differs' warning
 
 
 # -- ':' complex syntax ----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ FLAGS = [
     "--memory-policy",
     "reference",
 ]
-RUNTIME = ["--no-progress-bar", "--accelerator", "cpu"]
+RUNTIME = ["--no-progress", "--accelerator", "cpu"]
 
 
 @pytest.fixture(scope="module")

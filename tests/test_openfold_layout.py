@@ -226,7 +226,7 @@ def test_cli_alignment_db_index_and_train(tree, tmp_path):
     flags += ["--mmcif-cache", str(tree / "mmcif_cache.json")]
     assert main(["index", "--mmcif-dir", str(tree / "pdb_mmcif"), *flags, "--workers", "2", "--out", str(out)]) == 0
     assert len(ChainIndex.load(out)) == 5
-    run = ["train", "--preset", "tiny", "--max-steps", "2", "--no-progress-bar", "--accelerator", "cpu"]
+    run = ["train", "--preset", "tiny", "--max-steps", "2", "--no-progress", "--accelerator", "cpu"]
     run += ["--held-out", "1a8o", "--set", "num_recycles=0", "--set", "data.crop_size=16"]
     run += ["--set", "data.max_msa_clusters=4", "--num-workers", "0", "--out", str(tmp_path / "run")]
     run += ["--template-mmcif-dir", str(tree / "pdb_mmcif")]  # 2q2k's hits are read from the database
@@ -248,7 +248,7 @@ def test_cli_alignment_db_index_and_train(tree, tmp_path):
     saved = read_saved_run(tmp_path / "run" / "checkpoints" / "last.ckpt").run["index_sources"]
     assert saved["alignment_index"] == str((tree / "alignment_db" / "alignment_db.index").resolve())
     resume = ["train", "--resume", str(tmp_path / "run" / "checkpoints" / "last.ckpt"), "--max-steps", "3"]
-    assert main([*resume, "--no-progress-bar", "--accelerator", "cpu"]) == 0
+    assert main([*resume, "--no-progress", "--accelerator", "cpu"]) == 0
     via = {e["name"]: bool(e.get("alignment_db")) for e in ChainIndex.load(index_dir / "index.json").entries}
     assert via["2q2k_A"] and via["102m_A"]  # the checkpoint's sources again
 

@@ -113,22 +113,22 @@ def test_choose_with_stopped_traces_picks_what_full_estimates_pick():
 def test_memory_plan_marks_lower_bounds(capsys, monkeypatch):
     """Rows whose estimate stopped past the budget show '>' in the table and ``peak_lower_bound`` in
     --json; --all estimates every row exactly."""
-    args = ["memory-plan", "--preset", "tiny", "--n-res", "40", "--n-seq", "5", "--n-extra", "17", "--quiet"]
+    args = ["memory-plan", "--preset", "tiny", "--n-res", "40", "--n-seq", "5", "--n-extra", "17", "--no-progress"]
     args += ["--device", "cpu", "--precision", "fp32"]
     monkeypatch.setenv(cache.CACHE_ENV, "off")  # peaks known exactly are served as such: none on disk
-    plan = json.loads(_run(capsys, args + ["--budget", "1GB", "--json", "--all"]))
+    plan = json.loads(_run(capsys, args + ["--max-memory", "1GB", "--json", "--all"]))
     smallest = min(r["peak_bytes"] for r in plan["rows"])
     budget = str(smallest + 1 + plan["config"]["margin"]["total"])  # the trace's budget is what the margin leaves
     cache.forget()  # peaks known exactly are served as such: forget them
-    plan = json.loads(_run(capsys, args + ["--budget", budget, "--json"]))
+    plan = json.loads(_run(capsys, args + ["--max-memory", budget, "--json"]))
     usable = plan["config"]["usable_budget_bytes"]
     assert usable == smallest + 1
     bounded = [r for r in plan["rows"] if r["peak_lower_bound"]]
     assert bounded and all(not r["fits"] and r["peak_bytes"] > usable for r in bounded)
     cache.forget()
-    table = _run(capsys, args + ["--budget", budget])
+    table = _run(capsys, args + ["--max-memory", budget])
     assert ">" in table and "--all for every peak" in table
-    exact = json.loads(_run(capsys, args + ["--budget", budget, "--json", "--all"]))
+    exact = json.loads(_run(capsys, args + ["--max-memory", budget, "--json", "--all"]))
     assert not any(r["peak_lower_bound"] for r in exact["rows"])
 
 

@@ -20,6 +20,7 @@ from alphafold_mem.planner.margins import (
     device_margin,
     nccl_bytes,
 )
+from alphafold_mem.units import gib_value
 
 MiB = 2**20
 
@@ -27,7 +28,8 @@ MiB = 2**20
 def test_host_caches_on_cpu_and_every_term_on_cuda():
     cpu = device_margin("cpu", 80 * 10**9, dap=8)
     assert cpu.total == cpu.host_caches == HOST_LIBRARY_BYTES > 0  # no CUDA term on CPU, whatever the DAP size
-    assert cpu.describe() == f"{HOST_LIBRARY_BYTES / 1e9:.2f} GB = host library caches {HOST_LIBRARY_BYTES / 1e9:.2f}"
+    gib = gib_value(HOST_LIBRARY_BYTES)
+    assert cpu.describe() == f"{gib} GiB = host library caches {gib}"
     assert device_margin("meta", 80 * 10**9).total == 0
     m = device_margin("cuda", 80 * 10**9, environ={})
     assert m.context == CUDA_CONTEXT_BYTES and m.cudnn_workspace == 0 and m.nccl_buffers == 0
@@ -36,7 +38,7 @@ def test_host_caches_on_cpu_and_every_term_on_cuda():
     assert m.total == m.context + m.blas_workspaces + m.allocator and m.host_caches == 0
     assert device_margin("cuda", 80 * 10**9, context_included=True, environ={}).context == 0
     line = m.describe()
-    assert line.startswith(f"{m.total / 1e9:.2f} GB = CUDA context") and "caching-allocator" in line
+    assert line.startswith(f"{gib_value(m.total)} GiB = CUDA context") and "caching-allocator" in line
 
 
 def test_library_workspaces_follow_the_environment_and_the_device():
@@ -81,18 +83,18 @@ def test_fits_means_fits_after_the_margin(monkeypatch):
 
 
 def test_memory_plan_states_its_margin(monkeypatch, capsys):
-    """``--device cuda --budget 80GB --n-res 10000``: the margin line, and ``config.margin`` in --json."""
+    """``--device cuda --max-memory 80GB --n-res 10000``: the margin line, and ``config.margin`` in --json."""
     _fake_estimates(monkeypatch, 10**9)
-    argv = ["memory-plan", "--device", "cuda", "--budget", "80GB", "--n-res", "10000", "--quiet"]
+    argv = ["memory-plan", "--device", "cuda", "--max-memory", "80GB", "--n-res", "10000", "--no-progress"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     margin = device_margin("cuda", 80 * 10**9)
-    assert f"margin {margin.describe()}; usable {(80 * 10**9 - margin.total) / 1e9:.2f} GB of 80.0 GB" in out
+    assert f"margin {margin.describe()}; usable {gib_value(80 * 10**9 - margin.total)} GiB of 74.5 GiB" in out
     assert main(argv + ["--json"]) == 0
     conf = json.loads(capsys.readouterr().out)["config"]
     assert conf["margin"] == margin.as_dict() and conf["usable_budget_bytes"] == 80 * 10**9 - margin.total
     assert conf["budget_bytes"] == 80 * 10**9
-    assert main(argv[:-1] + ["--device", "cpu", "--json", "--quiet"]) == 0
+    assert main(argv[:-1] + ["--device", "cpu", "--json", "--no-progress"]) == 0
     cpu = json.loads(capsys.readouterr().out)["config"]
     assert cpu["margin"]["total"] == cpu["margin"]["host_caches"] == HOST_LIBRARY_BYTES
     assert cpu["usable_budget_bytes"] == 80 * 10**9 - HOST_LIBRARY_BYTES

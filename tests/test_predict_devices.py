@@ -227,8 +227,13 @@ def test_devices_with_dap_is_refused_in_one_line(tmp_path, tiny_weights, capsys)
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: --devices with --dap is not supported yet: run --devices N (one target per device) or --dap P"
     ]
-    assert main(["predict", str(fasta), "--out", str(tmp_path / "out"), "--devices", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --devices must be >= 1, got 0"
+    with pytest.raises(SystemExit) as exit_:  # checked as the command line is read
+        main(["predict", str(fasta), "--out", str(tmp_path / "out"), "--devices", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "alphafold-mem predict: error: argument --devices: expected a positive integer, got '0' "
+        "(alphafold-mem predict --help lists the options)"
+    ]
 
 
 def test_predict_runs_only_the_named_targets_and_reports_no_rejected_record(tmp_path, tiny_weights):

@@ -168,7 +168,7 @@ def test_resume_with_other_preset_fails_clearly(data_dir, tmp_path):
         str(out),
         "--held-out",
         "1a8o",
-        "--no-progress-bar",
+        "--no-progress",
         "--accelerator",
         "cpu",
         "--set",
@@ -197,7 +197,7 @@ def test_resume_with_other_preset_fails_clearly(data_dir, tmp_path):
             str(out),
             "--max-steps",
             "2",
-            "--no-progress-bar",
+            "--no-progress",
         ]
     )
     assert rc == 2

@@ -46,7 +46,7 @@ def data_dir(tmp_path_factory):
 
 def _train_args(data_dir, out, *extra) -> list[str]:
     argv = ["train", "--data", str(data_dir), "--out", str(out)]
-    argv += ["--preset", "tiny", "--no-progress-bar", "--accelerator", "cpu", "--held-out", "1a8o"]
+    argv += ["--preset", "tiny", "--no-progress", "--accelerator", "cpu", "--held-out", "1a8o"]
     argv += ["--set", "num_recycles=0", "--set", "data.crop_size=16", "--set", "data.max_msa_clusters=4"]
     argv += ["--set", "data.max_extra_msa=4", "--ckpt-every", "200", "--val-every", "0", "--threads", "1", *extra]
     return argv

@@ -31,7 +31,7 @@ def data_dir(tmp_path_factory):
 
 
 def _argv(data_dir, out, *extra):
-    argv = ["train", "--data", str(data_dir), "--out", str(out), "--preset", "tiny", "--no-progress-bar"]
+    argv = ["train", "--data", str(data_dir), "--out", str(out), "--preset", "tiny", "--no-progress"]
     argv += ["--accelerator", "cpu", "--held-out", "1a8o", "--threads", "1", "--num-workers", "0"]
     argv += ["--set", "num_recycles=0", "--set", "data.crop_size=16", "--set", "data.max_msa_clusters=4"]
     return argv + ["--set", "data.max_extra_msa=4", "--ckpt-every", "1", "--val-every", "0", *extra]

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import logging
+import warnings
 
 import pytest
 
 from alphafold_mem import model_config
 from alphafold_mem.train import TrainConfig, train
+from alphafold_mem.train.lightning_messages import quiet_lightning
 from alphafold_mem.train.progress import make_loggers
 
 from .test_train import data_dir  # noqa: F401  (fixture)
@@ -57,3 +60,23 @@ def test_tensorboard_without_the_package_fails_clearly(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"pip install 'alphafold_mem\[tensorboard\]'"):
         make_loggers(tmp_path, ("tensorboard",))
     assert len(make_loggers(tmp_path, ())) == 1  # the CSV logger, always
+
+
+def test_lightning_noise_is_left_out_by_its_text_and_nothing_else(caplog):
+    """The deprecation inside Lightning, the hook note and the logger advertisement are left out; other
+    warnings and log lines, of the same categories and loggers, still show."""
+    tip = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
+        warnings.simplefilter("always")
+        with quiet_lightning():
+            warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning)
+            warnings.warn("You have overridden `transfer_batch_to_device` in `LightningModule` but have passed in a")
+            tip.info("💡 Tip: For seamless cloud logging and experiment tracking, try installing [litlogger]")
+            warnings.warn("another deprecation", FutureWarning)
+            tip.info("GPU available: False, used: False")
+        tip.info("💡 Tip: For seamless cloud logging, outside")  # the filter ends with the block
+    assert [str(w.message) for w in caught] == ["another deprecation"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "GPU available: False, used: False",
+        "💡 Tip: For seamless cloud logging, outside",
+    ]

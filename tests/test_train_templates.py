@@ -238,7 +238,7 @@ def test_train_command_runs_with_templates(tree, tmp_path):
     flags += ["--set", "num_recycles=0", "--set", "data.crop_size=24", "--set", "data.max_msa_clusters=4"]
     flags += ["--set", "data.max_extra_msa=4", "--memory-policy", "reference"]
     templates = ["--template-mmcif-dir", str(tree / "templates"), "--max-template-date", "2021-10-10"]
-    runtime = ["--no-progress-bar", "--accelerator", "cpu", "--out", str(out)]
+    runtime = ["--no-progress", "--accelerator", "cpu", "--out", str(out)]
     assert main(["train", "--data", str(tree), *flags, *templates, *runtime]) == 0
     report = json.loads((out / "data_report.json").read_text())
     assert {n["item"] for n in report["notes"] if n["reason"] == "no template hit file"} == {"3u8v_A", "3u8v_B"}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..io import atomic_write
+from ..units import GIB
 from .scaling import ANCHORS
 
 __all__ = ["draw_all"]
@@ -65,15 +66,15 @@ def memory_vs_nres(rows, out: Path) -> Optional[Path]:
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for i, name in enumerate(_techniques(pred + meas, "scaling")):
         color = f"C{i % 10}"
-        p = sorted((r["n_res"], r["value"] / 1e9) for r in pred if r["technique"] == name)
-        m = sorted((r["n_res"], r["value"] / 1e9) for r in meas if r["technique"] == name)
+        p = sorted((r["n_res"], r["value"] / GIB) for r in pred if r["technique"] == name)
+        m = sorted((r["n_res"], r["value"] / GIB) for r in meas if r["technique"] == name)
         if p:
             ax.plot(*zip(*p), "-", color=color, label=f"{name} (predicted)")
         if m:
             ax.plot(*zip(*m), "o", color=color, mfc="none", label=f"{name} (measured)")
     for label, n, total, _ in ANCHORS:
-        ax.plot([n], [total / 1e9], "*", color="k", ms=13)
-        ax.annotate(label, (n, total / 1e9), textcoords="offset points", xytext=(-8, 8), ha="right", fontsize=7)
+        ax.plot([n], [total / GIB], "*", color="k", ms=13)
+        ax.annotate(label, (n, total / GIB), textcoords="offset points", xytext=(-8, 8), ha="right", fontsize=7)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     return _finish(
@@ -83,7 +84,7 @@ def memory_vs_nres(rows, out: Path) -> Optional[Path]:
         "memory_vs_nres.png",
         "Activation peak vs sequence length (stars: published totals at their own settings)",
         "N_res",
-        "inference activation peak (GB = 1e9 bytes)",
+        "inference activation peak (GiB = 2^30 bytes)",
         legend=6,
     )
 

@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 
 from ..io import atomic_write
+from ..units import GIB
 from .plots import draw_all
 from .results import MEASURES
 from .scaling import ANCHORS
@@ -199,7 +200,7 @@ def _scaling(R: _Rows) -> list[str]:
                 R.v("scaling", name, f"n_res={n}", "measured_peak_bytes"),
                 R.v("scaling", name, f"n_res={n}", "predicted_peak_bytes"),
             )
-            cells.append(f"{_f(m and m / 1e9, '.3g', '')}{' / ' if m else ''}{_f(p and p / 1e9, '.3g')}")
+            cells.append(f"{_f(m and m / GIB, '.3g', '')}{' / ' if m else ''}{_f(p and p / GIB, '.3g')}")
         out.append([f"`{name}`"] + cells)
     return _table(["technique"] + [f"N {n}" for n in sizes], out)
 
@@ -215,13 +216,13 @@ def _openfold(R: _Rows) -> list[str]:
                     setting,
                     _f(g("openfold", "seconds"), ".1f"),
                     _f(g("ours", "seconds"), ".1f"),
-                    _f(g("openfold", "rss_growth_bytes") and g("openfold", "rss_growth_bytes") / 1e6, ".0f"),
-                    _f(g("ours", "rss_growth_bytes") and g("ours", "rss_growth_bytes") / 1e6, ".0f"),
-                    _f(g("ours", "peak_counter_bytes") and g("ours", "peak_counter_bytes") / 1e6, ".0f"),
+                    _f(g("openfold", "rss_growth_bytes") and g("openfold", "rss_growth_bytes") / GIB, ".3g"),
+                    _f(g("ours", "rss_growth_bytes") and g("ours", "rss_growth_bytes") / GIB, ".3g"),
+                    _f(g("ours", "peak_counter_bytes") and g("ours", "peak_counter_bytes") / GIB, ".3g"),
                 ]
             )
     return _table(
-        ["N_res", "setting", "OpenFold s", "ours s", "OpenFold RSS MB", "ours RSS MB", "ours counter MB"], out
+        ["N_res", "setting", "OpenFold s", "ours s", "OpenFold RSS GiB", "ours RSS GiB", "ours counter GiB"], out
     )
 
 
@@ -328,7 +329,7 @@ def write_report(out_dir: Path, rows: list[dict], run_info: dict) -> Path:
         lines += [
             "## Scaling",
             "",
-            "Inference activation peak in GB (10^9 bytes), `measured / predicted` "
+            "Inference activation peak in GiB (2^30 bytes), `measured / predicted` "
             "(predicted only where not measured)."
             + how
             + " Published anchors: "
@@ -342,7 +343,7 @@ def write_report(out_dir: Path, rows: list[dict], run_info: dict) -> Path:
             [
                 "## OpenFold side by side",
                 "",
-                "Fresh process per cell, one forward after a warm-up, MB = 10^6 bytes of peak-RSS growth.",
+                "Fresh process per cell, one forward after a warm-up, peak-RSS growth in GiB (2^30 bytes).",
                 "",
             ]
             + _openfold(R)

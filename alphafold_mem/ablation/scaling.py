@@ -27,6 +27,7 @@ from ..config import model_config
 from ..memory import MemoryPolicy, track_peak
 from ..model import AlphaFold
 from ..testing import random_features
+from ..units import format_gib
 from .planning import Planner, PlannerTimeout
 from .results import ResultStore, row
 from .techniques import Technique
@@ -150,8 +151,8 @@ def run_scaling(run: ScalingRun, techniques: Sequence[Technique]) -> None:
                             "measured_peak_bytes",
                             None,
                             **common,
-                            reason=f"not measured: predicted {total / 1e9:.1f} GB exceeds the measurement "
-                            f"budget {run.measure_budget / 1e9:.1f} GB on this machine",
+                            reason=f"not measured: predicted {format_gib(total, 1)} exceeds the measurement "
+                            f"budget {format_gib(run.measure_budget, 1)} on this machine",
                         )
                     )
                 else:

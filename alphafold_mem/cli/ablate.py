@@ -22,6 +22,8 @@ import shlex
 import sys
 import time
 
+from .options import non_negative_int, positive_float, positive_int
+
 
 def run(args: argparse.Namespace) -> int:
     # deferred: the ablation package loads for `ablate` only, not for every command
@@ -105,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR_OR_FASTA",
         help="FASTA/.a3m files or directories (default: data/fasta/per_entry with data/alignments, data/mmcif)",
     )
-    p.add_argument("--max-chains", type=int, help="keep the N shortest chains")
+    p.add_argument("--max-chains", type=positive_int, help="keep the N shortest chains")
     p.add_argument("--weights", help="weights file (default: data/demo_weights/demo.ckpt)")
     p.add_argument(
         "--techniques",
@@ -114,24 +116,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="technique names (see --list-techniques); the reference always runs",
     )
     p.add_argument("--list-techniques", action="store_true", help="print the derived techniques and exit")
-    p.add_argument("--chunk-sizes", type=int, nargs="+", default=[64, 16, 4], help="chunk sizes to sweep")
-    p.add_argument("--n-res", type=int, nargs="+", help="scaling: N_res values measured (default 64 128 256)")
+    p.add_argument("--chunk-sizes", type=positive_int, nargs="+", default=[64, 16, 4], help="chunk sizes to sweep")
+    p.add_argument("--n-res", type=positive_int, nargs="+", help="scaling: N_res values measured (default 64 128 256)")
     p.add_argument(
-        "--predict-n-res", type=int, nargs="+", help="scaling: N_res values only predicted (default 1024 4096 10240)"
+        "--predict-n-res",
+        type=positive_int,
+        nargs="+",
+        help="scaling: N_res values only predicted (default 1024 4096 10240)",
     )
-    p.add_argument("--training-steps", type=int, help="fine-tuning steps per technique (default 6; 0: no training)")
+    p.add_argument(
+        "--training-steps", type=non_negative_int, help="fine-tuning steps per technique (default 6; 0: no training)"
+    )
     p.add_argument("--train-data", help="training data directory (default: data/)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--repeats", type=int, help="interleaved timing repeats (default 3)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: stable timings on shared cores)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=positive_int, help="interleaved timing repeats (default 3)")
+    p.add_argument(
+        "--threads", type=positive_int, default=1, help="torch threads (default 1: stable timings on shared cores)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS)
     p.add_argument("--scaling-preset", default="model_1", help="model config of the scaling sweep")
-    p.add_argument("--scaling-n-seq", type=int, default=128)
-    p.add_argument("--scaling-n-extra", type=int, default=1024)
+    p.add_argument("--scaling-n-seq", type=positive_int, default=128)
+    p.add_argument("--scaling-n-extra", type=positive_int, default=1024)
     p.add_argument(
         "--planner-timeout",
-        type=float,
+        type=positive_float,
         default=60.0,
         help="CPU seconds one planner prediction may take (default 60; a slower one is a row with the reason)",
     )

@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..data.alignment_db import write_alignment_db
-from ..data.errors import InputError
+from .options import positive_int
 
 __all__ = ["register", "run"]
 
@@ -32,13 +31,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("alignment_dir", help="folder of <pdbid>_<chain>/ alignment folders")
     p.add_argument("out_dir", help="where the .db shards and the index go (created)")
     p.add_argument("--name", default="alignment_db", help="database name (default: alignment_db)")
-    p.add_argument("--shards", type=int, default=1, help=".db files to spread the folders over (default: 1)")
+    p.add_argument("--shards", type=positive_int, default=1, help=".db files to spread the folders over (default: 1)")
     p.add_argument("--duplicate-chains", metavar="FILE", help="duplicate_pdb_chains.txt: add duplicates to the index")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``alignment-db``; returns the exit status."""
+    # heavy: the data package loads torch
+    from ..data.alignment_db import write_alignment_db
+    from ..data.errors import InputError
+
     try:
         path = write_alignment_db(
             args.alignment_dir, args.out_dir, name=args.name, shards=args.shards, duplicate_chains=args.duplicate_chains

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from ..weights.directory import parse_model_list
+from .options import non_negative_float, positive_int
 
 __all__ = ["add_ensemble_arguments", "ensemble_options"]
 
@@ -34,7 +34,7 @@ def add_ensemble_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--num-seeds",
-        type=int,
+        type=positive_int,
         metavar="S",
         help="predictions per model with seeds --seed, --seed+1, ... (default: 1)",
     )
@@ -46,7 +46,7 @@ def add_ensemble_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--recycle-early-stop-tolerance",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         metavar="ANGSTROM",
         help="stop recycling once the Cα distance matrix changes by at most this many Å between "
@@ -61,6 +61,8 @@ def ensemble_options(args: argparse.Namespace) -> Optional[dict]:
     Raises:
         ValueError: an ensemble flag without --models/--num-seeds, or a bad model list (one line).
     """
+    from ..weights.directory import parse_model_list  # heavy: the weights package loads torch
+
     if args.models is None and args.num_seeds is None:
         if args.weights_dir is not None:
             raise ValueError("--weights-dir needs --models (e.g. --models 1,2,3,4,5)")

@@ -21,10 +21,12 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..data.chain_index import ChainIndex, build_chain_index, default_index_dir
-from ..data.drops import counted_lines
-from ..data.errors import InputError
+from .options import positive_int
+
+if TYPE_CHECKING:  # annotations only: the data package loads torch
+    from ..data.chain_index import ChainIndex
 
 __all__ = ["add_source_options", "build_from_args", "register", "run"]
 
@@ -55,7 +57,7 @@ def add_source_options(p, *, structures_flag: bool = True) -> None:
     g.add_argument(
         "--index-workers" if not structures_flag else "--workers",
         dest="index_workers",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="processes parsing structures (default: the CPUs this process may use)",
@@ -76,6 +78,8 @@ def build_from_args(args: argparse.Namespace, out: str | None = None, log=None) 
 
 def _build(args: argparse.Namespace, out: str | None, log) -> tuple[Path, ChainIndex]:
     """:func:`build_from_args`'s path and the index it wrote."""
+    from ..data.chain_index import build_chain_index, default_index_dir  # heavy: the data package loads torch
+
     dirs = args.mmcif_dir if isinstance(args.mmcif_dir, list) else [args.mmcif_dir]
     if out is None:
         index_dir = Path(args.index_dir) if args.index_dir else default_index_dir(dirs[0])
@@ -124,6 +128,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``index``; returns the exit status."""
+    # heavy: the data package loads torch
+    from ..data.drops import counted_lines
+    from ..data.errors import InputError
+
     if not args.mmcif_dir:
         print("error: --structures/--mmcif-dir DIR is required", file=sys.stderr)
         return 1

@@ -8,7 +8,11 @@ First of all, before any CPU tensor exists, :func:`main` sets torch's huge-page 
 process and its children (:func:`alphafold_mem.hugepages.request_huge_pages`; importing the package
 changes no environment). ``train`` and ``predict`` then set glibc's allocator to return freed memory
 (``--malloc trim``, their default, or ``release``: :func:`alphafold_mem.memory.host.apply_malloc_setting`;
-``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is)."""
+``--malloc default`` or ``ALPHAFOLD_MEM_MALLOC=default`` leave glibc as it is).
+
+Building the parser loads no torch (every subcommand module imports its heavy modules when it runs),
+so ``--help``, ``--version`` and a rejected option answer in a fraction of a second; options are
+checked as they are read (:mod:`.options`), a bad one ending in one ``error:`` line, exit status 2."""
 
 from __future__ import annotations
 
@@ -20,12 +24,13 @@ from ..hugepages import request_huge_pages
 from ..version import __version__
 from . import ablate, alignment_db, index, memory_plan, predict, relax, search, train, weights
 from .malloc import apply_malloc_option
+from .options import Parser
 
 SUBCOMMANDS = (predict, search, relax, train, index, alignment_db, memory_plan, ablate, weights)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="alphafold-mem", description="AlphaFold2 (monomer) training and prediction with measured memory savings."
     )
     parser.add_argument("--version", action="version", version=f"alphafold-mem {__version__}")
@@ -45,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    check = getattr(args, "check", None)  # the subcommand's checks that need nothing heavy loaded
+    if check is not None and (status := check(args)):
+        return status
     apply_malloc_option(args)
     try:
         status = int(args.func(args) or 0)

@@ -7,7 +7,7 @@ import argparse
 import logging
 
 from ..hugepages import huge_pages_status
-from ..memory.host import MALLOC_SETTINGS, apply_malloc_setting
+from .options import MALLOC_SETTINGS
 
 __all__ = ["MALLOC_HELP", "add_malloc_option", "apply_malloc_option"]
 
@@ -32,6 +32,8 @@ def apply_malloc_option(args: argparse.Namespace) -> None:
     """Apply :func:`~alphafold_mem.memory.host.apply_malloc_setting` for a command that has
     ``--malloc`` (``args.malloc`` None: the environment's or the default setting)."""
     if hasattr(args, "malloc"):
+        from ..memory.host import apply_malloc_setting  # heavy: loads torch; only commands that run a model
+
         log = logging.getLogger("alphafold_mem")
         log.info("glibc allocator: %s", apply_malloc_setting(args.malloc))
         log.info("huge pages: %s", huge_pages_status())

@@ -2,17 +2,19 @@
 :class:`~alphafold_mem.MemoryPolicy`, or the planner's choice: :class:`~alphafold_mem.AutoPolicy`)
 here and nowhere else: ``predict``'s ``--memory-policy``, ``--chunk-size``, ``--low-memory``,
 ``--precision``, ``--max-memory`` and ``--memory-set FIELD=VALUE``; ``train``'s ``--memory-set``.
-Choices of enumerated fields are read from the policy's types (:func:`~alphafold_mem.memory.policy.field_choices`).
+The precisions offered are :data:`alphafold_mem.cli.options.PRECISIONS` (the policy's).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..memory.policy import AutoPolicy, PolicyRequest, field_choices, preset
-from .memory_plan import parse_bytes
+from .options import PRECISIONS, add_max_memory
+
+if TYPE_CHECKING:  # annotations only: the memory package loads torch
+    from ..memory.policy import PolicyRequest
 
 
 def parse_assignments(items: list[str], what: str) -> dict[str, Any]:
@@ -47,19 +49,11 @@ def _chunk_size(text: str):
     return value
 
 
-def _memory(text: str) -> int:
-
-    try:
-        return parse_bytes(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def add_predict_memory_arguments(p: argparse.ArgumentParser) -> None:
     """``predict``'s memory options (read back by :func:`predict_request`)."""
     p.add_argument(
         "--precision",
-        choices=field_choices()["precision"],
+        choices=PRECISIONS,
         default=None,
         help="bf16: bf16 matmuls, fp32 representations; bf16-full: bf16 representations too "
         "(half their memory, predictions move more). Default: fp32",
@@ -92,12 +86,7 @@ def add_predict_memory_arguments(p: argparse.ArgumentParser) -> None:
         help="set a MemoryPolicy field, e.g. chunk_size=7 or attention=chunked (repeatable); the policy is "
         "then fixed: the preset of --memory-policy (reference for auto) with these fields",
     )
-    p.add_argument(
-        "--max-memory",
-        type=_memory,
-        metavar="SIZE",
-        help="memory budget, e.g. 2GB, 40GiB (default: the device's free memory)",
-    )
+    add_max_memory(p, "default: the device's free memory")
 
 
 def predict_request(args: argparse.Namespace) -> PolicyRequest:
@@ -109,6 +98,8 @@ def predict_request(args: argparse.Namespace) -> PolicyRequest:
     Raises:
         ValueError: contradictory options, a field given twice, or an invalid field value (one line).
     """
+    from ..memory.policy import AutoPolicy, preset  # heavy: the memory package loads torch
+
     fields = parse_assignments(args.memory_overrides, "--memory-set")
     flags = {
         "precision": args.precision,
@@ -143,6 +134,8 @@ def train_request(name: str, overrides: list[str]) -> PolicyRequest:
     Raises:
         ValueError: an unknown preset, field or field value.
     """
+    from ..memory.policy import AutoPolicy, preset  # heavy: the memory package loads torch
+
     try:
         fields = parse_assignments(overrides, "--memory-set")
         return AutoPolicy(**fields) if name == "auto" else preset(name, **fields)

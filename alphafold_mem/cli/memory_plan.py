@@ -3,10 +3,10 @@ without a GPU (:mod:`alphafold_mem.planner`, FakeTensorMode), and the fastest po
 
 Examples::
 
-    alphafold-mem memory-plan --preset model_1 --n-res 2048 --budget 80GB
-    alphafold-mem memory-plan --preset model_1 --n-res 10000 --budget 48GB --precision bf16-full --json
-    alphafold-mem memory-plan --preset model_1 --max-length --budget 24GB --precision bf16-full
-    alphafold-mem memory-plan --preset initial_training --training --budget 40GB
+    alphafold-mem memory-plan --preset model_1 --n-res 2048 --max-memory 80GiB
+    alphafold-mem memory-plan --preset model_1 --n-res 10000 --max-memory 48GiB --precision bf16-full --json
+    alphafold-mem memory-plan --preset model_1 --max-length --max-memory 24GiB --precision bf16-full
+    alphafold-mem memory-plan --preset initial_training --training --max-memory 40GiB
     alphafold-mem memory-plan --preset model_1 --n-res 30000 --dap 8 --precision bf16-full
 
 With ``--dap P`` the peak is the one of each of P devices sharing the protein (dynamic axial
@@ -15,7 +15,8 @@ parallelism; communication buffers included, parameters and inputs held whole by
 The candidates and the search are those of :func:`alphafold_mem.planner.choose` (the chooser that
 ``chunk_size="auto"`` and predict's pre-flight use): fastest first, the first that fits is
 recommended; runs of chunk sizes are bisected, so only some candidates are estimated (``--all``
-estimates every one). Exit status 0 when one fits, 1 when none does, 2 for bad options.
+estimates every one). Exit status 0 when one fits, 1 when none does, 2 for bad options. Sizes are
+printed in GiB (2^30 bytes), ``--json`` holds bytes.
 """
 
 from __future__ import annotations
@@ -23,30 +24,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import sys
 import time
 
-import torch
+from ..config import PRESETS
+from ..units import format_gib, gib_value
+from .options import PRECISIONS, add_max_memory, add_no_progress, non_negative_int, positive_int
 
-from ..config import model_config
-from ..memory.policy import field_choices, preset
-from ..planner import available_memory, choose, max_length, policy_candidates
-from ..planner.chooser import cuda_capability
-from ..planner.margins import device_margin
-
-#: ``--precision``: the policy's precision values, read from its type.
-PRECISION_CHOICES = field_choices()["precision"]
-
-
-def parse_bytes(text: str) -> int:
-    """``"80GB"``, ``"40 GiB"``, ``"512MB"``, ``"1e9"`` -> bytes (GB = 10^9, GiB = 2^30)."""
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([kKmMgGtT]?)(i?)[bB]?\s*", text)
-    if not m:
-        raise ValueError(f"cannot parse a memory size from '{text}' (examples: 80GB, 40GiB, 512MB)")
-    value, unit, binary = float(m.group(1)), m.group(2).upper(), m.group(3)
-    power = " KMGT".index(unit) if unit else 0
-    return int(value * (1024 if binary else 1000) ** power)
+#: ``--precision``: the policy's precision values.
+PRECISION_CHOICES = PRECISIONS
 
 
 def _sizes(args: argparse.Namespace, config) -> tuple[int, int, int, int]:
@@ -54,24 +40,33 @@ def _sizes(args: argparse.Namespace, config) -> tuple[int, int, int, int]:
     n_templ = (
         args.n_templ if args.n_templ is not None else (config.template.max_templates if config.template.enabled else 0)
     )
-    return (args.n_res or d.crop_size, args.n_seq or d.max_msa_clusters, args.n_extra or d.max_extra_msa, n_templ)
+    return (
+        d.crop_size if args.n_res is None else args.n_res,
+        d.max_msa_clusters if args.n_seq is None else args.n_seq,
+        d.max_extra_msa if args.n_extra is None else args.n_extra,
+        n_templ,
+    )
 
 
 def _device_and_budget(args: argparse.Namespace) -> tuple[str, int, str]:
     """``(device, budget bytes, a note saying where both came from)``: ``--device`` or the device this
-    process runs on (CUDA when available), ``--budget`` or that device's free memory (CUDA:
+    process runs on (CUDA when available), ``--max-memory`` or that device's free memory (CUDA:
     ``torch.cuda.mem_get_info``; CPU: MemAvailable)."""
+    import torch  # heavy: loaded when the command runs, not for --help or a rejected option
+
+    from ..planner import available_memory  # heavy: the planner loads torch
+
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     notes = [f"device {device}" + ("" if args.device else " (this machine's; --device to plan for another)")]
-    if args.budget is not None:
-        budget = parse_bytes(args.budget)
-        notes.append(f"budget {budget / 1e9:.1f} GB (--budget)")
+    if args.max_memory is not None:
+        budget = args.max_memory
+        notes.append(f"budget {format_gib(budget, 1)} (--max-memory)")
     elif args.device is not None and device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda on a machine without CUDA: give --budget (e.g. --budget 80GB)")
+        raise ValueError("--device cuda on a machine without CUDA: give --max-memory (e.g. --max-memory 80GiB)")
     else:
         budget = available_memory(device)
         what = "free memory of the CUDA device" if device == "cuda" else "available RAM (MemAvailable)"
-        notes.append(f"budget {budget / 1e9:.1f} GB ({what}; --budget to set)")
+        notes.append(f"budget {format_gib(budget, 1)} ({what}; --max-memory to set)")
     return device, budget, "; ".join(notes)
 
 
@@ -84,6 +79,8 @@ def predict_flags(policy) -> str:
     :class:`~alphafold_mem.MemoryPolicy`): ``--low-memory`` or ``--memory-policy reference``, whichever
     leaves fewer fields to set, ``--chunk-size``, ``--precision`` and ``--memory-set FIELD=VALUE`` for
     the rest. ``max_memory`` is not a field of the run's policy and is left out."""
+    from ..memory.policy import preset  # heavy: the memory package loads torch
+
     skip = {"precision", "max_memory"}
     best = None
     for name in ("low_memory_inference", "reference"):
@@ -109,6 +106,8 @@ def predict_flags(policy) -> str:
 def train_flags(policy) -> str:
     """The ``alphafold-mem train`` options that bind ``policy``: ``--memory-policy`` with the preset
     (``training`` or ``reference``) that leaves fewer fields to set and ``--memory-set FIELD=VALUE``."""
+    from ..memory.policy import preset  # heavy: the memory package loads torch
+
     best = None
     for name in ("training", "reference"):
         base = preset(name)
@@ -128,14 +127,13 @@ def train_flags(policy) -> str:
 def _host_check(host: int) -> tuple[str, bool]:
     """A sentence on the host memory that offload needs against this machine's available RAM, and
     whether it is enough."""
-    try:
-        have = available_memory("cpu")
-    except RuntimeError:
-        return f"needs {host / 1e9:.1f} GB of host memory for offload (this machine's is unknown)", True
+    have = _host_available()
+    if have is None:
+        return f"needs {format_gib(host, 1)} of host memory for offload (this machine's is unknown)", True
     enough = host <= have
     return (
-        f"needs {host / 1e9:.1f} GB of host memory for offload; this machine has {have / 1e9:.1f} GB available"
-        + ("" if enough else " -- not enough: run on a machine with more RAM, or give a larger --budget"),
+        f"needs {format_gib(host, 1)} of host memory for offload; this machine has {format_gib(have, 1)} available"
+        + ("" if enough else " -- not enough: run on a machine with more RAM, or give a larger --max-memory"),
         enough,
     )
 
@@ -155,7 +153,7 @@ class _Progress:
             print(f"memory-plan: estimating {self.count}: {candidate.label} ...", end="", file=sys.stderr, flush=True)
         else:
             print(
-                f" {'over budget, >' if row.estimate.lower_bound else ''}{row.estimate.total / 1e9:.2f} GB "
+                f" {'over budget, >' if row.estimate.lower_bound else ''}{format_gib(row.estimate.total)} "
                 f"({time.perf_counter() - self.t0:.1f} s)",
                 file=sys.stderr,
                 flush=True,
@@ -163,6 +161,12 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``memory-plan``; returns the exit status."""
+    # heavy: the planner loads torch; imported when the command runs, not for --help or a rejected option
+    from ..config import model_config
+    from ..planner import choose, max_length, policy_candidates
+    from ..planner.chooser import cuda_capability
+    from ..planner.margins import device_margin
 
     try:
         device, budget, source = _device_and_budget(args)
@@ -181,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     # what the device holds besides the tensors (CUDA context, workspaces, NCCL, allocator): "fits"
     # is decided against what remains (planner/margins.py); the context is already out of free memory
     margin = device_margin(
-        device, budget, args.dap, cuda_capability() if device == "cuda" else None, args.budget is None
+        device, budget, args.dap, cuda_capability() if device == "cuda" else None, args.max_memory is None
     )
     device_budget, budget = budget, max(0, budget - margin.total)
     conf = {
@@ -198,17 +202,17 @@ def run(args: argparse.Namespace) -> int:
         "dap": args.dap,
     }
     say = (lambda *a, **k: None) if args.json else print
-    progress = _Progress(args.quiet)
-    if not args.quiet:
+    progress = _Progress(not args.progress)
+    if args.progress:
         print(f"memory-plan: {source}", file=sys.stderr, flush=True)
-    conf["margin_line"] = f"margin {margin.describe()}; usable {budget / 1e9:.2f} GB of {device_budget / 1e9:.1f} GB"
+    conf["margin_line"] = f"margin {margin.describe()}; usable {format_gib(budget)} of {format_gib(device_budget, 1)}"
     t0 = time.perf_counter()
     if args.max_length:
         return _max_length(args, config, budget, precisions, conf, say, t0, max_length)
     kind = "training step" if args.training else "inference"
     say(
         f"{args.preset} {kind}: N_res {n_res}, N_seq {n_seq}, N_extra {n_extra}, N_templ {n_templ}; "
-        f"usable budget {budget / 1e9:.2f} GB; device {device}"
+        f"usable budget {format_gib(budget)}; device {device}"
         + (f"; peak per device of {args.dap} (DAP)" if args.dap > 1 else "")
     )
     say(conf.pop("margin_line"))
@@ -241,11 +245,11 @@ def run(args: argparse.Namespace) -> int:
         if recommended is not None and not args.all:
             break
     seconds = time.perf_counter() - t0
-    say(f"{'setting':52s} {'precision':>9s} {'peak GB':>9s} {'host GB':>8s} {'fits':>5s}")
+    say(f"{'setting':52s} {'precision':>9s} {'peak GiB':>9s} {'host GiB':>8s} {'fits':>5s}")
     for row in table:
         say(
             f"{row.candidate.label:52s} {row.candidate.policy.precision:>9s} {_peak_cell(row.estimate)} "
-            f"{row.estimate.host / 1e9:8.2f} {'yes' if row.fits else 'no':>5s}"
+            f"{gib_value(row.estimate.host):>8s} {'yes' if row.fits else 'no':>5s}"
         )
     if any(row.estimate.lower_bound for row in table):
         say("(>: the estimate stopped once past the budget; --all for every peak)")
@@ -266,9 +270,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"config": conf, "rows": rows, "recommended": rec}))
     elif recommended is None:
         low = min(rows, key=lambda r: (r["peak_lower_bound"], r["peak_bytes"]))
-        need = ("at least " if low["peak_lower_bound"] else "") + f"{low['peak_bytes'] / 1e9:.2f} GB"
+        need = ("at least " if low["peak_lower_bound"] else "") + format_gib(low["peak_bytes"])
         print(
-            f"nothing fits: the smallest predicted need is {need}, the budget {budget / 1e9:.2f} GB; "
+            f"nothing fits: the smallest predicted need is {need}, the budget {format_gib(budget)}; "
             f"reduce N_res (crop), N_seq or N_extra, or use a larger device (planned in {seconds:.1f} s)"
         )
     else:
@@ -281,20 +285,21 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             est = recommended.estimate
             print(
-                f"  = parameters {est.parameters / 1e9:.2f} GB + inputs {est.inputs / 1e9:.2f} GB + activations "
-                f"{est.activations / 1e9:.2f} GB on the device"
-                + (f"; host {est.host / 1e9:.2f} GB" if est.host else "")
+                f"  = parameters {format_gib(est.parameters)} + inputs {format_gib(est.inputs)} + activations "
+                f"{format_gib(est.activations)} on the device" + (f"; host {format_gib(est.host)}" if est.host else "")
             )
             print(repr(recommended.candidate.policy))
     return 0 if recommended is not None else 1
 
 
 def _peak_cell(est) -> str:
-    """The table's peak column: GB, or ``>GB`` for a lower bound (the estimate stopped past the budget)."""
-    return f"{'>' if est.lower_bound else ''}{est.total / 1e9:.2f}".rjust(9)
+    """The table's peak column in GiB, ``>`` before a lower bound (the estimate stopped past the budget)."""
+    return f"{'>' if est.lower_bound else ''}{gib_value(est.total)}".rjust(9)
 
 
 def _host_available() -> int | None:
+    """This machine's available RAM in bytes, ``None`` where it cannot be read."""
+    from ..planner import available_memory  # heavy: the planner loads torch
 
     try:
         return available_memory("cpu")
@@ -305,19 +310,19 @@ def _host_available() -> int | None:
 def _max_length(args, config, budget, precisions, conf, say, t0, max_length) -> int:
     n_seq, n_extra, n_templ = conf["n_seq"], conf["n_extra"], conf["n_templ"]
     say(
-        f"{args.preset} inference: the largest N_res within {budget / 1e9:.1f} GB (N_seq {n_seq}, N_extra {n_extra}, "
+        f"{args.preset} inference: the largest N_res within {format_gib(budget, 1)} (N_seq {n_seq}, N_extra {n_extra}, "
         f"N_templ {n_templ}; the most frugal setting; device {conf['device']})"
     )
     say(conf.pop("margin_line"))
     rows, best = [], None
     for precision in precisions:
-        if not args.quiet:
+        if args.progress:
             print(f"memory-plan: bisecting N_res for {precision} ...", file=sys.stderr, flush=True)
         n, row = max_length(config, budget, precision, n_seq, n_extra, n_templ, device=conf["device"])
         say(
             f"  {precision:9s} N_res {n}"
             + (
-                f" ({row.estimate.total / 1e9:.2f} GB, host {row.estimate.host / 1e9:.2f} GB; {row.candidate.label})"
+                f" ({format_gib(row.estimate.total)}, host {format_gib(row.estimate.host)}; {row.candidate.label})"
                 if row
                 else ""
             )
@@ -357,16 +362,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="Sizes default to the preset's data config (crop size, MSA clusters, extra MSA, max templates). "
         "Exit status 0 if a policy fits, 1 if none does, 2 for bad options.",
     )
-    p.add_argument("--preset", default="model_1", help="model config preset (default: model_1)")
-    p.add_argument("--n-res", type=int, default=None, help="N_res (default: the preset's crop size)")
-    p.add_argument("--n-seq", type=int, default=None, help="N_seq, MSA clusters (default: preset)")
-    p.add_argument("--n-extra", type=int, default=None, help="N_extra, extra MSA sequences (default: preset)")
-    p.add_argument("--n-templ", type=int, default=None, help="N_templ (default: preset's max templates)")
     p.add_argument(
-        "--budget",
-        default=None,
-        help="device memory, e.g. 80GB, 40GiB (default: the free memory of --device on this machine: "
-        "torch.cuda.mem_get_info on CUDA, available RAM on CPU)",
+        "--preset", default="model_1", choices=PRESETS, metavar="NAME", help="model config preset (default: model_1)"
+    )
+    p.add_argument("--n-res", type=positive_int, default=None, help="N_res (default: the preset's crop size)")
+    p.add_argument("--n-seq", type=positive_int, default=None, help="N_seq, MSA clusters (default: preset)")
+    p.add_argument("--n-extra", type=positive_int, default=None, help="N_extra, extra MSA sequences (default: preset)")
+    p.add_argument("--n-templ", type=non_negative_int, default=None, help="N_templ (default: preset's max templates)")
+    add_max_memory(
+        p,
+        "default: the free memory of --device on this machine (torch.cuda.mem_get_info on CUDA, available RAM on CPU)",
+        old=("--budget",),
     )
     p.add_argument(
         "--precision",
@@ -381,11 +387,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="cuda: an accelerator (host offload frees device memory); cpu: offload is a no-op "
         "(default: cuda when this machine has it, else cpu)",
     )
-    p.add_argument("--max-chunk-size", type=int, default=None, help="largest chunk size considered (default 256)")
+    p.add_argument(
+        "--max-chunk-size", type=positive_int, default=None, help="largest chunk size considered (default 256)"
+    )
     p.add_argument("--training", action="store_true", help="a training step (forward + backward) instead of inference")
     p.add_argument(
         "--dap",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="P",
         help="the peak of each of P devices sharing the protein (dynamic axial parallelism; default: 1)",
@@ -393,11 +401,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-length",
         action="store_true",
-        help="print the largest N_res that fits --budget under the most frugal policy",
+        help="print the largest N_res that fits --max-memory under the most frugal policy",
     )
     p.add_argument("--all", action="store_true", help="estimate every candidate, not just what the search needs")
     p.add_argument("--json", action="store_true", help="print one JSON object (config, rows, recommended)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    add_no_progress(p, "no progress lines on stderr", old=("--quiet", "-q"))
     p.add_argument(
         "--verbose",
         "-v",
@@ -407,4 +415,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-__all__ = ["PRECISION_CHOICES", "parse_bytes", "predict_flags", "register", "run", "train_flags"]
+__all__ = ["PRECISION_CHOICES", "predict_flags", "register", "run", "train_flags"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..predict.stages import PipelineOptions
-from ..search.msa_server import MODES, PUBLIC_SERVER, TERMS
+from ..search.settings import MODES, PUBLIC_SERVER, TERMS
+from .options import add_no_progress, positive_float, positive_int
 
 __all__ = [
     "add_search_arguments",
@@ -18,12 +18,6 @@ __all__ = [
     "add_pipeline_arguments",
     "pipeline_from_args",
 ]
-
-
-def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
 
 
 def add_search_arguments(g, *, required: bool = False) -> None:
@@ -37,22 +31,22 @@ def add_search_arguments(g, *, required: bool = False) -> None:
         help="protein FASTA database for jackhmmer (repeatable: e.g. uniref90.fasta, mgnify.fasta); "
         "hits go to <out>/<id>/<db name>_hits.a3m/.sto and are reused by later runs",
     )
-    g.add_argument("--cpus", type=_positive, default=1, help="threads for search and relaxation (default: 1)")
-    g.add_argument("--iterations", type=_positive, default=1, help="jackhmmer iterations, -N (default: 1, as AF2)")
+    g.add_argument("--cpus", type=positive_int, default=1, help="threads for search and relaxation (default: 1)")
+    g.add_argument("--iterations", type=positive_int, default=1, help="jackhmmer iterations, -N (default: 1, as AF2)")
     g.add_argument(
         "--max-seqs",
-        type=_positive,
+        type=positive_int,
         default=10_000,
         metavar="N",
         help="rows kept per database, query included (default: 10000, AF2's UniRef90 cap)",
     )
     g.add_argument(
         "--z",
-        type=float,
+        type=positive_float,
         metavar="N",
         help="database size for E-values, jackhmmer -Z (default: the number of sequences in the file)",
     )
-    g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    add_no_progress(g, "no progress bars")
 
 
 def add_template_arguments(g) -> None:
@@ -69,7 +63,9 @@ def add_template_arguments(g) -> None:
     )
     g.add_argument("--max-template-date", metavar="YYYY-MM-DD", help="drop templates released after this date")
     g.add_argument("--obsolete", metavar="FILE", help="wwPDB obsolete.dat: obsolete template ids -> successors")
-    g.add_argument("--max-templates", type=_positive, default=4, metavar="N", help="templates per target (default: 4)")
+    g.add_argument(
+        "--max-templates", type=positive_int, default=4, metavar="N", help="templates per target (default: 4)"
+    )
 
 
 def add_relax_arguments(g) -> None:
@@ -109,6 +105,8 @@ def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
 
 def pipeline_from_args(args: argparse.Namespace, log):
     """:class:`PipelineOptions` from parsed arguments, or None when no search/template/relax option is set."""
+    from ..predict.stages import PipelineOptions  # heavy: the predict package loads torch
+
     server = getattr(args, "msa_server", None)
     wanted = args.db or args.template_db or args.mmcif_dir or args.relax or server
     if not wanted:

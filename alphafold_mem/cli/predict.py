@@ -32,17 +32,11 @@ import sys
 import traceback
 
 from ..config import PRESETS
-from ..predict import PredictError, predict
-from ..predict.lock import lock_output_dir
-from ..predict.signals import Interrupted, handle_signals
-from ..weights import DEFAULT_WEIGHTS
-from .dap_launch import run_with_dap
-from .devices_launch import run_with_devices
 from .ensemble_args import add_ensemble_arguments, ensemble_options
 from .malloc import add_malloc_option
 from .memory_args import add_predict_memory_arguments, predict_request
+from .options import DEFAULT_WEIGHTS, non_negative_int, positive_int
 from .pipeline_args import add_pipeline_arguments, pipeline_from_args
-from .predict_options import predict_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,9 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model preset for AF2/OpenFold weights (default: from the file name, else the first named "
         "preset with the file's layers); our checkpoints carry their own config",
     )
-    p.add_argument("--num-recycles", type=int, metavar="N", help="recycling iterations (default: the model's)")
+    p.add_argument(
+        "--num-recycles", type=non_negative_int, metavar="N", help="recycling iterations (default: the model's)"
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--seed", type=int, default=0, help="seed of MSA sampling and torch (default: 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of MSA sampling and torch (default: 0)")
     add_predict_memory_arguments(p)
     p.add_argument(
         "--no-track-memory",
@@ -97,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--dap",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="P",
         help="share each target among P processes (dynamic axial parallelism): spawns P local processes "
@@ -106,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(  # --devices (target parallelism): alphafold_mem.cli.devices_launch
         "--devices",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="spread the targets over N devices, each target on one (CPU: N processes; CUDA: one GPU "
@@ -121,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--min-msa-depth",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="fail targets whose MSA has fewer than N distinct rows, query included (default: 0); "
@@ -137,17 +133,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_malloc_option(p)
     add_pipeline_arguments(p)
     add_ensemble_arguments(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check=check)
 
 
 def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def check(args: argparse.Namespace) -> int:
+    """What can be checked before anything heavy is loaded: the input and ``--msa`` exist. Returns 0,
+    or 2 after one ``error:`` line (nothing is created)."""
+    if args.input and not os.path.exists(args.input):
+        _log(f"error: {args.input}: input not found")
+        return 2
+    if args.msa and not os.path.exists(args.msa):
+        _log(f"error: {args.msa}: MSA file not found")
+        return 2
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
     :mod:`alphafold_mem.cli.dap_launch`), holding the lock on ``--out`` and handling SIGINT/SIGTERM."""
-    # heavy: the predict package loads torch (kept out of the parser's start-up)
+    # heavy: the predict package and the launchers load torch (kept out of the parser's start-up)
+    from ..predict import PredictError
+    from ..predict.lock import lock_output_dir
+    from ..predict.signals import Interrupted, handle_signals
+    from .dap_launch import run_with_dap
+    from .devices_launch import run_with_devices
 
     if args.devices != 1:  # target parallelism: its own launcher, lock and signals
         return run_with_devices(args)
@@ -173,6 +186,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_one(args: argparse.Namespace) -> int:
     """``predict`` in this process (one rank of a ``--dap`` run when one is set up)."""
+    # heavy: the predict package loads torch
+    from ..predict import PredictError, predict
+    from .predict_options import predict_options
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

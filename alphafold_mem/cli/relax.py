@@ -16,10 +16,7 @@ import argparse
 import os
 import sys
 
-from ..data import InputError
-from ..data.formats import STRUCTURE, stem
-from ..predict.outputs import write_json
-from ..predict.relax import RelaxError, relax_structure, require_openmm
+from .options import non_negative_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,12 +30,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("inputs", nargs="+", help="PDB or mmCIF files (optionally .gz)")
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="OpenMM platform (default: cpu)")
-    p.add_argument("--cpus", type=int, default=0, help="CPU threads (default: OpenMM's choice)")
+    p.add_argument("--cpus", type=non_negative_int, default=0, help="CPU threads (default: OpenMM's choice)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``relax``; returns the exit status."""
+    # heavy: the data and predict packages load torch; OpenMM
+    from ..data import InputError
+    from ..data.formats import STRUCTURE, stem
+    from ..predict.outputs import write_json
+    from ..predict.relax import RelaxError, relax_structure, require_openmm
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..data import InputError, parse_fasta
-from ..data.names import unique_name
-from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
 from .pipeline_args import add_search_arguments
 
 
@@ -40,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``search``; returns the exit status."""
+    # heavy: the data and search packages load numpy, Biopython and pyhmmer
+    from ..data import InputError, parse_fasta
+    from ..data.names import unique_name
+    from ..search import JackhmmerSettings, SearchError, SearchOptions, search_target
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

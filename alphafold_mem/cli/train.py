@@ -4,7 +4,7 @@ Examples:
 
     alphafold-mem train --data data/                       # demo preset on the shipped example set
     alphafold-mem train --preset initial_training --data /pdb --devices 8 --strategy ddp \
-        --precision bf16-mixed --max-steps 100000 --out runs/af2
+        --precision bf16 --max-steps 100000 --out runs/af2
     alphafold-mem train --data data/ --resume runs/train/checkpoints/last.ckpt --max-steps 2000
     alphafold-mem train --data data/ --init-weights params_model_1.npz --preset finetuning
     alphafold-mem train --data data/ --set evoformer.num_blocks=2 --train-set lr=5e-4
@@ -25,13 +25,20 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import torch
-
 from ..config import PRESETS, apply_overrides, model_config
-from ..io import os_error_line
 from .index import add_source_options, build_from_args
 from .malloc import add_malloc_option
 from .memory_args import parse_assignments, train_request
+from .options import (
+    TRAIN_PRECISIONS,
+    add_max_memory,
+    add_no_progress,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+    train_precision,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,8 +59,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="checkpoints and logs go here (default: runs/train; on --resume the checkpoint's run directory)",
     )
-    p.add_argument("--max-steps", type=int, default=None, help="optimiser steps in all (default: 1000)")
-    p.add_argument("--precision", choices=("32", "bf16-mixed"), default=None, help="default: 32")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="optimiser steps in all (default: 1000)")
+    p.add_argument(
+        "--precision",
+        type=train_precision,
+        default=None,
+        metavar="{" + ",".join(TRAIN_PRECISIONS) + "}",
+        help="fp32, or bf16: bf16 matmuls with fp32 weights and representations (Lightning's bf16-mixed) "
+        "(default: fp32)",
+    )
     p.add_argument(
         "--memory-policy",
         choices=("auto", "reference", "training"),
@@ -71,16 +85,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="override a MemoryPolicy field, e.g. checkpoint_granularity=block or chunk_size=auto (sized at "
         "start-up for the crop and MSA sizes) (repeatable)",
     )
-    p.add_argument("--devices", default=None, help="device count per node or 'auto' (default: 1, or the --dap size)")
+    p.add_argument(
+        "--devices",
+        type=_devices,
+        default=None,
+        help="device count per node or 'auto' (default: 1, or the --dap size)",
+    )
     p.add_argument(
         "--num-nodes",
-        type=int,
+        type=positive_int,
         default=1,
         help="machines in a multi-node run (launched by torchrun or SLURM; docs/training.md, 'Multi-node')",
     )
     p.add_argument(
         "--dap",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="P",
         help="devices sharing each sample (dynamic axial parallelism); --devices must be a multiple "
@@ -101,12 +120,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="start from these weights (AF2 .npz, OpenFold .pt, alphafold-mem checkpoints), EMA "
         "included; the architecture comes from the file unless --preset is given",
     )
-    p.add_argument("--batch-size", type=int, default=None, help="per-device batch size (default: 1)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 1e-3, AF2)")
-    p.add_argument("--warmup-steps", type=int, default=None, help="linear warm-up steps (default: 1000, AF2)")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--val-every", type=int, default=None, help="validate every N steps (default: 200)")
-    p.add_argument("--ckpt-every", type=int, default=None, help="checkpoint every N steps (default: 200)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="per-device batch size (default: 1)")
+    p.add_argument("--lr", type=positive_float, default=None, help="peak learning rate (default: 1e-3, AF2)")
+    p.add_argument(
+        "--warmup-steps", type=non_negative_int, default=None, help="linear warm-up steps (default: 1000, AF2)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=None)
+    p.add_argument(
+        "--val-every", type=non_negative_int, default=None, help="validate every N steps, 0: never (default: 200)"
+    )
+    p.add_argument("--ckpt-every", type=positive_int, default=None, help="checkpoint every N steps (default: 200)")
     p.add_argument(
         "--held-out",
         nargs="*",
@@ -115,12 +138,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--num-workers",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="DataLoader workers for training and validation; samples do not depend on it "
         "(default: min(4, CPUs - 1), 0 on a one-CPU machine)",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument(
         "--logger",
         nargs="+",
@@ -143,11 +166,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="TrainConfig override (repeatable), e.g. ema_decay=0.99",
     )
-    p.add_argument("--no-progress-bar", action="store_true")
+    add_max_memory(
+        p,
+        "the budget of --memory-policy auto and of chunk_size=auto (default: the device's free memory); "
+        "the same as --memory-set max_memory=BYTES",
+    )
+    add_no_progress(p, "no progress bar", old=("--no-progress-bar",))
     _add_sampling_options(p)
     add_source_options(p, structures_flag=False)  # --mmcif-dir ...: OpenFold's layout, indexed before the run
     add_malloc_option(p)
     p.set_defaults(func=run)
+
+
+def _devices(text: str):
+    """``--devices``: 'auto' or a positive count (as text: the run settings store it so)."""
+    return text if text == "auto" else str(positive_int(text))
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:
@@ -162,10 +195,13 @@ def _add_sampling_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--distillation-dir", metavar="DIR", help="self-distillation set (predicted structures, pLDDT in B)")
     g.add_argument(
-        "--distillation-prob", type=float, default=None, help="probability of a self-distillation draw (default: 0.75)"
+        "--distillation-prob",
+        type=probability,
+        default=None,
+        help="probability of a self-distillation draw (default: 0.75)",
     )
     g.add_argument(
-        "--max-resolution", type=float, default=None, help="drop chains above (Å; unknown passes; default 9)"
+        "--max-resolution", type=positive_float, default=None, help="drop chains above (Å; unknown passes; default 9)"
     )
     g.add_argument("--max-release-date", metavar="YYYY-MM-DD", help="drop chains released after this date")
     g.add_argument("--filter-file", metavar="FILE", help="train only on the chain ids listed (one per line)")
@@ -327,7 +363,10 @@ def _train_config(args: argparse.Namespace, saved):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``train``; returns the exit status."""
+    import torch  # heavy: loaded when the command runs, not for --help or a rejected option
 
+    from ..io import os_error_line  # heavy: loads torch
     from ..train import train  # heavy: the train package loads Lightning (seconds); only `train` needs it
     from ..train.init_weights import (
         weights_config,  # heavy: the train package loads Lightning (seconds); only `train` needs it
@@ -348,6 +387,9 @@ def run(args: argparse.Namespace) -> int:
         elif args.mmcif_dir is not None:  # built or brought up to date in its stable place, not under --out
             args.data = str(build_from_args(args, log=lambda line: print(line, file=sys.stderr, flush=True)))
         run_settings = _restore_run_settings(args, saved)
+        if args.max_memory is not None:  # --memory-set max_memory=BYTES, stored and restored with the others
+            kept = [o for o in args.memory_overrides or [] if not o.replace(" ", "").startswith("max_memory=")]
+            args.memory_overrides = run_settings["memory_overrides"] = [*kept, f"max_memory={args.max_memory}"]
         if args.threads:  # helper E: after the restore, so a resumed run keeps the checkpoint's threads
             torch.set_num_threads(args.threads)
         overrides = parse_assignments(args.overrides, "--set")
@@ -375,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
             ckpt_every_steps=args.ckpt_every,
             num_workers=args.num_workers,
             loggers=args.logger,
-            progress_bar=not args.no_progress_bar,
+            progress_bar=args.progress,
             memory_policy=policy,
             run_settings=run_settings,
             init_weights=args.init_weights,

@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from ..weights.fetch import RELEASES, FetchError, fetch_weights
+from .options import add_no_progress, positive_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,8 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep the verified archive in DIR/.downloads/ (af2, af2-ptm and af2-multimer share one archive)",
     )
-    f.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds a connection may stay silent")
-    f.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    f.add_argument(
+        "--timeout", type=positive_float, default=60.0, metavar="S", help="seconds a connection may stay silent"
+    )
+    add_no_progress(f, "no progress bar")
     f.set_defaults(func=run)
 
 

@@ -7,8 +7,9 @@ structure predictor needs and reports every rejection with file, record and 1-ba
 FASTA rules: wrapped lines, blank lines, CRLF and a missing final newline are accepted; ``;``,
 ``#`` and ``!`` lines are comments (Pearson/BLAST conventions); lower case is upper-cased with a
 notice; one trailing ``*`` is stripped with a note; ``X`` is unknown (a warning lists its
-positions); ``U``->``C``, ``O``->``K`` and ``B``/``Z``/``J``->``X`` are mapped with a warning
-listing the positions. Every record is classified (protein / nucleic / other, :mod:`.molecule`)
+positions); ``U``->``C``, ``O``->``K`` and ``B``/``Z``/``J``->``X`` are replaced
+(:func:`standard_residues`) with one note per record listing the letters and positions. Every
+record is classified (protein / nucleic / other, :mod:`.molecule`)
 before its letters are checked; non-protein records (``mol:na``, Boltz ``|dna``/``|smiles``, or
 only ``ACGTUN``) are skipped with one warning each. With ``allow_chain_breaks`` an empty chain in
 the ``:`` complex syntax (``A::B``, a leading or trailing ``:``) is an error naming the chain.
@@ -30,11 +31,36 @@ from .molecule import NUCLEIC, PROTEIN, classify_record, nucleic_hint
 from .names import NAME_MAX, sanitize_name, unique_name
 from .text import check_file, describe_char, open_text, split_records
 
-__all__ = ["FastaRecord", "parse_fasta", "parse_fasta_string", "empty_chains", "unknown_residue_message"]
+__all__ = [
+    "FastaRecord",
+    "NONSTANDARD",
+    "parse_fasta",
+    "parse_fasta_string",
+    "empty_chains",
+    "standard_residues",
+    "unknown_residue_message",
+]
 
 _STANDARD = frozenset("ARNDCQEGHILKMFPSTWYV")
-_MAPPED = {"U": "C", "O": "K", "B": "X", "Z": "X", "J": "X"}
+#: Letters read as another residue (AF2's reading of a query): selenocysteine ``U`` as ``C``, pyrrolysine
+#: ``O`` as ``K``, the ambiguous ``B`` (D or N), ``Z`` (E or Q) and ``J`` (I or L) as unknown ``X``.
+NONSTANDARD = {"U": "C", "O": "K", "B": "X", "Z": "X", "J": "X"}
+_MAPPED = NONSTANDARD
+_REPLACE = str.maketrans(NONSTANDARD)
 _ACCEPTED = _STANDARD | {"X"} | set(_MAPPED)
+
+
+def standard_residues(sequence: str, limit: int = 20) -> tuple[str, str | None]:
+    """``sequence`` (upper case) with the :data:`NONSTANDARD` letters replaced, and one sentence naming
+    each replaced letter with its 1-based position (at most ``limit`` listed), e.g.
+    ``"non-standard residues replaced: J11->X"``; ``None`` when there is none."""
+    replaced = sequence.translate(_REPLACE)
+    if replaced == sequence:
+        return sequence, None
+    mapped = [(k + 1, c, _MAPPED[c]) for k, c in enumerate(sequence) if c in _MAPPED]
+    listed = ", ".join(f"{c}{k}->{m}" for k, c, m in mapped[:limit])
+    more = f" and {len(mapped) - limit} more" if len(mapped) > limit else ""
+    return replaced, f"non-standard residues replaced: {listed}{more}"
 
 
 @dataclass(frozen=True)
@@ -189,12 +215,9 @@ def _fasta_from_lines(
             )
         if upper != seq:
             warn_input("lower-case letters upper-cased", file=path, record=name, line=line, stacklevel=4)
-        mapped = [(k + 1, c, _MAPPED[c]) for k, c in enumerate(upper) if c in _MAPPED]
-        if mapped:
-            listed = ", ".join(f"{c}{k}->{m}" for k, c, m in mapped[:20])
-            more = f" and {len(mapped) - 20} more" if len(mapped) > 20 else ""
-            warn_input(f"non-standard residues mapped: {listed}{more}", file=path, record=name, line=line, stacklevel=4)
-            upper = "".join(_MAPPED.get(c, c) for c in upper)
+        upper, replaced = standard_residues(upper)
+        if replaced:
+            note_input(replaced, file=path, record=name, line=line, stacklevel=4)
         unknown = unknown_residue_message(seq.upper())
         if unknown:
             warn_input(unknown, file=path, record=name, line=line, stacklevel=4)

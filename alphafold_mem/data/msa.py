@@ -33,6 +33,7 @@ from Bio import AlignIO
 from Bio.SeqIO.FastaIO import SimpleFastaParser
 
 from .errors import InputError, note_input, warn_input
+from .fasta import standard_residues
 from .formats import ALIGNED, FASTA, MSA, require_format
 from .names import sanitize_name
 from .text import TrackedLines, describe_char, open_text, text_source
@@ -115,9 +116,11 @@ def _a3m_row(row: str) -> tuple[bytes, np.ndarray, int]:
 
 
 def query_problem(first: str, query: str) -> str | None:
-    """Why an MSA's first row (match columns) is not ``query``, or ``None`` when it is."""
+    """Why an MSA's first row (match columns) is not ``query``, or ``None`` when it is; letters a query
+    reads as another residue (:data:`~alphafold_mem.data.fasta.NONSTANDARD`: ``J`` in the MSA, ``X`` in the
+    query read from FASTA) count as that residue."""
     q = query.upper()
-    if first == q:
+    if first == q or standard_residues(first)[0] == standard_residues(q)[0]:
         return None
     if len(first) != len(q):
         return f"first row has {len(first)} match columns but the query has {len(q)} residues"

@@ -28,6 +28,7 @@ import torch
 
 from ..config import ModelConfig
 from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
+from ..units import format_gib
 from .estimate import PeakEstimate, available_memory, estimate_breakdown, parameter_bytes
 from .ladder import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, Candidate, chunk_candidates, policy_candidates
 from .margins import device_margin
@@ -89,8 +90,8 @@ class Choice:
     def shortfall(self) -> str:
         """One sentence for when nothing fits: the smallest predicted need and the budget."""
         best = self.smallest
-        need = ("at least " if best.estimate.lower_bound else "") + f"{best.estimate.total / 1e9:.2f} GB"
-        return f"predicted need {need} at best ({best.candidate.label}), budget {self.budget / 1e9:.2f} GB"
+        need = ("at least " if best.estimate.lower_bound else "") + format_gib(best.estimate.total)
+        return f"predicted need {need} at best ({best.candidate.label}), budget {format_gib(self.budget)}"
 
 
 def choose(

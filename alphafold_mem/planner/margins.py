@@ -51,6 +51,8 @@ import os
 import re
 from typing import Optional
 
+from ..units import format_gib, gib_value
+
 MiB = 2**20
 
 #: CPU: library caches a process keeps after its first step at a size (oneDNN primitives and JIT
@@ -96,7 +98,7 @@ class DeviceMargin:
         return {**dataclasses.asdict(self), "total": self.total}
 
     def describe(self) -> str:
-        """One line: the total and its terms in GB."""
+        """One line: the total and its terms in GiB."""
         parts = [
             (self.context, "CUDA context"),
             (self.blas_workspaces, "cuBLAS/cuBLASLt workspaces"),
@@ -105,8 +107,8 @@ class DeviceMargin:
             (self.allocator, "caching-allocator rounding and fragmentation"),
             (self.host_caches, "host library caches"),
         ]
-        terms = " + ".join(f"{label} {b / 1e9:.2f}" for b, label in parts if b)
-        return f"{self.total / 1e9:.2f} GB" + (f" = {terms}" if terms else "")
+        terms = " + ".join(f"{label} {gib_value(b)}" for b, label in parts if b)
+        return format_gib(self.total) + (f" = {terms}" if terms else "")
 
 
 def _cublas_config_bytes(config: str) -> Optional[int]:

@@ -26,6 +26,7 @@ from ..config import ModelConfig
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
 from ..planner import budget_of as planner_budget
 from ..planner import plan
+from ..units import format_gib
 
 
 class DoesNotFit(Exception):
@@ -98,18 +99,10 @@ def check(
     )
 
 
-_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
-
-
 def format_bytes(n: float) -> str:
-    """``n`` bytes for people, in the largest binary unit it reaches (``"512 bytes"``, ``"1.50 KiB"``,
-    ``"23.84 MiB"``, ``"80.00 GiB"``; TiB at most), three significant digits or more."""
-    n = float(n)
-    k = 0
-    while k < len(_UNITS) - 1 and abs(n) >= 1024:
-        n /= 1024
-        k += 1
-    return f"{n:.0f} bytes" if k == 0 else f"{n:.2f} {_UNITS[k]}"
+    """``n`` bytes for people, in GiB, the one unit every command prints (:func:`alphafold_mem.units.format_gib`:
+    ``"80.00 GiB"``, ``"0.0233 GiB"``)."""
+    return format_gib(n)
 
 
 __all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "feature_sizes", "format_bytes"]

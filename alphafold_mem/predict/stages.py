@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..data.fasta import standard_residues
 from ..data.msa import parse_msa
 from ..data.templates_from_hits import parse_obsolete, templates_from_hit_file
 from ..search import (
@@ -216,5 +217,7 @@ class PipelineOptions:
 def _attach(t, files) -> None:
     """Give target ``t`` the searched or served MSA ``files`` and their depth (distinct rows, query included)."""
     t.msa_files = tuple(files)
-    rows = [t.sequence] + [s for f in t.msa_files for s in parse_msa(f, query=t.sequence).sequences]
+    msas = [parse_msa(f, query=t.sequence) for f in t.msa_files]
+    queries = [standard_residues(m.query)[0] for m in msas if m.depth]  # a J in row 0 is the query's X
+    rows = [t.sequence] + queries + [s for m in msas for s in m.sequences[1:]]
     t.msa_depth = len(dict.fromkeys(rows))

@@ -22,7 +22,7 @@ from typing import Callable, Optional, Union
 from ..data import InputError, parse_fasta, parse_fasta_string, parse_msa, read_structure
 from ..data.alignment_layout import alignment_files, msa_row_cap
 from ..data.errors import InputNote
-from ..data.fasta import unknown_residue_message
+from ..data.fasta import standard_residues, unknown_residue_message
 from ..data.formats import FASTA, GZIP_SUFFIX, MSA, STRUCTURE, is_gzip, strip_gzip
 from ..data.names import sanitize_name, unique_name
 from ..data.neff import neff
@@ -246,6 +246,9 @@ def _alignment_target(path: str, log) -> list[_Item]:
     description = parsed.descriptions[0]
     name = sanitize_name(description, Path(strip_gzip(path)).stem)
     _warn_unknown(query, f"{path}:1: record '{name}'", log)
+    query, replaced = standard_residues(query.upper())  # J/B/Z/U/O read as a FASTA query's, with a note
+    if replaced:
+        log(f"note: {path}:1: record '{name}': {replaced}")
     token = description.split(maxsplit=1)[0] if description.strip() else ""
     return [Target(name, query, description, path, (path,), [parsed], from_alignment=True, input_id=token)]
 
@@ -431,7 +434,8 @@ def measure_msa(t: Target, min_msa_depth: int = 0, log: Callable[[str], None] = 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # reported when the file was first read
             t.msas = [parse_msa(f, query=t.sequence, max_sequences=msa_row_cap(f)) for f in t.msa_files]
-    rows = list(dict.fromkeys([t.sequence] + [s for m in t.msas for s in m.sequences]))
+    queries = [standard_residues(m.query)[0] for m in t.msas if m.depth]  # a J in row 0 is the query's X
+    rows = list(dict.fromkeys([t.sequence] + queries + [s for m in t.msas for s in m.sequences[1:]]))
     t.msa_depth = len(rows)
     t.neff = neff(rows)
     t.msas = []  # parsed again when the target runs: a large batch never holds every MSA at once

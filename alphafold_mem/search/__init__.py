@@ -4,11 +4,38 @@ hits by hmmsearch against a pdb_seqres file (:mod:`.hmmsearch`), both with AF2's
 ``alphafold-mem search`` and ``alphafold-mem predict --db`` run, and MSAs from an MMseqs2 MSA server
 (ColabFold's protocol, :mod:`.msa_server`) for ``predict --msa-server``. Sits above :mod:`alphafold_mem.data`
 (it writes what the data readers read) and below :mod:`alphafold_mem.predict`.
+
+The public names below load on first use (:mod:`alphafold_mem.lazy`): :mod:`.settings` (the settings
+and the MSA server's constants) loads neither numpy nor pyhmmer, for the command line's parser.
 """
 
-from .msa_server import PUBLIC_SERVER, MsaServerError, MsaServerOptions, fetch_server_msa
-from .settings import HMMSEARCH_OPTIONS, JackhmmerSettings, SearchError
-from .stage import SearchOptions, SearchOutcome, database_name, search_target
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names below, for type checkers and documentation tools
+    from .msa_server import MsaServerError, MsaServerOptions, fetch_server_msa
+    from .settings import HMMSEARCH_OPTIONS, PUBLIC_SERVER, JackhmmerSettings, SearchError
+    from .stage import SearchOptions, SearchOutcome, database_name, search_target
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "MsaServerError": ".msa_server",
+        "MsaServerOptions": ".msa_server",
+        "fetch_server_msa": ".msa_server",
+        "HMMSEARCH_OPTIONS": ".settings",
+        "PUBLIC_SERVER": ".settings",
+        "JackhmmerSettings": ".settings",
+        "SearchError": ".settings",
+        "SearchOptions": ".stage",
+        "SearchOutcome": ".stage",
+        "database_name": ".stage",
+        "search_target": ".stage",
+    },
+)
 
 __all__ = [
     "JackhmmerSettings",

@@ -44,20 +44,10 @@ from typing import Callable
 from ..data.errors import InputError
 from ..data.msa import parse_msa
 from ..version import __version__
-from .settings import SearchError
+from .settings import MODES, PUBLIC_SERVER, TERMS, SearchError
 
 __all__ = ["MsaServerError", "MsaServerOptions", "PUBLIC_SERVER", "MODES", "fetch_server_msa", "cache_key"]
 
-PUBLIC_SERVER = "https://api.colabfold.com"
-MODES = {  # ColabFold's mode names -> the A3M files kept from the result
-    "env": ("uniref.a3m", "bfd.mgnify30.metaeuk30.smag30.a3m"),  # UniRef30 + ColabFoldDB (environmental)
-    "all": ("uniref.a3m",),  # UniRef30 only
-}
-TERMS = (
-    "ColabFold's public server is free but rate-limited; its authors ask for moderate use: no large-scale "
-    "predictions, no requests from several IPs at once; sequences are sent to a third-party server "
-    "(github.com/sokrypton/ColabFold/wiki)"
-)
 _WAITING = ("PENDING", "RUNNING", "UNKNOWN")
 
 

@@ -19,7 +19,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["JackhmmerSettings", "HMMSEARCH_OPTIONS", "MAX_HITS_BY_DATABASE", "require_pyhmmer", "SearchError"]
+#: The MMseqs2 MSA server of ColabFold (``predict --msa-server``; :mod:`.msa_server`).
+PUBLIC_SERVER = "https://api.colabfold.com"
+MODES = {  # ColabFold's mode names -> the A3M files kept from the result
+    "env": ("uniref.a3m", "bfd.mgnify30.metaeuk30.smag30.a3m"),  # UniRef30 + ColabFoldDB (environmental)
+    "all": ("uniref.a3m",),  # UniRef30 only
+}
+TERMS = (
+    "ColabFold's public server is free but rate-limited; its authors ask for moderate use: no large-scale "
+    "predictions, no requests from several IPs at once; sequences are sent to a third-party server "
+    "(github.com/sokrypton/ColabFold/wiki)"
+)
+
+__all__ = [
+    "JackhmmerSettings",
+    "HMMSEARCH_OPTIONS",
+    "MAX_HITS_BY_DATABASE",
+    "MODES",
+    "PUBLIC_SERVER",
+    "TERMS",
+    "require_pyhmmer",
+    "SearchError",
+]
 
 
 class SearchError(RuntimeError):

@@ -17,6 +17,7 @@ from .checkpoint import AtomicCheckpointIO, check_config_compatible, read_checkp
 from .config import TrainConfig
 from .data_module import AF2DataModule, DataOptions
 from .init_weights import init_from_weights
+from .lightning_messages import quiet_lightning
 from .lightning_module import AlphaFoldLightning
 from .progress import StepTimer, make_loggers
 from .resume import ApplyTrainConfig, RunSettingsCallback, remove_stale_temporaries, resume_overrides
@@ -163,21 +164,22 @@ def train(
         log=log,
         options=data_options,
     )
-    trainer = build_trainer(
-        out_dir,
-        max_steps,
-        precision,
-        devices,
-        strategy,
-        accelerator,
-        train_config.val_every_steps,
-        ckpt_every_steps,
-        loggers,
-        callbacks,
-        progress_bar,
-        num_nodes,
-    )
-    trainer.fit(module, datamodule=dm, ckpt_path=resume)
-    if trainer.global_step > 0:  # ModelCheckpoint saves only every N steps: make last.ckpt the final state
-        trainer.save_checkpoint(Path(out_dir) / "checkpoints" / "last.ckpt")
+    with quiet_lightning():  # Lightning's deprecations and logger advertisement, by their text
+        trainer = build_trainer(
+            out_dir,
+            max_steps,
+            precision,
+            devices,
+            strategy,
+            accelerator,
+            train_config.val_every_steps,
+            ckpt_every_steps,
+            loggers,
+            callbacks,
+            progress_bar,
+            num_nodes,
+        )
+        trainer.fit(module, datamodule=dm, ckpt_path=resume)
+        if trainer.global_step > 0:  # ModelCheckpoint saves only every N steps: make last.ckpt the final state
+            trainer.save_checkpoint(Path(out_dir) / "checkpoints" / "last.ckpt")
     return module

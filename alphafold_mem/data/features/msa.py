@@ -16,6 +16,7 @@ import numpy as np
 
 from ...geometry import residue_constants as rc
 from ..errors import InputError, warn_input
+from ..fasta import standard_residues
 from ..msa import Msa
 
 __all__ = [
@@ -75,6 +76,7 @@ def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | No
     seqs = [sequence.upper()]
     dels = [np.zeros((1, len(sequence)), dtype=np.int32)]
     seen = {seqs[0]}
+    query = standard_residues(seqs[0])[0]
     for msa in msas:
         if msa.depth == 0:
             warn_input("empty alignment; using the query alone", file=msa.path, record=name, stacklevel=4)
@@ -86,8 +88,9 @@ def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | No
                 record=name or "query",
                 line=1,
             )
-        if msa.query.replace("-", "") != sequence.upper() and msa.query != sequence.upper():
-            diff = sum(a != b for a, b in zip(msa.query, sequence.upper()))
+        first = standard_residues(msa.query)[0]  # J in the MSA is the X of the query (NONSTANDARD)
+        if first.replace("-", "") != query and first != query:
+            diff = sum(a != b for a, b in zip(first, query))
             if diff:
                 warn_input(
                     f"alignment query differs from the sequence at {diff} positions",
@@ -97,7 +100,7 @@ def make_msa_features(sequence: str, msas: Sequence[Msa] = (), *, name: str | No
                 )
         keep = []
         for i, s in enumerate(msa.sequences):
-            if s not in seen:
+            if s not in seen and (i > 0 or first != query):
                 seen.add(s)
                 keep.append(i)
         if keep:
