@@ -35,7 +35,7 @@ of rows) that sums dS over Z_PER_PROGRAM rows sharing a bias row in registers be
 atomic add per element. No atomics on dq/dk/dv.
 
 Launches (counted in :func:`_forward` and :func:`_backward`; ``python -m
-kernels.benchmarks.count_ops`` counts them in the interpreter): forward 1; one attention backward
+benchmarks.kernels.count_ops`` counts them in the interpreter): forward 1; one attention backward
 2 + (number of biases that require grad and are shared across leading rows): 3 for AF2's gated
 attention with its pair bias, 2 with the key mask alone or with a per-row bias needing a gradient
 (3 before the fold), 0 for empty tensors. Why the shared bias keeps its pass: in the dk/dv pass each
@@ -79,7 +79,7 @@ _MAX_HEAD_DIM = 64
 #: Which bias gradients the dk/dv pass computes from the dS tiles it already holds: ``"per_row"``
 #: (the decision, see the module docstring: a bias with its own row per leading row z), ``"none"``
 #: (every bias gradient in its own pass, as before) or ``"all"`` (shared biases too: one fp32 atomic
-#: add per element per row z). Read when the forward runs. ``python -m alphafold_mem.kernels.benchmarks.count_ops``
+#: add per element per row z). Read when the forward runs. ``python -m benchmarks.kernels.count_ops``
 #: counts each; the GPU check times ``"all"`` beside the default (``bench_attention``'s ``triton-fold-all``).
 BIAS_GRAD_FOLD = "per_row"
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)

@@ -124,7 +124,7 @@ def _junit(path: Path) -> list[dict]:
 
 def benchmarks(device: torch.device, dry: bool, deadline: float) -> dict:
     """bench_attention / bench_triangle / bench_layer_norm rows (their ``table`` functions)."""
-    from alphafold_mem.kernels.benchmarks import bench_attention, bench_layer_norm, bench_triangle
+    from benchmarks.kernels import bench_attention, bench_layer_norm, bench_triangle
 
     warmup, reps = (0, 1) if dry else (1, 3)
     dtype = torch.bfloat16

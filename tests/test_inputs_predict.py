@@ -308,8 +308,8 @@ def test_a_nan_template_coordinate_never_reaches_the_model(tmp_path, tiny_weight
         return feats
 
     monkeypatch.setattr(data, "make_features", make_features)
-    runner = importlib.import_module("alphafold_mem.predict.runner")  # the package root's `predict` is the function
-    monkeypatch.setattr(runner, "make_features", make_features)  # the runner imports it at its top
+    forward_stage = importlib.import_module("alphafold_mem.predict.target_forward")
+    monkeypatch.setattr(forward_stage, "make_features", make_features)  # the run stage imports it at its top
     forward = alphafold_mem.AlphaFold.forward
     from torch._subclasses.fake_tensor import FakeTensor
 

@@ -345,7 +345,7 @@ def test_fused_attention_bias_broadcast_patterns(pattern):
 @needs_triton
 def test_benchmarks_smoke(capsys):
     """The benchmark scripts run their --smoke configuration (tiny shape, interpreter on CPU)."""
-    from alphafold_mem.kernels.benchmarks import bench_attention, bench_layer_norm
+    from benchmarks.kernels import bench_attention, bench_layer_norm
 
     bench_attention.main(["--smoke", "--impls", "triton,reference"])
     bench_layer_norm.main(["--smoke"])

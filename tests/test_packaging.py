@@ -135,3 +135,32 @@ def test_the_checkout_on_sys_path_does_not_pass_for_the_public_kernels():
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert pathlib.Path(res.stdout.strip()).resolve().parent != ROOT / "kernels"
+
+
+def test_the_wheel_ships_no_benchmark_module(tmp_path):
+    """``pip wheel .`` (offline, no build isolation) of a copy of the sources: the wheel holds the
+    package and its kernels, and no benchmark or measurement module (they live in ``benchmarks/``)."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("alphafold_mem", "kernels", "benchmarks"):
+        shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
+        cwd=src,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # the checkout's kernels/ is not `kernels`
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    (wheel,) = tmp_path.glob("alphafold_mem-*.whl")
+    files = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")]
+    assert "alphafold_mem/kernels/fused_attention.py" in files and "alphafold_mem/predict/runner.py" in files
+    measuring = [n for n in files if "benchmark" in n or "/bench_" in n or n.startswith("benchmarks/")]
+    assert measuring == [], f"the wheel ships measurement code: {measuring}"

@@ -194,10 +194,10 @@ def test_a_rank_that_fails_as_a_whole_fails_its_targets_and_the_others_finish(tm
         "    import alphafold_mem.predict.runner\n"
         "    r = sys.modules['alphafold_mem.predict.runner']\n"
         "    real = r._run_target\n"
-        "    def _run_target(t, *a, **k):\n"
-        "        if os.path.exists(os.environ['KILL_RANK_MARK'] + t.name):\n"
+        "    def _run_target(ctx, lm, run):\n"
+        "        if os.path.exists(os.environ['KILL_RANK_MARK'] + run.name):\n"
         "            os.kill(os.getpid(), signal.SIGKILL)\n"
-        "        return real(t, *a, **k)\n"
+        "        return real(ctx, lm, run)\n"
         "    r._run_target = _run_target\n"
     )
     assigned = shares([_target(n, len(s), order=k) for k, (n, s) in enumerate(SEQUENCES.items())], 2)

@@ -331,8 +331,8 @@ def test_a_target_written_meanwhile_with_other_options_is_not_replaced(tiny, tmp
     first = tmp_path / "first"
     assert main(_args(tiny, first, "--seed", "0")) == 0
     out = tmp_path / "out"
-    runner = importlib.import_module("alphafold_mem.predict.runner")
-    real = runner.partition_finished
+    run_inputs = importlib.import_module("alphafold_mem.predict.run_inputs")
+    real = run_inputs.partition_finished
 
     def then_another_run_writes(*args, **kwargs):
         parts = real(*args, **kwargs)
@@ -341,7 +341,7 @@ def test_a_target_written_meanwhile_with_other_options_is_not_replaced(tiny, tmp
                 (out / f.name).write_bytes(f.read_bytes())
         return parts
 
-    monkeypatch.setattr(runner, "partition_finished", then_another_run_writes)
+    monkeypatch.setattr(run_inputs, "partition_finished", then_another_run_writes)
     capsys.readouterr()
     code = main(_args(tiny, out, "--seed", "1"))
     err = capsys.readouterr().err

@@ -25,7 +25,8 @@ from alphafold_mem.data.sampling import (
     read_cluster_file,
 )
 from alphafold_mem.train import TrainConfig
-from alphafold_mem.train.data_module import AF2DataModule, DataOptions, _Draws, default_num_workers
+from alphafold_mem.train.data_module import AF2DataModule, DataOptions, default_num_workers
+from alphafold_mem.train.draws import Draws as _Draws
 
 from .conftest import REPO_DATA
 

@@ -177,9 +177,9 @@ def chain_features(chain: Chain, config, seed: int = 0) -> dict[str, torch.Tenso
         msas = [parse_msa(f, query=chain.sequence) for f in chain.msa_files]
     batch = make_features(chain.sequence, msa=msas or None, config=config, mode="predict", seed=seed)
     if config.template.enabled and "template_aatype" not in batch:
-        from ..predict.runner import _placeholder_templates  # predict's one empty template
+        from ..predict.target_forward import placeholder_templates  # predict's one empty template
 
-        batch.update(_placeholder_templates(chain.n_res))
+        batch.update(placeholder_templates(chain.n_res))
     return batch
 
 

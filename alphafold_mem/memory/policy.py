@@ -50,7 +50,7 @@ class MemoryPolicy:
     attention core is not a kernel, i.e. with ``kernels="reference"``; with ``kernels="triton"`` the
     attention core is the fused kernel, itself low-memory (online softmax, probabilities recomputed
     in backward), so ``MemoryPolicy.training(kernels="triton")`` means checkpointing plus every
-    Triton kernel. Per-kernel comparisons are the kernel benchmarks' job (``kernels/benchmarks``).
+    Triton kernel. Per-kernel comparisons are the kernel benchmarks' job (``benchmarks/kernels``).
 
     Attributes:
         kernels: ``"reference"`` or ``"triton"`` (the fused Triton kernels for LayerNorm, attention

@@ -162,11 +162,13 @@ def predict_ensemble(
             result.failed_rankings.append(name)
             log(f"error: {name}: cannot rank its predictions ({exc})")
     result.timings_path = os.path.join(out_dir, "timings.json")
+    total = round(time.perf_counter() - t_start, 3)
     write_json(
         result.timings_path,
         {
             "ensemble": {"models": [m.name for m in members], "seeds": seeds, "rank_by": rank_by},
-            "total_seconds": round(time.perf_counter() - t_start, 3),
+            "total_seconds": total,
+            "stage_seconds": _stage_seconds([timings.get(tag) for tag in runs], total),
             "runs": timings,
         },
     )
@@ -202,6 +204,18 @@ def _size(m: ModelWeights) -> tuple[int, bool]:
     """AF2's models differ in size by their extra-MSA rows (5120 or 1024) and templates (models 1-2)."""
     cfg = model_config(m.name)
     return cfg.data.max_extra_msa, cfg.template.enabled
+
+
+def _stage_seconds(run_timings: list, total: float) -> dict[str, float]:
+    """The ensemble's seconds per named stage: its runs' ``stage_seconds`` summed, and the rest of
+    ``total`` (ranking, the ensemble's files) in ``outputs``, so the stages sum to the total."""
+    summed: dict[str, float] = {}
+    for rec in run_timings:
+        stages = rec.get("stage_seconds") if isinstance(rec, dict) else None
+        for stage, seconds in (stages if isinstance(stages, dict) else {}).items():
+            summed[stage] = summed.get(stage, 0.0) + float(seconds)
+    summed["outputs"] = summed.get("outputs", 0.0) + max(total - sum(summed.values()), 0.0)
+    return {k: round(v, 3) for k, v in summed.items()}
 
 
 def _read_json(path) -> object:

@@ -39,16 +39,30 @@ def _holder(path: str) -> str:
 
 @contextlib.contextmanager
 def lock_output_dir(out_dir: str) -> Iterator[str]:
-    """Hold the lock on ``out_dir`` (created if needed) for the block; yields the lock file's path.
+    """Hold the lock on ``out_dir`` (created if needed) for the block; yields the lock file's path. A
+    directory this call created is removed again when the run leaves nothing in it (a missing input,
+    bad options: no empty ``--out`` left behind).
 
     Raises:
         OutputLocked: another run holds it.
         PredictError: the directory or the lock file cannot be created (one line, the reason).
     """
     path = os.path.join(out_dir, LOCK_NAME)
-    if fcntl is None:  # pragma: no cover
-        yield path
-        return
+    created = not os.path.exists(out_dir)
+    try:
+        if fcntl is None:  # pragma: no cover
+            yield path
+            return
+        with _locked(out_dir, path):
+            yield path
+    finally:
+        if created:
+            with contextlib.suppress(OSError):  # not empty (the run wrote), or gone: leave it
+                os.rmdir(out_dir)
+
+
+@contextlib.contextmanager
+def _locked(out_dir: str, path: str) -> Iterator[None]:
     while True:
         try:
             os.makedirs(out_dir, exist_ok=True)
@@ -76,7 +90,7 @@ def lock_output_dir(out_dir: str) -> Iterator[str]:
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        yield path
+        yield
     finally:
         with contextlib.suppress(OSError):
             os.remove(path)

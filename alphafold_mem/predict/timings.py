@@ -1,11 +1,13 @@
-"""Seconds and memory per stage of a prediction run (what ``timings.json`` records)."""
+"""Seconds and memory per stage of a prediction run (what ``timings.json`` records): per target
+(:class:`Stages`) and for the whole run, every second in one named stage (:class:`StageClock`)."""
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -65,6 +67,49 @@ class Stages:
         return out
 
 
+#: The run's stages in ``timings.json``'s ``stage_seconds``, in the order a run meets them: options,
+#: devices and DAP set-up (``start-up``); reading and validating the inputs and finding finished
+#: targets (``inputs``); the sequence search (``search``); loading the weights (``weights``); the
+#: memory pre-flight and run-time estimate (``planning``); per target, features, the forward, and the
+#: output files (relaxation, ``timings.json`` and the summary included).
+STAGE_NAMES = ("start-up", "inputs", "search", "weights", "planning", "features", "model", "outputs")
+
+
+class StageClock:
+    """Wall seconds of one run, each in exactly one named stage (:data:`STAGE_NAMES`): the clock is
+    always in one stage, and :meth:`switch` charges the seconds since the last switch to the stage it
+    leaves, so the stages sum to :attr:`total` (to rounding). It starts in ``start-up`` when made."""
+
+    def __init__(self, stage: str = "start-up"):
+        self.started = self._mark = time.perf_counter()
+        self.current = stage
+        self.seconds: dict[str, float] = {}
+
+    def switch(self, stage: str) -> str:
+        """Charge the seconds since the last switch to the current stage and enter ``stage``; returns
+        the stage left."""
+        now = time.perf_counter()
+        self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self._mark
+        self._mark, left, self.current = now, self.current, stage
+        return left
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """In stage ``name`` for the block, then back in the stage it was in."""
+        left = self.switch(name)
+        try:
+            yield
+        finally:
+            self.switch(left)
+
+    def report(self) -> tuple[float, dict[str, float]]:
+        """``(total seconds, {stage: seconds})`` up to now (stages in :data:`STAGE_NAMES` order, those
+        never entered left out), rounded to ms."""
+        self.switch(self.current)
+        known = [s for s in STAGE_NAMES if s in self.seconds] + [s for s in self.seconds if s not in STAGE_NAMES]
+        return round(self._mark - self.started, 3), {s: round(self.seconds[s], 3) for s in known}
+
+
 def keep_skipped(timings: dict, previous: Optional[dict]) -> dict:
     """``timings`` (one run's ``timings.json`` content) with the records of its skipped targets taken
     from ``previous`` (the ``timings.json`` of an earlier run into the same outputs, or ``None``): a
@@ -94,4 +139,4 @@ def _max_rss_mb() -> float:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
 
 
-__all__ = ["Stages", "keep_skipped"]
+__all__ = ["STAGE_NAMES", "StageClock", "Stages", "keep_skipped"]

@@ -3,9 +3,9 @@
 
 Commands (from the repository root)::
 
-    python -m alphafold_mem.kernels.benchmarks.bench_triangle                    # GPU, bf16
-    python -m alphafold_mem.kernels.benchmarks.bench_triangle --dtype fp32
-    python -m alphafold_mem.kernels.benchmarks.bench_triangle --smoke            # CPU: tiny shape, Triton interpreter
+    python -m benchmarks.kernels.bench_triangle                    # GPU, bf16
+    python -m benchmarks.kernels.bench_triangle --dtype fp32
+    python -m benchmarks.kernels.bench_triangle --smoke            # CPU: tiny shape, Triton interpreter
 
 Prints the device and one table: per shape and implementation, forward time, backward time
 (forward+backward minus forward; gradients for z and all 16 weights) and the peak memory of
@@ -30,7 +30,7 @@ import torch
 
 from alphafold_mem import kernels
 from alphafold_mem.kernels import TriangleMultiplicationWeights
-from alphafold_mem.kernels.benchmarks._common import (
+from benchmarks.kernels._common import (
     benchmark_parser,
     device_name,
     measure_call,

@@ -2,7 +2,7 @@
 
 Commands (from the repository root)::
 
-    python -m alphafold_mem.kernels.benchmarks.accuracy  # CPU: Triton's interpreter (a few minutes); GPU: compiled
+    python -m benchmarks.kernels.accuracy  # CPU: Triton's interpreter (a few minutes); GPU: compiled
 
 Per kernel, case and dtype: the largest error of the kernel to the fp64 oracle over the output and
 every gradient, the torch reference's error at that same tensor, and the worst ratio
@@ -19,9 +19,9 @@ import argparse
 import torch
 
 from alphafold_mem import kernels
-from alphafold_mem.kernels.benchmarks._common import device_name, setup_device
-from alphafold_mem.kernels.benchmarks.bench_attention import _inputs
-from alphafold_mem.kernels.benchmarks.bench_triangle import _weights
+from benchmarks.kernels._common import device_name, setup_device
+from benchmarks.kernels.bench_attention import _inputs
+from benchmarks.kernels.bench_triangle import _weights
 
 # kernel, case label, builder arguments
 CASES = [

@@ -2,8 +2,8 @@
 
 Commands (from the repository root)::
 
-    python -m alphafold_mem.kernels.benchmarks.bench_layer_norm                  # GPU, bf16 input, fp32 params
-    python -m alphafold_mem.kernels.benchmarks.bench_layer_norm --smoke          # CPU: tiny shape, Triton interpreter
+    python -m benchmarks.kernels.bench_layer_norm                  # GPU, bf16 input, fp32 params
+    python -m benchmarks.kernels.bench_layer_norm --smoke          # CPU: tiny shape, Triton interpreter
 
 Prints the device and one table: forward time, backward time (forward+backward minus forward) and
 peak memory above the inputs for the AF2 LayerNorm shapes: pair [N_res, N_res, c_z=128] at N_res
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from alphafold_mem import kernels
-from alphafold_mem.kernels.benchmarks._common import (
+from benchmarks.kernels._common import (
     benchmark_parser,
     device_name,
     measure_call,

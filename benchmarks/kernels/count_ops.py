@@ -3,8 +3,8 @@
 
 Commands (from the repository root; CPU, about a minute)::
 
-    python -m alphafold_mem.kernels.benchmarks.count_ops                 # both tables
-    python -m alphafold_mem.kernels.benchmarks.count_ops --only attention
+    python -m benchmarks.kernels.count_ops                 # both tables
+    python -m benchmarks.kernels.count_ops --only attention
 
 Attention: AF2's two shapes with a pair bias shared across the leading rows (triangle attention,
 MSA row attention; the key-mask bias needs no gradient) and one bias with a row per leading row,

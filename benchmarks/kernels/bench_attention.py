@@ -2,9 +2,9 @@
 
 Commands (from the repository root)::
 
-    python -m alphafold_mem.kernels.benchmarks.bench_attention                    # GPU, bf16, full AF2 table
-    python -m alphafold_mem.kernels.benchmarks.bench_attention --dtype fp32
-    python -m alphafold_mem.kernels.benchmarks.bench_attention --smoke            # CPU: tiny shape, Triton interpreter
+    python -m benchmarks.kernels.bench_attention                    # GPU, bf16, full AF2 table
+    python -m benchmarks.kernels.bench_attention --dtype fp32
+    python -m benchmarks.kernels.bench_attention --smoke            # CPU: tiny shape, Triton interpreter
 
 Prints the device and one table: per shape and implementation, forward time, backward time
 (forward+backward minus forward; grads for q, k, v and the pair bias), and the peak memory of
@@ -37,7 +37,7 @@ from typing import Callable, List, Tuple
 import torch
 
 from alphafold_mem import kernels
-from alphafold_mem.kernels.benchmarks._common import (
+from benchmarks.kernels._common import (
     benchmark_parser,
     device_name,
     measure_call,
