@@ -14,15 +14,20 @@ Precisions (``MemoryPolicy.precision``):
   residual updates per block is what moves the demo model's coordinates by up to 0.57-0.68 Å
   (``scripts/compare_precision_inference.py``, worst shipped example; the figure depends on the
   CPU's bf16 kernels, see docs/benchmarks/precision.md); with fp32 streams the worst moves about 0.4 Å.
-* ``"bf16-full"``: as ``"bf16"`` but the representations themselves are bf16 (AF2's own bfloat16
-  mode: the embedders' outputs and the masks are bf16, so the residual adds stay bf16), which
-  halves them and the inference peak; predictions move more (Cα up to ~0.7 Å on the demo model).
+* ``"bf16-full"``: as ``"bf16"`` but the pair representation z itself is bf16 (AF2's own bfloat16
+  mode for it: the embedders' pair outputs and the pair mask are bf16, so its residual adds stay
+  bf16), which halves it, the largest stream (``[*, N_res, N_res, c_z]``). The MSA streams (the MSA
+  and extra-MSA representations, their masks, the recycled first row) stay in the parameter dtype
+  (:func:`representation_dtype`): they grow only linearly with N_res, and rounding them after each
+  residual update was most of bf16-full's deviation from fp32 (per-module errors against fp32 on the
+  ablation chains; ``scripts/precision_modules.py`` prints them).
 
 The fp32 islands, each expressed by one helper here:
 
 * softmax statistics: the attention cores compute logits -> softmax (or the online log-sum-exp) in
   fp32 (:func:`alphafold_mem.kernels.reference.attention`,
-  :func:`alphafold_mem.kernels.low_memory_attention.low_memory_attention`);
+  :func:`alphafold_mem.kernels.low_memory_attention.low_memory_attention`); the reference core also
+  accumulates ``q k^T``, adds the biases and takes ``probs v`` in fp32, rounding only its output;
 * LayerNorm statistics: mean / variance in fp32 (:func:`alphafold_mem.kernels.reference.layer_norm`);
 * the structure module and all rigid geometry: :func:`fp32_region` disables autocast and
   :func:`fp32_island` casts its inputs (``StructureModule.forward``);
@@ -69,9 +74,21 @@ def fp32_region(device_type: str) -> Iterator[None]:
         yield
 
 
-def representation_dtype(precision: str, param_dtype: torch.dtype) -> torch.dtype:
-    """dtype of the residual streams: bf16 only for ``"bf16-full"``, else the parameter dtype."""
-    return torch.bfloat16 if precision == "bf16-full" else param_dtype
+#: The residual streams: ``"pair"`` (z ``[*, N_res, N_res, c_z]``) and ``"msa"`` (the MSA and
+#: extra-MSA representations ``[*, N_seq, N_res, c_m]``, their masks and the recycled first row).
+Stream = Literal["pair", "msa"]
+
+
+def representation_dtype(precision: str, param_dtype: torch.dtype, stream: Stream = "pair") -> torch.dtype:
+    """dtype of a residual stream: the pair stream is bf16 only for ``"bf16-full"``; the MSA streams
+    always keep the parameter dtype (see the module docstring: O(N_res) memory, most of the error).
+
+    Raises:
+        ValueError: unknown ``stream``.
+    """
+    if stream not in get_args(Stream):
+        raise ValueError(f"unknown stream '{stream}'; valid: {', '.join(get_args(Stream))}")
+    return torch.bfloat16 if precision == "bf16-full" and stream == "pair" else param_dtype
 
 
 def embedder_region(precision: str, device_type: str) -> contextlib.AbstractContextManager:

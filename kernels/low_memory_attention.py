@@ -14,7 +14,8 @@ Backward (``dO`` given, ``D = rowsum(dO * o)``): per chunk ``p = exp(s - m) / l`
 ``ds = p * (dO v^T - D)``, ``dq += ds k``, ``dk += ds^T q``, ``db += ds`` summed to the bias shape.
 The row statistics m and l are saved separately rather than as ``lse = m + log(l)``: for a fully
 masked row m is about -1e9, where fp32 cannot hold ``log(l)`` on top (its ulp is 64).
-Statistics and accumulators are fp32 (fp64 for fp64 inputs).
+Statistics and accumulators are fp32 (fp64 for fp64 inputs); for half-precision inputs each chunk's
+``q k^T`` and ``p v`` are also taken in fp32 (autocast off), as in :func:`.reference.attention`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _bias_slice(b: Tensor, qs: int, qn: int, ks: int, kn: int) -> Tensor:
 def _logits(
     q: Tensor, k: Tensor, biases: Sequence[Tensor], qs: int, qn: int, ks: int, kn: int, sd: torch.dtype
 ) -> Tensor:
-    s = torch.matmul(q.narrow(-2, qs, qn), k.narrow(-2, ks, kn).transpose(-1, -2)).to(sd)  # [*, H, qn, kn]
+    # accumulated in sd from the (rounded) operands: one chunk of q and k widened, never a half-precision block
+    s = torch.matmul(q.narrow(-2, qs, qn).to(sd), k.narrow(-2, ks, kn).to(sd).transpose(-1, -2))  # [*, H, qn, kn]
     for b in biases:  # s is a fresh buffer: added in place (no second logits-sized allocation)
         s = add_bias(s, _bias_slice(b, qs, qn, ks, kn))
     return s
@@ -65,6 +67,11 @@ class _LowMemoryAttention(torch.autograd.Function):
     def forward(
         ctx, q: Tensor, k: Tensor, v: Tensor, q_chunk: int, kv_chunk: int, cut: bool, *biases: Tensor
     ) -> Tensor:
+        with torch.autocast(q.device.type, enabled=False):  # the chunks' matmuls in sd, not autocast's dtype
+            return _LowMemoryAttention._forward(ctx, q, k, v, q_chunk, kv_chunk, cut, *biases)
+
+    @staticmethod
+    def _forward(ctx, q: Tensor, k: Tensor, v: Tensor, q_chunk: int, kv_chunk: int, cut: bool, *biases: Tensor):
         sd = _stat_dtype(q)
         n_q, n_k = q.shape[-2], k.shape[-2]
         q_chunk = _query_chunk(q, k, q_chunk, kv_chunk)
@@ -81,7 +88,7 @@ class _LowMemoryAttention(torch.autograd.Function):
                 m_new = s.amax(-1) if m_run is None else torch.maximum(m_run, s.amax(-1))  # [*, H, qn]
                 p = s.sub_(m_new[..., None]).exp_()  # in place: the logits buffer becomes p
                 del s
-                pv = torch.matmul(p.to(v.dtype), v.narrow(-2, ks, kn)).to(sd)  # [*, H, qn, C_v]
+                pv = torch.matmul(p, v.narrow(-2, ks, kn).to(sd))  # [*, H, qn, C_v], in sd as the reference
                 if m_run is None:
                     l_run, acc = p.sum(-1), pv
                 else:

@@ -85,7 +85,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = ()) ->
     """Multi-head attention core ``softmax(q k^T + sum(biases)) v`` (AF2 Suppl. Alg. 7, 13, 14 core).
 
     The 1/sqrt(C) scaling is NOT applied here: AF2 (and this project) scales ``q`` before the call.
-    The softmax runs in fp32 whatever the input dtype; the result is cast back to ``q.dtype``.
+    Half-precision inputs (bf16): the logits ``q k^T`` are accumulated and kept in fp32, the biases
+    added to them in fp32, the softmax and ``probs v`` run in fp32 (autocast off), and only the result
+    is rounded, to ``q.dtype``: one rounding where bf16 logits, biases and probabilities would make
+    four (the largest per-module error of ``bf16-full``). The fp32 logits are the buffer the softmax
+    needs anyway, so this holds no more than the bf16 logits plus their fp32 copy did.
 
     Args:
         q: queries ``[*, H, Q, C]``.
@@ -104,6 +108,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor, biases: Sequence[Tensor] = ()) ->
         raise ValueError(f"attention takes at most two biases, got {len(biases)}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"attention shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.dtype not in _FULL:  # half precision: fp32 from the (rounded) operands to the output
+        sd = _stat_dtype(q)
+        with torch.autocast(q.device.type, enabled=False):
+            logits = torch.matmul(q.to(sd), k.to(sd).transpose(-1, -2))  # [*, H, Q, K], fp32
+            for b in biases:  # a half bias is widened as it is added (in place where it fits)
+                logits = add_bias(logits, b) if torch.result_type(logits, b) == logits.dtype else logits + b
+            probs = torch.softmax(logits, dim=-1)
+            return torch.matmul(probs, v.to(sd)).to(q.dtype)  # [*, H, Q, C_v]
     logits = torch.matmul(q, k.transpose(-1, -2))  # [*, H, Q, K]
     for b in biases:  # in place only at equal dtypes: a wider bias promotes the sum, as logits + b would
         logits = add_bias(logits, b) if b.dtype == logits.dtype else logits + b

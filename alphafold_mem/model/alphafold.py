@@ -206,6 +206,7 @@ class AlphaFold(nn.Module):
         n_seq = batch["msa_feat"].shape[-3]
         device_type = aatype.device.type
         rep_dtype = _precision.representation_dtype(self.precision, seq_mask.dtype)
+        msa_dtype = _precision.representation_dtype(self.precision, seq_mask.dtype, stream="msa")
         # the masks in the streams' dtype (0/1 are exact), so that a masked update does not promote
         # a bf16 stream back to fp32
         pair_mask = (seq_mask[..., :, None] * seq_mask[..., None, :]).to(rep_dtype)  # [*, N_res, N_res]
@@ -255,29 +256,29 @@ class AlphaFold(nn.Module):
             z = self.template_embedding.add_pair_embedding(z, batch, pair_mask)
         with embed():
             e = self.extra_msa_embedder(batch["extra_msa"], *self.features.extra_deletions(batch))
-        z = self.extra_msa_stack(e.to(rep_dtype), z, batch["extra_msa_mask"].to(rep_dtype), pair_mask)
+        z = self.extra_msa_stack(e.to(msa_dtype), z, batch["extra_msa_mask"].to(msa_dtype), pair_mask)
         del e  # the extra-MSA representation is not needed again
 
         # -- the MSA representation (Alg. 2 lines 5, 6 (m part), 10-13), then the Evoformer
         with embed():
             m0_update = self.recycling_embedder.prev_msa_first_row_norm(
-                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, 1, self.config.c_m).to(rep_dtype)
+                m0_prev if m0_prev is not None else seq_mask.new_zeros(b, 1, self.config.c_m).to(msa_dtype)
             )
         del m0_prev
         rows = None
-        msa_mask = batch["msa_mask"].to(rep_dtype)
+        msa_mask = batch["msa_mask"].to(msa_dtype)
         if self.template_embedding is not None and self.config.template.embed_angles:
-            rows, rows_mask = self.template_embedding.angle_embedding(batch, rep_dtype)
-            msa_mask = torch.cat([msa_mask, rows_mask.to(rep_dtype)], dim=-2)
+            rows, rows_mask = self.template_embedding.angle_embedding(batch, msa_dtype)
+            msa_mask = torch.cat([msa_mask, rows_mask.to(msa_dtype)], dim=-2)
         if fast:
-            m = pb.new_empty((b, n_seq + (0 if rows is None else rows.shape[-3]), n, self.config.c_m), dtype=rep_dtype)
+            m = pb.new_empty((b, n_seq + (0 if rows is None else rows.shape[-3]), n, self.config.c_m), dtype=msa_dtype)
             with embed():
                 self.input_embedder.msa(batch["target_feat"], batch["msa_feat"], out=m[..., :n_seq, :, :])
             m[..., 0, :, :].add_(m0_update)
             if rows is not None:
                 m[..., n_seq:, :, :].copy_(rows)
         else:
-            m = m.to(rep_dtype)
+            m = m.to(msa_dtype)
             m = torch.cat([(m[..., 0, :, :] + m0_update).unsqueeze(-3), m[..., 1:, :, :]], dim=-3)
             if rows is not None:
                 m = torch.cat([m, rows.to(m.dtype)], dim=-3)
