@@ -62,6 +62,9 @@ def tiny_config():
 #: The few long cases (tens of seconds each on one core): in ``make test`` and CI, left out of
 #: ``make test-fast`` (``-m "not slow"``).
 SLOW_TESTS = (
+    # every memory technique on the multimer model: DAP in 2 processes, Triton's interpreter
+    "test_multimer_memory.py::test_dap_2_equals_one_process",
+    "test_multimer_memory.py::test_triton_kernels_equal_the_plain_path",
     # predict --devices in subprocesses
     "test_predict_devices.py::test_devices_2_writes_what_one_process_writes",
     "test_predict_devices.py::test_devices_2_with_a_rejected_record_finishes_the_others_and_exits_1",
