@@ -191,20 +191,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# {mode} P={p}: peak {peak / 2**20:.1f} MiB, {time.perf_counter() - t0:.0f} s", flush=True)
     print()
     print(
-        "| mode | P | peak MiB / device | pred MiB | pred err | peak / P=1 | s | Evoformer block comm MB "
-        "(measured / analytic) | extra-MSA block comm MB (measured / analytic) | run comm MB / device |"
+        "| mode | P | peak MiB / device | pred MiB | pred err | peak / P=1 | s | Evoformer block comm MiB "
+        "(measured / analytic) | extra-MSA block comm MiB (measured / analytic) | run comm MiB / device |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for mode, p, peak, pred, ratio, sec, blocks, analytic, step in rows:
         comm = " | ".join(
-            f"{blocks.get(k, 0) / 1e6:.2f} / {analytic[k] / 1e6:.2f}"
+            f"{blocks.get(k, 0) / 2**20:.2f} / {analytic[k] / 2**20:.2f}"
             + (f" ({100 * (blocks.get(k, 0) - analytic[k]) / analytic[k]:+.1f}%)" if analytic[k] else "")
             for k in ("evoformer", "extra_msa")
         )
         err = f"{100 * (pred - peak) / peak:+.1f}%" if pred == pred else "—"
         print(
             f"| {mode} | {p} | {peak / 2**20:.1f} | {pred / 2**20:.1f} | {err} | {ratio:.3f} | {sec:.1f} | {comm} | "
-            f"{step / 1e6:.1f} |",
+            f"{step / 2**20:.1f} |",
             flush=True,
         )
     return 0

@@ -11,7 +11,7 @@ extra sequences) and ``model1_2blocks`` (model_1 channel sizes, 2 Evoformer + 1 
 templates, N_res 128, N_seq 64, N_extra 512). One recycling iteration (the last one, the only one
 with autograd, sets the step's peak).
 
-Columns (MB = 10^6 bytes; "act" = bytes allocated during the step above what existed before it,
+Columns (GiB = 2^30 bytes; "act" = bytes allocated during the step above what existed before it,
 i.e. without parameters and inputs):
 
 * ``pred``: ``estimate_breakdown(..., training=True).activations`` (what ``memory-plan --training``
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     print(
-        "| config | policy | allocator | pred MB | counter MB | malloc MB | RSS MB | pred/counter - 1 "
+        "| config | policy | allocator | pred GiB | counter GiB | malloc GiB | RSS GiB | pred/counter - 1 "
         "| pred/malloc - 1 | RSS/counter | s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -176,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"config": config, "policy": policy, "allocator": allocator, **p, **m}
                 rows.append(row)
                 print(
-                    f"| {config} | {policy} | {allocator} | {p['pred'] / 1e6:.1f} | {m['counter'] / 1e6:.1f} | "
-                    f"{m['malloc'] / 1e6:.1f} | {m['rss'] / 1e6:.1f} | {100 * (p['pred'] / m['counter'] - 1):+.2f}% | "
+                    f"| {config} | {policy} | {allocator} | {p['pred'] / 2**30:.4f} | {m['counter'] / 2**30:.4f} | "
+                    f"{m['malloc'] / 2**30:.4f} | {m['rss'] / 2**30:.4f} | "
+                    f"{100 * (p['pred'] / m['counter'] - 1):+.2f}% | "
                     f"{100 * (p['pred'] / m['malloc'] - 1):+.2f}% | {m['rss'] / m['counter']:.2f} | "
                     f"{m['seconds']:.1f} |",
                     flush=True,

@@ -38,7 +38,7 @@ from alphafold_mem.planner.margins import (
 from alphafold_mem.version import __version__
 
 HERE = pathlib.Path(__file__).resolve().parent
-GB = 1e9
+GiB = 2**30
 
 #: (term, source, status) of each margin: the page's sources column.
 SOURCES = [
@@ -81,7 +81,7 @@ def _script(name: str):
 
 
 def margin_table(budget: int = 80 * 10**9) -> list[str]:
-    """The margins of an ``budget``-byte CUDA device, without DAP and under DAP 8 (GB)."""
+    """The margins of an ``budget``-byte CUDA device, without DAP and under DAP 8 (GiB)."""
     one, eight = device_margin("cuda", budget, 1, environ={}), device_margin("cuda", budget, 8, environ={})
     values = {
         "CUDA context": (one.context, eight.context),
@@ -91,13 +91,13 @@ def margin_table(budget: int = 80 * 10**9) -> list[str]:
         "caching allocator": (one.allocator, eight.allocator),
     }
     lines = [
-        f"| term | {budget / GB:.0f} GB, no DAP (GB) | {budget / GB:.0f} GB, DAP 8 (GB) | source | status |",
+        f"| term | {budget / GiB:.1f} GiB budget, no DAP (GiB) | DAP 8 (GiB) | source | status |",
         "|---|---|---|---|---|",
     ]
     for term, source, status in SOURCES:
         a, b = values[term]
-        lines.append(f"| {term} | {a / GB:.3f} | {b / GB:.3f} | {source} | {status} |")
-    lines.append(f"| **total** | {one.total / GB:.3f} | {eight.total / GB:.3f} | | |")
+        lines.append(f"| {term} | {a / GiB:.3f} | {b / GiB:.3f} | {source} | {status} |")
+    lines.append(f"| **total** | {one.total / GiB:.3f} | {eight.total / GiB:.3f} | | |")
     lines.append("")
     lines.append(
         f"(cuBLAS + cuBLASLt on compute capability 8.0: {blas_workspace_bytes(80, {}) / 2**20:.1f} MiB; "
