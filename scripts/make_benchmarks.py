@@ -63,6 +63,11 @@ class Page:
     runs: dict[str, tuple[Run, ...]] = field(default_factory=dict)
 
 
+PARITY_RUNS = (
+    Run("Monomer reference vectors", "scripts/parity_report.py"),
+    Run("AF2-Multimer reference vectors", "scripts/parity_report.py", ("--vectors", "tests/data/parity_multimer")),
+)
+
 PAGES: dict[str, Page] = {
     p.name: p
     for p in (
@@ -241,10 +246,11 @@ PAGES: dict[str, Page] = {
             "Largest difference per output from OpenFold's reference outputs",
             "Largest absolute difference per output between this model and OpenFold's reference outputs for the "
             "same AF2-format parameters and inputs, in fp32 and fp64 (`scripts/parity_report.py`, on the vectors "
-            "in `tests/data/parity`).",
+            "in `tests/data/parity` (monomer, model_1_ptm layout) and `tests/data/parity_multimer` (AF2-Multimer, "
+            "model_1_multimer_v3 layout, a 3-chain A2B complex)).",
             {
-                "quick": (Run("Reference vectors", "scripts/parity_report.py"),),
-                "full": (Run("Reference vectors", "scripts/parity_report.py"),),
+                "quick": PARITY_RUNS,
+                "full": PARITY_RUNS,
             },
         ),
     )
