@@ -41,7 +41,7 @@ def finish(ctx: RunContext, results: list[TargetResult], skipped: bool) -> Predi
             **records,
         }
         if ctx.par.writer:
-            if skipped and ctx.output_name == "{id}":  # an ensemble's runs share the file: the ensemble keeps theirs
+            if skipped and ctx.rank_by is not None:  # an ensemble's runs share the file: the ensemble keeps theirs
                 timings = keep_skipped(timings, read_json(run.timings_path))
             try:
                 write_json(run.timings_path, timings)
