@@ -100,7 +100,7 @@ def test_sigkill_of_the_launcher_leaves_no_rank_and_nothing_written_after(tiny, 
     launcher.wait(10)
     time.sleep(10)
     assert [pid for pid in ranks if _alive(pid)] == []
-    late = [f.name for f in out.iterdir() if f.stat().st_mtime > killed_at + 0.5]
+    late = [f.name for f in out.rglob("*") if f.stat().st_mtime > killed_at + 0.5]
     assert late == []
 
 
