@@ -77,15 +77,20 @@ def test_one_layout_for_one_model_and_for_four(tmp_path, weights_dir, capsys):
 
 def test_single_model_rerun_finds_finished_target(tmp_path, weights_dir, capsys):
     out, weights = tmp_path / "out", weights_dir / "params_model_2.npz"
+    out.mkdir()
+    (out / f"{ID}_scores.json").write_text("{}")  # the flat layout of an earlier version: not read, said so
     assert _predict(out, "--weights", str(weights)) == 0
+    assert "is the flat layout of an earlier version, not read" in capsys.readouterr().err
     pdb = prediction_path(out, ID, weights)
     before = (out / ID / "ranked_0.pdb").read_bytes()
     stamp = (out / ID / "model_2_seed_0.pdb").stat().st_mtime_ns
+    ranked_stamp = (out / ID / "ranked_0.pdb").stat().st_mtime_ns
     capsys.readouterr()
     assert _predict(out, "--weights", str(weights)) == 0
     err = capsys.readouterr().err
     assert f"skip: {ID}" in err
     assert (out / ID / "model_2_seed_0.pdb").stat().st_mtime_ns == stamp and pdb.endswith("model_2_seed_0.pdb")
     assert (out / ID / "ranked_0.pdb").read_bytes() == before
+    assert (out / ID / "ranked_0.pdb").stat().st_mtime_ns == ranked_stamp  # ranked again, not copied again
     timings = json.loads((out / "timings.json").read_text())
     assert timings["targets"][ID]["status"] == "skipped"

@@ -4,6 +4,7 @@ an ensemble (:mod:`.ensemble`) ranks all its (model, seed) predictions once they
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shutil
@@ -43,6 +44,8 @@ def rank_predictions(target_dir: str, name: str, tags: list[str], rank_by: str =
             source = os.path.join(target_dir, tag + suffix)
             ranked = os.path.join(target_dir, f"ranked_{r}{suffix}")
             if os.path.exists(source):
+                if os.path.exists(ranked) and filecmp.cmp(source, ranked, shallow=False):
+                    continue  # a rerun that skipped the prediction leaves its ranked copy as it was
                 with atomic_write(ranked) as tmp:
                     shutil.copyfile(source, tmp)
             elif os.path.exists(ranked):
