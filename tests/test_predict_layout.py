@@ -52,7 +52,9 @@ def test_one_layout_for_one_model_and_for_four(tmp_path, weights_dir, capsys):
     one, four = tmp_path / "one", tmp_path / "four"
     assert _predict(one, "--weights", str(weights_dir / "params_model_1.npz")) == 0
     assert _predict(four, "--weights-dir", str(weights_dir), "--models", "1,2,3,4") == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err
+    assert err.count(f"files: {one / '<id>' / 'ranked_0.pdb'} is the best structure of each target") == 1
+    assert err.count(f"files: {four / '<id>' / 'ranked_0.pdb'} is the best structure of each target") == 1
     orders = {}
     for out, n in ((one, 1), (four, 4)):
         debug = json.loads((out / ID / "ranking_debug.json").read_text())

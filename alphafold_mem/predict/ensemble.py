@@ -32,7 +32,7 @@ from ..config import model_config
 from ..weights import default_weights_path
 from ..weights.detect import WeightsError
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
-from .layout import prediction_name
+from .layout import prediction_name, where_line
 from .outputs import write_json
 from .ranking import RANK_BY, rank_predictions
 from .runner import PredictionRun, TargetResult, predict
@@ -165,6 +165,8 @@ def predict_ensemble(
     )
     log("")
     log(_summary(out_dir, result.order, rank_by))
+    if result.order:
+        log(where_line(out_dir))
     return result
 
 

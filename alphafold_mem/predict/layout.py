@@ -21,7 +21,7 @@ import os
 
 from ..weights.directory import model_name_of
 
-__all__ = ["default_output_name", "prediction_name", "prediction_path", "ranked_path", "target_dir"]
+__all__ = ["default_output_name", "prediction_name", "prediction_path", "ranked_path", "target_dir", "where_line"]
 
 
 def prediction_name(model: str, seed: int) -> str:
@@ -49,3 +49,12 @@ def prediction_path(out_dir, name: str, weights, seed: int = 0, suffix: str = ".
     """The file ``suffix`` (``.pdb``, ``_scores.json``, ``_pae.json``...) of the prediction of target
     ``name`` with the weights file ``weights`` and ``seed``: ``<out_dir>/<name>/<model>_seed_<seed><suffix>``."""
     return os.path.join(target_dir(out_dir, name), prediction_name(model_name_of(weights), seed) + suffix)
+
+
+def where_line(out_dir) -> str:
+    """The line a run ends with, saying where its files are."""
+    folder = target_dir(out_dir, "<id>")
+    return (
+        f"files: {os.path.join(folder, 'ranked_0.pdb')} is the best structure of each target; "
+        f"{folder}/ holds the rest (ranking_debug.json, <model>_seed_<s>.* per prediction)"
+    )
