@@ -206,7 +206,8 @@ def test_a_target_that_runs_out_of_memory_fails_alone(tmp_path, tiny_weights, mo
     assert run.exit_code == 1
     assert {r.name: r.status for r in run.results} == {"big": "failed", "small": "ok"}
     assert f"error: {fasta}:1: record 'big': out of memory at 12 residues" in "\n".join(lines)
-    assert not prediction(tmp_path / "out", "big", "_scores.json").exists()
+    assert not prediction(tmp_path / "out", "big", "_scores.json", tiny_weights).exists()
+    assert not (tmp_path / "out" / "big" / "ranked_0.pdb").exists()
 
 
 def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monkeypatch, capsys):

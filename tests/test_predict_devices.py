@@ -66,8 +66,9 @@ def _predict(fasta, out, weights, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _listing(out) -> set[str]:
-    """The files under ``out`` (hidden ones aside), relative to it."""
-    return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    """The files under ``out`` (hidden ones and those in hidden folders aside), relative to it."""
+    files = (p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    return {p.as_posix() for p in files if not any(part.startswith(".") for part in p.parts)}
 
 
 def _coordinates(pdb_path) -> np.ndarray:
