@@ -27,6 +27,7 @@ test-fast: install
 demo: install
 	$(VENV)/bin/alphafold-mem predict data/fasta/per_entry/1lcd.fasta \
 		--msa data/alignments/1lcd_A/jackhmmer_pool.a3m --out out/demo
+	@echo "structure: out/demo/1lcd_A/ranked_0.pdb (pLDDT in the B-factor column); the rest of the target in out/demo/1lcd_A/"
 
 # The documentation site (mkdocs.yml) into site/; any warning fails the build (tests/test_docs_build.py too).
 # NO_MKDOCS_2_WARNING=1 silences mkdocs-material's end-of-life banner (material/templates/__init__.py).

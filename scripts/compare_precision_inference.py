@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if r32.status in ("failed", "invalid") or rb is None or rb.status in ("failed", "invalid"):
             bad.append(f"{r32.name}: prediction failed")
             continue
-        c = compare(out / "fp32" / f"{r32.name}.pdb", out / args.precision / f"{r32.name}.pdb")
+        c = compare(out / "fp32" / r32.name / "ranked_0.pdb", out / args.precision / r32.name / "ranked_0.pdb")
         rows.append(c)
         print(
             f"| {r32.name} | {c['n_res']} | {c['rmsd']:.3f} | {c['rmsd_raw']:.3f} | {c['dplddt_mean']:.3f} | "

@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from tests.predict_cli import prediction, ranked
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FASTA = ROOT / "data/fasta/per_entry/1lcd.fasta"
 MSA = ROOT / "data/alignments/1lcd_A/jackhmmer_pool.a3m"
@@ -48,15 +50,16 @@ def test_predict_dap2_writes_what_dap1_writes(tmp_path):
     two = _cli(*common, "--out", str(tmp_path / "dap2"), "--dap", "2")
     assert one.returncode == 0, one.stderr
     assert two.returncode == 0, two.stderr
-    files = sorted(p.name for p in (tmp_path / "dap1").iterdir())
-    assert sorted(p.name for p in (tmp_path / "dap2").iterdir()) == files
+    files = sorted(p.relative_to(tmp_path / "dap1").as_posix() for p in (tmp_path / "dap1").rglob("*"))
+    assert sorted(p.relative_to(tmp_path / "dap2").as_posix() for p in (tmp_path / "dap2").rglob("*")) == files
+    assert "1lcd_A/ranked_0.pdb" in files and "1lcd_A/ranking_debug.json" in files
     # PDB coordinates have 3 decimals: a difference of ~1e-5 A can round one unit of the last digit apart
-    a, b = _atoms(tmp_path / "dap1/1lcd_A.pdb"), _atoms(tmp_path / "dap2/1lcd_A.pdb")
+    a, b = _atoms(ranked(tmp_path / "dap1", "1lcd_A")), _atoms(ranked(tmp_path / "dap2", "1lcd_A"))
     assert a.shape == b.shape and np.abs(a - b).max() <= 1e-3 + 1e-9
-    s1, s2 = (json.loads((tmp_path / d / "1lcd_A_scores.json").read_text()) for d in ("dap1", "dap2"))
+    s1, s2 = (json.loads(prediction(tmp_path / d, "1lcd_A", "_scores.json").read_text()) for d in ("dap1", "dap2"))
     assert np.abs(np.array(s1["plddt"]) - np.array(s2["plddt"])).max() <= 0.01 + 1e-9  # written with 2 decimals
     pae1, pae2 = (
-        np.array(json.loads((tmp_path / d / "1lcd_A_pae.json").read_text())[0]["predicted_aligned_error"])
+        np.array(json.loads(prediction(tmp_path / d, "1lcd_A", "_pae.json").read_text())[0]["predicted_aligned_error"])
         for d in ("dap1", "dap2")
     )
     assert np.abs(pae1 - pae2).max() <= 0.01 + 1e-9

@@ -156,5 +156,5 @@ def test_predict_with_a_damaged_hit_file_runs_the_target_without_templates(tmp_p
     assert run.exit_code == 0, lines
     warned = [line for line in lines if line.startswith("warning:") and "pdb70_hits.hhr" in line]
     assert len(warned) == 1 and warned[0].endswith("running without templates")
-    scores = json.loads((tmp_path / "out" / "102m_A_scores.json").read_text())
+    scores = json.loads((tmp_path / "out" / "102m_A" / "tiny_seed_0_scores.json").read_text())
     assert scores["templates"]["used"] == [] and scores["templates"]["used_by_model"] is False

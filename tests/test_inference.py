@@ -32,6 +32,7 @@ from alphafold_mem.predict.targets import collect_targets
 from alphafold_mem.weights import default_weights_path, save_checkpoint
 
 from .conftest import REPO_DATA
+from .predict_cli import prediction, ranked
 
 FASTA_1LCD = REPO_DATA / "fasta" / "per_entry" / "1lcd.fasta"
 A3M_1LCD = REPO_DATA / "alignments" / "1lcd_A" / "jackhmmer_pool.a3m"
@@ -85,12 +86,15 @@ def test_main_job_outputs(tmp_path, tiny_weights, capsys):
     assert code == 0, err
     name = "1lcd_A"
     for suffix in (".pdb", ".cif", "_scores.json", "_pae.json", "_plddt.png", "_pae.png"):
-        path = out / f"{name}{suffix}"
+        path = prediction(out, name, suffix, tiny_weights)  # <out>/<id>/tiny_seed_0<suffix>
         assert path.is_file() and path.stat().st_size > 0, suffix
-    assert (out / "timings.json").is_file()
+    for ranked_file in ("ranked_0.pdb", "ranked_0.cif", "ranking_debug.json", f"{name}_scores.json"):
+        assert (out / name / ranked_file).is_file(), ranked_file
+    assert json.loads((out / name / "ranking_debug.json").read_text())["order"] == ["tiny_seed_0"]
+    assert (out / "timings.json").is_file() and not list(out.glob("*.pdb"))
     assert "1lcd_A" in err and "mean pLDDT" in err and "status" in err  # progress line and summary table
 
-    scores = json.loads((out / f"{name}_scores.json").read_text())
+    scores = json.loads(prediction(out, name, "_scores.json").read_text())
     plddt = np.asarray(scores["plddt"])
     assert scores["sequence"] == SEQ_1LCD and scores["length"] == len(SEQ_1LCD)
     assert plddt.shape == (len(SEQ_1LCD),) and np.all((plddt >= 0) & (plddt <= 100))
@@ -100,21 +104,21 @@ def test_main_job_outputs(tmp_path, tiny_weights, capsys):
     assert 0 <= scores["ptm"] <= 1 and scores["max_pae"] > 0 and scores["num_recycles"] == 1
 
     for suffix in (".pdb", ".cif"):  # PDB and mmCIF 1.1 are ASCII
-        (out / f"{name}{suffix}").read_bytes().decode("ascii")
+        prediction(out, name, suffix).read_bytes().decode("ascii")
 
     # PDB: parses, sequence equals the input, B-factor = pLDDT of the residue on every atom.
-    pdb = PDBParser(QUIET=True).get_structure(name, out / f"{name}.pdb")
+    pdb = PDBParser(QUIET=True).get_structure(name, ranked(out, name))
     assert _sequence(pdb) == SEQ_1LCD
     for res, value in zip(_residues(pdb), plddt):
         assert {round(a.get_bfactor(), 2) for a in res} == {round(float(value), 2)}
         assert "CA" in res
 
     # mmCIF (ModelCIF): parses, same sequence, QA metric and B_iso are the same pLDDT (0-100).
-    cif = MMCIFParser(QUIET=True).get_structure(name, out / f"{name}.cif")
+    cif = MMCIFParser(QUIET=True).get_structure(name, prediction(out, name, ".cif"))
     assert _sequence(cif) == SEQ_1LCD
     cif_bfactors = [next(iter(r)).get_bfactor() for r in _residues(cif)]
     np.testing.assert_allclose(cif_bfactors, plddt, atol=0.006)
-    d = MMCIF2Dict(str(out / f"{name}.cif"))
+    d = MMCIF2Dict(str(prediction(out, name, ".cif")))
     metric_ids = {i: (n, t) for i, n, t in zip(d["_ma_qa_metric.id"], d["_ma_qa_metric.name"], d["_ma_qa_metric.type"])}
     local = [
         (int(s), float(v))
@@ -135,7 +139,7 @@ def test_main_job_outputs(tmp_path, tiny_weights, capsys):
     assert names["pTM"] == pytest.approx(scores["ptm"], abs=1e-3)
 
     # PAE file in the AlphaFold DB layout.
-    pae = json.loads((out / f"{name}_pae.json").read_text())
+    pae = json.loads(prediction(out, name, "_pae.json").read_text())
     assert isinstance(pae, list) and len(pae) == 1
     matrix = np.asarray(pae[0]["predicted_aligned_error"])
     assert matrix.shape == (len(SEQ_1LCD), len(SEQ_1LCD))
@@ -171,11 +175,11 @@ def test_batch_with_one_invalid_record(tmp_path, tiny_weights):
     assert errors == [f"error: {fasta}:4:4: record 'broken': digit '1' in a protein sequence (residue 4)"]
     assert not any("Traceback" in line for line in lines)
     for name in ("1lcd_A", "5AWL_1"):
-        assert (tmp_path / "out" / f"{name}.pdb").exists() and (tmp_path / "out" / f"{name}_scores.json").exists()
+        assert ranked(tmp_path / "out", name).exists() and prediction(tmp_path / "out", name, "_scores.json").exists()
     assert not any(p.name.startswith("broken") for p in (tmp_path / "out").iterdir())
     # 'X' is written as UNK with its backbone N, CA, C, O (placed like glycine's), so the sequence
     # round-trips and the chain stays continuous.
-    with_x = PDBParser(QUIET=True).get_structure("x", tmp_path / "out" / "with_x.pdb")
+    with_x = PDBParser(QUIET=True).get_structure("x", ranked(tmp_path / "out", "with_x"))
     assert _sequence(with_x) == "MKVXLAG"
     unk = _residues(with_x)[3]
     assert unk.get_resname() == "UNK" and [a.get_id() for a in unk] == ["N", "CA", "C", "O"]
@@ -202,7 +206,8 @@ def test_a_target_that_runs_out_of_memory_fails_alone(tmp_path, tiny_weights, mo
     assert run.exit_code == 1
     assert {r.name: r.status for r in run.results} == {"big": "failed", "small": "ok"}
     assert f"error: {fasta}:1: record 'big': out of memory at 12 residues" in "\n".join(lines)
-    assert not (tmp_path / "out" / "big_scores.json").exists()
+    assert not prediction(tmp_path / "out", "big", "_scores.json", tiny_weights).exists()
+    assert not (tmp_path / "out" / "big" / "ranked_0.pdb").exists()
 
 
 def test_preflight_fails_a_too_long_target_at_once(tmp_path, tiny_weights, monkeypatch, capsys):
@@ -270,7 +275,7 @@ def test_finished_outputs_are_skipped_unless_overwrite(tmp_path, tiny_weights, c
         "0",
     ]
     assert main(argv) == 0
-    pdb = out / "5AWL_1.pdb"
+    pdb = prediction(out, "5AWL_1")
     os.utime(pdb, (1_000_000, 1_000_000))
     capsys.readouterr()
     assert main(argv) == 0
@@ -313,7 +318,7 @@ def test_bf16_prediction(tmp_path, tiny_weights):
         log=lambda _: None,
     )
     assert run.exit_code == 0
-    scores = json.loads((tmp_path / "5AWL_1_scores.json").read_text())
+    scores = json.loads(prediction(tmp_path, "5AWL_1", "_scores.json").read_text())
     assert scores["precision"] == "bf16" and np.all(np.isfinite(scores["plddt"]))
 
 
@@ -336,7 +341,7 @@ def test_bf16_demo_weights_match_fp32_on_1lcd(tmp_path):
         assert run.exit_code == 0
     with warnings.catch_warnings():  # predictions carry no SEQRES
         warnings.simplefilter("ignore", InputWarning)
-        a, *others = (parse_pdb(tmp_path / prec / "1lcd_A.pdb") for prec in precisions)
+        a, *others = (parse_pdb(ranked(tmp_path / prec, "1lcd_A")) for prec in precisions)
     ca = rc.atom_order["CA"]
     for precision, b in zip(precisions[1:], others):
         assert len(a) == len(b) == 51
@@ -367,13 +372,13 @@ def peptide_reference(tmp_path_factory, tiny_weights):
 def test_memory_options_give_the_reference_result(tmp_path, tiny_weights, peptide_reference, options):
     """--chunk-size / --low-memory bind a MemoryPolicy; the structure and confidences do not change."""
     assert _peptide_predict(tiny_weights, tmp_path / "mem", *options) == 0
-    ref = json.loads((peptide_reference / "5AWL_1_scores.json").read_text())
-    mem = json.loads((tmp_path / "mem" / "5AWL_1_scores.json").read_text())
+    ref = json.loads(prediction(peptide_reference, "5AWL_1", "_scores.json").read_text())
+    mem = json.loads(prediction(tmp_path / "mem", "5AWL_1", "_scores.json").read_text())
     # auto: the pre-flight's choice (with memory to spare, no chunking: the reference itself)
     assert ref["memory_policy"] == "reference" and (mem["memory_policy"] != "reference" or "auto" in options)
     np.testing.assert_allclose(mem["plddt"], ref["plddt"], atol=0.02)
     xyz = [
-        np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", d / "5AWL_1.pdb").get_atoms()])
+        np.array([a.coord for a in PDBParser(QUIET=True).get_structure("x", ranked(d, "5AWL_1")).get_atoms()])
         for d in (peptide_reference, tmp_path / "mem")
     ]
     np.testing.assert_allclose(xyz[1], xyz[0], atol=2e-3)
@@ -474,7 +479,7 @@ def test_demo_weights_give_plausible_backbone(tmp_path):
     """With the default (trained demo) weights, consecutive Cα-Cα distances average 3.8 ± 0.2 Å."""
     run = alphafold_mem.predict(FASTA_1LCD, tmp_path, msa=A3M_1LCD, num_recycles=1, log=lambda _: None)
     assert run.exit_code == 0
-    pdb = PDBParser(QUIET=True).get_structure("x", tmp_path / "1lcd_A.pdb")
+    pdb = PDBParser(QUIET=True).get_structure("x", ranked(tmp_path, "1lcd_A"))
     ca = np.array([r["CA"].coord for r in pdb.get_residues()])
     d = np.linalg.norm(ca[1:] - ca[:-1], axis=-1)
     assert abs(d.mean() - 3.8) <= 0.2, d.mean()

@@ -21,6 +21,7 @@ from alphafold_mem.cli import main
 from alphafold_mem.predict import PredictError
 from alphafold_mem.predict.targets import collect_targets
 
+from .predict_cli import prediction, ranked
 from .test_inference import tiny_weights  # noqa: F401  (the module-scoped weights fixture)
 
 CASES = pathlib.Path(__file__).parent / "data" / "cases"
@@ -48,7 +49,7 @@ def test_case_mmcif_without_entity_records(tmp_path, tiny_weights, capsys):
         "mmcif-no-entity-records.cif: record 'A': no label_seq_id",
         "residues missing from the model cannot be detected",
     )
-    pdb = PDBParser(QUIET=True).get_structure("m", tmp_path / "mmcif-no-entity-records_A.pdb")
+    pdb = PDBParser(QUIET=True).get_structure("m", ranked(tmp_path, "mmcif-no-entity-records_A"))
     assert [r.get_resname() for r in pdb.get_residues()] == ["MET", "LYS", "GLY"]
 
 
@@ -57,7 +58,7 @@ def test_case_seqres_with_nucleic(tmp_path, tiny_weights, capsys):
     assert code == 0
     _one(lines, "warning: ", "seqres-with-nucleic.fasta:3: record '1xyz_B': skipping nucleic-acid record")
     assert not any(line.startswith("error:") for line in lines)
-    assert (tmp_path / "1abc_A_scores.json").is_file()
+    assert prediction(tmp_path, "1abc_A", "_scores.json").is_file()
 
 
 def test_case_directory_with_unusual_extensions(tmp_path, tiny_weights, capsys):
@@ -65,14 +66,14 @@ def test_case_directory_with_unusual_extensions(tmp_path, tiny_weights, capsys):
     assert code == 0
     _one(lines, "note: ", "b.fasta.txt: no FASTA extension, but its content starts with a '>' header")
     _one(lines, "note: input directory ", "2 file(s) used (a.fas, b.fasta.txt), 0 ignored")
-    assert (tmp_path / "ubq.pdb").is_file() and (tmp_path / "crambin.pdb").is_file()
+    assert ranked(tmp_path, "ubq").is_file() and ranked(tmp_path, "crambin").is_file()
 
 
 def test_case_query_with_x(tmp_path, tiny_weights, capsys):
     code, lines = _cli(capsys, CASES / "query-with-X.fasta", "--out", tmp_path, "--weights", tiny_weights)
     assert code == 0
     _one(lines, "warning: ", "record 'ubq_x': unknown residue 'X' at positions 1, 31-32 (3 of 76)")
-    residues = list(PDBParser(QUIET=True).get_structure("x", tmp_path / "ubq_x.pdb").get_residues())
+    residues = list(PDBParser(QUIET=True).get_structure("x", ranked(tmp_path, "ubq_x")).get_residues())
     for k in (0, 30, 31):  # first residue and an internal run: a backbone each, not a lone CA
         assert residues[k].get_resname() == "UNK" and [a.get_id() for a in residues[k]] == ["N", "CA", "C", "O"]
     c, n = residues[30]["C"].coord, residues[31]["N"].coord
@@ -93,7 +94,7 @@ def test_case_a3m_upper_case_insertion_and_mismatch(tmp_path, tiny_weights, caps
     fasta.write_text(f">query\n{CRAMBIN}\n>good\n{CRAMBIN[:20]}\n")
     code, lines = _cli(capsys, fasta, "--msa-dir", msas, "--out", tmp_path / "out", "--weights", tiny_weights)
     assert code == 1 and len([line for line in lines if line.startswith("error:")]) == 1
-    scores = json.loads((tmp_path / "out" / "good_scores.json").read_text())
+    scores = json.loads(prediction(tmp_path / "out", "good", "_scores.json").read_text())
     assert scores["msa_depth"] == 2 and scores["msa_neff_80"] == 1.0  # 18 of 20 identical: one effective row
 
 
@@ -107,12 +108,12 @@ def test_case_a3m_query_only(tmp_path, tiny_weights, capsys):
         "warning: ",
         "record 'query': the MSA (a3m-query-only.a3m) holds only the query (depth 1): this is single-sequence mode",
     )
-    scores = json.loads((tmp_path / "a" / "query_scores.json").read_text())
+    scores = json.loads(prediction(tmp_path / "a", "query", "_scores.json").read_text())
     assert (scores["msa_depth"], scores["msa_neff_80"], scores["msa_neff_80_exact"]) == (1, 1.0, True)
     code, lines = _cli(capsys, *argv, "--out", tmp_path / "b", "--min-msa-depth", "2")
     assert code == 1
     _one(lines, "error: ", "crambin.fasta:1: record 'query': MSA depth 1 (Neff 1.0) is below --min-msa-depth 2")
-    assert not (tmp_path / "b" / "query.pdb").exists()
+    assert not ranked(tmp_path / "b", "query").exists()
 
 
 # -- directory inputs --------------------------------------------------------------------------------
@@ -160,10 +161,10 @@ def test_finished_target_is_skipped_only_when_its_provenance_matches(tmp_path, t
     fasta.write_text(">t1\nMKVLAGH\n>t2\nGSHMKV\n")
     run, res, _ = _predict(fasta, out, tiny_weights)
     assert run.exit_code == 0 and {r.status for r in res.values()} == {"ok"}
-    record = json.loads((out / "t1_scores.json").read_text())["provenance"]
+    record = json.loads(prediction(out, "t1", "_scores.json").read_text())["provenance"]
     assert record["sequence"] == "MKVLAGH" and record["msa_sha256"] is None and len(record["weights_sha256"]) == 64
     assert record["options"] == {"preset": None, "num_recycles": 0, "precision": "fp32", "seed": 0, "pipeline": None}
-    assert "t1.pdb" in record["outputs"] and "t1_scores.json" in record["outputs"]
+    assert "tiny_seed_0.pdb" in record["outputs"] and "tiny_seed_0_scores.json" in record["outputs"]
     run, res, lines = _predict(fasta, out, tiny_weights)  # nothing changed: skipped
     assert run.exit_code == 0 and res["t1"].status == "skipped" and "skip: t1" in "\n".join(lines)
 
@@ -171,18 +172,23 @@ def test_finished_target_is_skipped_only_when_its_provenance_matches(tmp_path, t
     run, res, lines = _predict(fasta, out, tiny_weights)
     assert run.exit_code == 1 and res["t1"].status == "failed" and res["t2"].status == "skipped"
     assert (
-        f"{out / 't1_scores.json'} exists but was produced from another sequence (8 residues now, 7 before); "
-        "use --overwrite to replace it, or another --out"
+        f"{prediction(out, 't1', '_scores.json')} exists but was produced from another sequence "
+        "(8 residues now, 7 before); use --overwrite to replace it, or another --out"
     ) in res["t1"].message
-    assert json.loads((out / "t1_scores.json").read_text())["sequence"] == "MKVLAGH"  # the old result is untouched
+    old = json.loads(prediction(out, "t1", "_scores.json").read_text())
+    assert old["sequence"] == "MKVLAGH"  # the old result is untouched
 
-    run, res, _ = _predict(fasta, out, tiny_weights, seed=3, num_recycles=1)
-    assert "num_recycles (1 now, 0 before); seed (3 now, 0 before)" in res["t2"].message
+    run, res, _ = _predict(fasta, out, tiny_weights, num_recycles=1)
+    assert "num_recycles (1 now, 0 before)" in res["t2"].message
+    run, res, _ = _predict(fasta, out, tiny_weights, seed=3)  # another seed: another prediction beside it
+    assert res["t2"].status == "ok" and prediction(out, "t2", "_scores.json", "tiny.ckpt", seed=3).is_file()
+    assert json.loads(prediction(out, "t2", "_scores.json", "tiny.ckpt").read_text())["seed"] == 0
     msa = tmp_path / "t2.a3m"
     msa.write_text(">t2\nGSHMKV\n>h\nGSHLKV\n")
     run, res, _ = _predict(fasta, out, tiny_weights, single_sequence=False, msa_dir=tmp_path)
     assert re.search(r"MSA \(sha256 [0-9a-f]{12} now, none before\)", res["t2"].message)
-    other = tmp_path / "other.ckpt"
+    other = tmp_path / "other" / "tiny.ckpt"  # other weights of the same name: the same prediction name
+    other.parent.mkdir()
     torch.manual_seed(1)
     alphafold_mem.weights.save_checkpoint(alphafold_mem.AlphaFold(alphafold_mem.model_config("tiny")), other)
     run, res, _ = _predict(fasta, out, other)
@@ -190,13 +196,14 @@ def test_finished_target_is_skipped_only_when_its_provenance_matches(tmp_path, t
 
     run, res, _ = _predict(fasta, out, tiny_weights, overwrite=True)  # --overwrite: recomputed
     assert run.exit_code == 0 and {r.status for r in res.values()} == {"ok"}
-    (out / "t2.pdb").unlink()  # an output went missing: run again, without --overwrite
+    prediction(out, "t2").unlink()  # an output went missing: run again, without --overwrite
     run, res, lines = _predict(fasta, out, tiny_weights)
-    assert res["t2"].status == "ok" and res["t1"].status == "skipped" and (out / "t2.pdb").is_file()
+    assert res["t2"].status == "ok" and res["t1"].status == "skipped" and prediction(out, "t2").is_file()
+    assert ranked(out, "t2").read_bytes() == prediction(out, "t2").read_bytes()
     assert "rerun: t2: outputs incomplete" in "\n".join(lines)
-    scores = json.loads((out / "t2_scores.json").read_text())  # written by an older version: no record
+    scores = json.loads(prediction(out, "t2", "_scores.json").read_text())  # written by an older version: no record
     del scores["provenance"]
-    (out / "t2_scores.json").write_text(json.dumps(scores))
+    prediction(out, "t2", "_scores.json").write_text(json.dumps(scores))
     run, res, _ = _predict(fasta, out, tiny_weights)
     assert res["t2"].status == "failed" and "without a provenance record" in res["t2"].message
 
@@ -268,13 +275,13 @@ def test_outputs_hold_no_local_paths_unless_asked(tmp_path, tiny_weights):
     run, _, _ = _predict(fasta, out, tiny_weights, single_sequence=False, msa=msa)
     assert run.exit_code == 0
     local = [str(tmp_path).encode(), str(pathlib.Path(tiny_weights).parent).encode()]
-    for f in out.iterdir():
+    for f in (f for f in out.rglob("*") if f.is_file()):
         data = f.read_bytes()
         assert not any(p in data for p in local), f.name
-    scores = json.loads((out / "p_scores.json").read_text())
+    scores = json.loads(prediction(out, "p", "_scores.json").read_text())
     assert (scores["source"], scores["msa_files"], scores["weights"]) == ("in.fasta:1", ["p.a3m"], "tiny.ckpt")
     run, _, _ = _predict(fasta, tmp_path / "out2", tiny_weights, single_sequence=False, msa=msa, record_paths=True)
-    scores = json.loads((tmp_path / "out2" / "p_scores.json").read_text())
+    scores = json.loads(prediction(tmp_path / "out2", "p", "_scores.json").read_text())
     assert scores["source"] == f"{fasta}:1" and scores["msa_files"] == [str(msa)]
     assert scores["weights"] == str(tiny_weights)
 
@@ -287,7 +294,7 @@ def test_a_long_header_is_capped_in_the_scores_json(tmp_path, tiny_weights):
     fasta.write_text(f">{header}\nMKVLAGH\n")
     run, _, _ = _predict(fasta, tmp_path / "out", tiny_weights)
     assert run.exit_code == 0
-    text = (tmp_path / "out" / "p_scores.json").read_text()
+    text = prediction(tmp_path / "out", "p", "_scores.json").read_text()
     scores = json.loads(text)
     assert len(text) < DESCRIPTION_FULL_CHARS + 20_000
     more = len(header) - DESCRIPTION_CHARS

@@ -23,6 +23,7 @@ from alphafold_mem.planner import PeakEstimate, policy_candidates
 from alphafold_mem.weights import save_checkpoint
 
 from .conftest import REPO_DATA
+from .predict_cli import prediction
 
 PEPTIDE = REPO_DATA / "fasta" / "awkward" / "colabfold_5AWL_1_peptide.fasta"
 #: A memory size printed in another unit than GiB (issue 45: one unit in every command).
@@ -83,7 +84,7 @@ def test_recommendation_flags_run_predict(tmp_path, monkeypatch, capsys):
     assert main(common + ["--out", str(out), "--device", "cpu", "--no-track-memory", *shlex.split(flags)]) == 0
     printed = captured.out + captured.err + "".join(capsys.readouterr())  # memory-plan's, then predict's
     assert "GiB" in printed and not OTHER_UNITS.search(printed), OTHER_UNITS.findall(printed)
-    scores = json.loads((out / "5AWL_1_scores.json").read_text())
+    scores = json.loads(prediction(out, "5AWL_1", "_scores.json").read_text())
     assert scores["precision"] == "bf16-full" and scores["chunk_size"] == request.chunk_size
 
 

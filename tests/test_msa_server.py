@@ -25,6 +25,7 @@ from alphafold_mem.search.msa_server import MODES, MsaServerError, MsaServerOpti
 from alphafold_mem.weights import save_checkpoint
 
 from .conftest import REPO_DATA
+from .predict_cli import prediction, ranked
 
 SEQ = "MKPVTLYDVAEYAGVSYQTVSRVVNQASHVSAKTREKVEAAMAELNYIPNR"  # 1LCD chain A
 OTHER = "MKVLAGGSSWTLLEEAAKRG"
@@ -251,7 +252,7 @@ def test_predict_uses_the_served_a3m(tmp_path, tiny_weights, waits, capsys):
     finally:
         server.close()
     assert code == 0, capsys.readouterr().err
-    scores = json.loads((out / "1lcd_A_scores.json").read_text())
+    scores = json.loads(prediction(out, "1lcd_A", "_scores.json").read_text())
     served = [parse_a3m_string(UNIREF, query=SEQ), parse_a3m_string(ENV.replace("\x00", ""), query=SEQ)]
     rows = list(dict.fromkeys([SEQ] + [r for m in served for r in m.sequences]))
     assert scores["msa_depth"] == len(rows) and scores["msa_mode"] == "msa"
@@ -277,8 +278,8 @@ def test_a_failed_ticket_fails_its_target_and_the_batch_continues(tmp_path, tiny
     )
     assert len(errors) == 1 or "rejected or failed" not in errors[1]
     assert "Traceback" not in err
-    assert (out / "1lcd_A.pdb").exists() and not (out / "bad.pdb").exists()
-    assert json.loads((out / "1lcd_A_scores.json").read_text())["msa_depth"] > 100
+    assert ranked(out, "1lcd_A").exists() and not ranked(out, "bad").exists()
+    assert json.loads(prediction(out, "1lcd_A", "_scores.json").read_text())["msa_depth"] > 100
 
 
 def test_msa_server_flag_conflicts_are_one_line(tmp_path, capsys):

@@ -24,6 +24,7 @@ from alphafold_mem.predict.devices import launcher_rank, merge, shares, target_c
 from alphafold_mem.predict.results import TargetResult
 from alphafold_mem.predict.targets import Target
 from alphafold_mem.weights import save_checkpoint
+from tests.predict_cli import prediction, ranked
 
 RUN_TIMEOUT_S = 600  # a bound, not an expectation: on a loaded 2-core machine one run takes minutes
 # Short chains: the run stays fast; lengths differ so that the shares are not trivial (t4 alone on
@@ -62,6 +63,12 @@ def _predict(fasta, out, weights, *extra: str) -> subprocess.CompletedProcess:
     for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
         env.pop(k, None)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+
+
+def _listing(out) -> set[str]:
+    """The files under ``out`` (hidden ones and those in hidden folders aside), relative to it."""
+    files = (p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    return {p.as_posix() for p in files if not any(part.startswith(".") for part in p.parts)}
 
 
 def _coordinates(pdb_path) -> np.ndarray:
@@ -146,14 +153,13 @@ def test_devices_2_writes_what_one_process_writes(tmp_path, tiny_weights):
     two = _predict(fasta, tmp_path / "two", tiny_weights, "--devices", "2")
     assert two.returncode == 0, two.stderr
     assert "Traceback" not in two.stderr
-    listed = {p for p in os.listdir(tmp_path / "one") if not p.startswith(".")}
-    assert listed == {p for p in os.listdir(tmp_path / "two") if not p.startswith(".")}
+    assert _listing(tmp_path / "one") == _listing(tmp_path / "two")
     for name in SEQUENCES:
         np.testing.assert_array_equal(
-            _coordinates(tmp_path / "one" / f"{name}.pdb"), _coordinates(tmp_path / "two" / f"{name}.pdb")
+            _coordinates(ranked(tmp_path / "one", name)), _coordinates(ranked(tmp_path / "two", name))
         )
-        s1 = json.loads((tmp_path / "one" / f"{name}_scores.json").read_text())
-        s2 = json.loads((tmp_path / "two" / f"{name}_scores.json").read_text())
+        s1 = json.loads(prediction(tmp_path / "one", name, "_scores.json").read_text())
+        s2 = json.loads(prediction(tmp_path / "two", name, "_scores.json").read_text())
         assert s1["plddt"] == s2["plddt"] and s1["source"] == s2["source"] and s1["provenance"] == s2["provenance"]
     timings = json.loads((tmp_path / "two" / "timings.json").read_text())
     assert timings["devices"] == 2 and set(timings["targets"]) == set(SEQUENCES)
@@ -176,7 +182,7 @@ def test_devices_2_with_a_rejected_record_finishes_the_others_and_exits_1(tmp_pa
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: {fasta}:6:4: record 't3': digit '1' in a protein sequence (residue 4)"]
     for name in set(SEQUENCES) - {"t3"}:
-        assert (tmp_path / "out" / f"{name}.pdb").exists()
+        assert ranked(tmp_path / "out", name).exists()
     assert not any(p.startswith("t3") for p in os.listdir(tmp_path / "out"))
     timings = json.loads((tmp_path / "out" / "timings.json").read_text())
     assert timings["targets"]["t3"]["status"] == "invalid"
@@ -215,7 +221,7 @@ def test_a_rank_that_fails_as_a_whole_fails_its_targets_and_the_others_finish(tm
     assert run.returncode == 1, run.stderr
     assert "error: device rank 1" in run.stderr and "SIGKILL" in run.stderr
     for name in assigned[0]:
-        assert (tmp_path / "out" / f"{name}.pdb").exists()
+        assert ranked(tmp_path / "out", name).exists()
     timings = json.loads((tmp_path / "out" / "timings.json").read_text())
     assert {n for n, v in timings["targets"].items() if v["status"] == "failed"} >= set(assigned[1][:1])
     assert {n for n, v in timings["targets"].items() if v["status"] == "ok"} == set(assigned[0])
@@ -253,5 +259,8 @@ def test_predict_runs_only_the_named_targets_and_reports_no_rejected_record(tmp_
         targets=["t3"],
     )
     assert run.exit_code == 0 and [r.name for r in run.results] == ["t3"]
-    assert sorted(p for p in os.listdir(tmp_path / "out") if not p.startswith(".") and p.endswith(".pdb")) == ["t3.pdb"]
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.pdb")) == [
+        "t3/ranked_0.pdb",
+        "t3/tiny_seed_0.pdb",
+    ]
     assert not any("bad" in line or line.startswith("error:") for line in lines), lines

@@ -33,7 +33,7 @@ from alphafold_mem.predict.progress import ForwardProgress
 from alphafold_mem.predict.signals import Interrupted, handle_signals
 from alphafold_mem.predict.signals import _handler as _run_handler
 from alphafold_mem.weights import save_checkpoint
-from tests.predict_cli import predict_args
+from tests.predict_cli import predict_args, prediction
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "b": "SRVVNQASHVSAKTREKVEAAMAE", "c": "LNYIPNRMKPVTLYDV"}
@@ -56,21 +56,26 @@ def _args(tiny: Path, out: Path, *extra: str) -> list[str]:
     return predict_args(tiny / "three.fasta", out, tiny / "tiny.ckpt", *extra)
 
 
+def _file(out: Path, name: str, suffix: str) -> Path:
+    """A file of target ``name``'s prediction: ``<out>/<name>/tiny_seed_0<suffix>`` (the layout)."""
+    return prediction(out, name, suffix, "tiny.ckpt")
+
+
 def _state(out: Path, name: str) -> str:
     """``complete`` (every output present and valid), ``absent`` (no file under a final name) or ``partial``."""
-    present = [s for s in SUFFIXES if (out / f"{name}{s}").exists()]
+    present = [s for s in SUFFIXES if _file(out, name, s).exists()]
     if not present:
         return "absent"
     if len(present) < len(SUFFIXES):
         return "partial"
-    scores = json.loads((out / f"{name}_scores.json").read_text())
+    scores = json.loads(_file(out, name, "_scores.json").read_text())
     assert scores["sequence"] == RECORDS[name] and len(scores["plddt"]) == len(RECORDS[name])
-    assert all((out / f).is_file() for f in scores["provenance"]["outputs"])
-    atoms = [ln for ln in (out / f"{name}.pdb").read_text().splitlines() if ln.startswith("ATOM")]
+    assert all((out / name / f).is_file() for f in scores["provenance"]["outputs"])
+    atoms = [ln for ln in _file(out, name, ".pdb").read_text().splitlines() if ln.startswith("ATOM")]
     assert len({ln[22:26] for ln in atoms}) == len(RECORDS[name])
-    json.loads((out / f"{name}_pae.json").read_text())
+    json.loads(_file(out, name, "_pae.json").read_text())
     for png in ("_plddt.png", "_pae.png"):
-        assert (out / f"{name}{png}").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert _file(out, name, png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return "complete"
 
 
@@ -119,7 +124,7 @@ def test_sigint_and_sigterm_at_random_moments_leave_complete_or_absent_targets(t
             err = capsys.readouterr().err
             states = {n: _state(out, n) for n in RECORDS}
             assert "partial" not in states.values(), (k, states, err)
-            assert not list(out.glob(".*.tmp")), k  # no temporary left behind
+            assert not list(out.rglob(".*.tmp")), k  # no temporary left behind
             if late or not fired.is_set():  # the signal came after the run (or before it began), or never
                 assert code == 0 and set(states.values()) == {"complete"}, (k, err)
                 continue
@@ -160,8 +165,8 @@ def test_disk_full_fails_targets_in_one_line_and_keeps_earlier_outputs(tiny, tmp
     (out / "earlier.pdb").write_text("kept\n")
     real_fsync = af_io._fsync
 
-    def full(path):  # ENOSPC for everything written after target a
-        if not os.path.basename(path).startswith(".a"):
+    def full(path):  # ENOSPC for everything written after target a (in <out>/a/)
+        if f"{os.sep}a{os.sep}" not in path:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_fsync(path)
 
@@ -170,11 +175,11 @@ def test_disk_full_fails_targets_in_one_line_and_keeps_earlier_outputs(tiny, tmp
     err = capsys.readouterr().err
     assert code == 1
     assert [_state(out, n) for n in RECORDS] == ["complete", "absent", "absent"]
-    assert (out / "earlier.pdb").read_text() == "kept\n" and not list(out.glob(".*.tmp"))
+    assert (out / "earlier.pdb").read_text() == "kept\n" and not list(out.rglob(".*.tmp"))
     errors = _error_lines(err)
     for name in ("b", "c"):
         assert any(
-            f"record '{name}'" in ln and f"cannot write {out / name}.pdb (No space left on device)" in ln
+            f"record '{name}'" in ln and f"cannot write {_file(out, name, '.pdb')} (No space left on device)" in ln
             for ln in errors
         )
     assert any("writing timings.json" in ln or f"cannot write {out / 'timings.json'}" in ln for ln in errors)
@@ -182,37 +187,42 @@ def test_disk_full_fails_targets_in_one_line_and_keeps_earlier_outputs(tiny, tmp
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {f.name: f.read_bytes() for f in sorted(out.iterdir()) if f.is_file() and f.suffix != ".lock"}
+    """Every file under ``out`` but the lock, by its path relative to ``out`` (``b/ranked_0.pdb``)."""
+    return {
+        f.relative_to(out).as_posix(): f.read_bytes()
+        for f in sorted(out.rglob("*"))
+        if f.is_file() and f.suffix != ".lock" and not f.name.startswith(".")
+    }
 
 
 def test_a_failed_overwrite_keeps_the_previous_result(tiny, tmp_path, monkeypatch, capsys):
     """--overwrite stages a target's new files and swaps them in only when all are written: a write
     failing at target b's fifth file leaves b's previous result whole; a and c are replaced."""
     out = tmp_path / "out"
-    assert main(_args(tiny, out, "--seed", "0")) == 0
+    assert main(_args(tiny, out)) == 0
     before = _files(out)
     real_fsync = af_io._fsync
 
     def full(path):
-        if os.path.basename(path).startswith(".b_pae.png."):
+        if f"{os.sep}b{os.sep}" in path and os.path.basename(path).startswith(".tiny_seed_0_pae.png."):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_fsync(path)
 
     monkeypatch.setattr(af_io, "_fsync", full)
     capsys.readouterr()
-    code = main(_args(tiny, out, "--seed", "1", "--overwrite"))
+    code = main(_args(tiny, out, "--num-recycles", "1", "--overwrite"))
     err = capsys.readouterr().err
     assert code == 1
     assert any(
-        "record 'b'" in ln and f"cannot write {out / 'b'}_pae.png (No space left on device)" in ln
+        "record 'b'" in ln and f"cannot write {_file(out, 'b', '_pae.png')} (No space left on device)" in ln
         for ln in _error_lines(err)
     )
     after = _files(out)
-    assert {n: after[n] for n in after if n.startswith("b")} == {n: before[n] for n in before if n.startswith("b")}
+    assert {n: after[n] for n in after if n.startswith("b/")} == {n: before[n] for n in before if n.startswith("b/")}
     assert [_state(out, n) for n in RECORDS] == ["complete"] * 3
-    seeds = {n: json.loads((out / f"{n}_scores.json").read_text())["seed"] for n in RECORDS}
-    assert seeds == {"a": 1, "b": 0, "c": 1}
-    assert not list(out.glob(".*.tmp"))
+    recycles = {n: json.loads(_file(out, n, "_scores.json").read_text())["num_recycles"] for n in RECORDS}
+    assert recycles == {"a": 1, "b": 0, "c": 1}
+    assert not list(out.rglob(".*.tmp"))
 
 
 @pytest.fixture
@@ -228,12 +238,12 @@ def small_tmpfs(tmp_path):
 
 def test_an_overwrite_on_a_full_tmpfs_keeps_every_previous_result(tiny, small_tmpfs, capsys):
     out = small_tmpfs / "out"
-    assert main(_args(tiny, out, "--seed", "0")) == 0
+    assert main(_args(tiny, out)) == 0
     before = _files(out)
     free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
     (small_tmpfs / "filler").write_bytes(b"\0" * (free - 8192))  # room for the lock file, not for a target
     capsys.readouterr()
-    code = main(_args(tiny, out, "--seed", "1", "--overwrite"))
+    code = main(_args(tiny, out, "--num-recycles", "1", "--overwrite"))
     err = capsys.readouterr().err
     assert code == 1
     errors = _error_lines(err)
@@ -241,9 +251,12 @@ def test_an_overwrite_on_a_full_tmpfs_keeps_every_previous_result(tiny, small_tm
         assert any(f"record '{name}'" in ln and "(No space left on device)" in ln for ln in errors), err
     after = _files(out)
     targets = [n for n in before if n != "timings.json"]  # the run's timings fit in what is left
-    assert len(targets) == 3 * len(SUFFIXES) and {n: after[n] for n in targets} == {n: before[n] for n in targets}
+    ranking = ("ranked_0.pdb", "ranked_0.cif", "ranking_debug.json", "<id>_scores.json", "<id>_plddt.png")
+    assert len(targets) == 3 * (len(SUFFIXES) + len(ranking)) and {n: after[n] for n in targets} == {
+        n: before[n] for n in targets
+    }
     assert [_state(out, n) for n in RECORDS] == ["complete"] * 3
-    assert not list(out.glob(".*.tmp"))
+    assert not list(out.rglob(".*.tmp"))
 
 
 def test_read_only_out_fails_before_any_model_work(tiny, tmp_path, monkeypatch, capsys):
@@ -312,7 +325,7 @@ def test_a_second_run_on_a_held_out_fails_naming_the_holder(tiny, tmp_path, caps
     assert holder.returncode == 0, first_err
     for name in RECORDS:  # one result per target: the first run's options
         assert _state(out, name) == "complete"
-        assert json.loads((out / f"{name}_scores.json").read_text())["seed"] == 0
+        assert json.loads(_file(out, name, "_scores.json").read_text())["seed"] == 0
     assert not (out / LOCK_NAME).exists()  # released with the run
     assert main(_args(tiny, out, "--seed", "0")) == 0 and "skip: a" in capsys.readouterr().err
 
@@ -322,43 +335,44 @@ def test_in_process_lock_names_this_pid(tiny, tmp_path, capsys):
     with lock_output_dir(str(out)):
         assert main(_args(tiny, out)) == 2
     assert f"(PID {os.getpid()})" in capsys.readouterr().err
-    assert not any(out.glob("*.pdb"))
+    assert not any(out.rglob("*.pdb"))
 
 
 def test_a_target_written_meanwhile_with_other_options_is_not_replaced(tiny, tmp_path, monkeypatch, capsys):
-    """Another run (seed 0) writes the targets after this run (seed 1) found none finished: this run's
-    write-time check fails them, and the seed-0 results stay."""
+    """Another run (no recycling) writes the targets after this run (one recycle) found none finished:
+    this run's write-time check fails them, and the other run's results stay."""
     first = tmp_path / "first"
-    assert main(_args(tiny, first, "--seed", "0")) == 0
+    assert main(_args(tiny, first)) == 0
     out = tmp_path / "out"
     run_inputs = importlib.import_module("alphafold_mem.predict.run_inputs")
     real = run_inputs.partition_finished
 
     def then_another_run_writes(*args, **kwargs):
         parts = real(*args, **kwargs)
-        for f in first.iterdir():
-            if not f.name.startswith("."):
-                (out / f.name).write_bytes(f.read_bytes())
+        for f in first.rglob("*"):
+            if f.is_file() and not f.name.startswith("."):
+                (out / f.relative_to(first)).parent.mkdir(parents=True, exist_ok=True)
+                (out / f.relative_to(first)).write_bytes(f.read_bytes())
         return parts
 
     monkeypatch.setattr(run_inputs, "partition_finished", then_another_run_writes)
     capsys.readouterr()
-    code = main(_args(tiny, out, "--seed", "1"))
+    code = main(_args(tiny, out, "--num-recycles", "1"))
     err = capsys.readouterr().err
     assert code == 1
     errors = _error_lines(err)
     assert len(errors) == 3 and all(
-        "written meanwhile by another run" in e and "seed (1 now, 0 before)" in e for e in errors
+        "written meanwhile by another run" in e and "num_recycles (1 now, 0 before)" in e for e in errors
     )
     for name in RECORDS:
-        assert json.loads((out / f"{name}_scores.json").read_text())["seed"] == 0
-        assert (out / f"{name}.pdb").read_bytes() == (first / f"{name}.pdb").read_bytes()
+        assert json.loads(_file(out, name, "_scores.json").read_text())["num_recycles"] == 0
+        assert _file(out, name, ".pdb").read_bytes() == _file(first, name, ".pdb").read_bytes()
 
 
 # -- small items ---------------------------------------------------------------------------------
 def test_scores_record_the_architecture(tiny, tmp_path):
     assert main(_args(tiny, tmp_path / "o")) == 0
-    scores = json.loads((tmp_path / "o" / "a_scores.json").read_text())
+    scores = json.loads(_file(tmp_path / "o", "a", "_scores.json").read_text())
     assert scores["architecture"] == "tiny"  # the preset alone: the key already says what it is
 
 

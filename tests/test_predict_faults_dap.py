@@ -18,7 +18,7 @@ import torch
 from alphafold_mem.config import model_config
 from alphafold_mem.model import AlphaFold
 from alphafold_mem.weights import save_checkpoint
-from tests.predict_cli import predict_command
+from tests.predict_cli import predict_command, prediction
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "short": "MK", "c": "LNYIPNRMKPVTLYDV"}
@@ -85,7 +85,7 @@ def test_a_record_too_short_to_share_fails_in_the_preflight_and_the_batch_goes_o
     assert "2 residue(s) cannot be shared by --dap 2 processes" in errors[0]
     assert run.stderr.index(errors[0]) < run.stderr.index("[1/3] a:")  # in the pre-flight, before model work
     for name in ("a", "c"):
-        assert json.loads((out / f"{name}_scores.json").read_text())["length"] == len(RECORDS[name])
+        assert json.loads(prediction(out, name, "_scores.json").read_text())["length"] == len(RECORDS[name])
     assert not list(out.glob("short*"))
     timings = json.loads((out / "timings.json").read_text())
     assert {k: v["status"] for k, v in timings["targets"].items()} == {"a": "ok", "short": "failed", "c": "ok"}
@@ -100,7 +100,7 @@ def test_sigkill_of_the_launcher_leaves_no_rank_and_nothing_written_after(tiny, 
     launcher.wait(10)
     time.sleep(10)
     assert [pid for pid in ranks if _alive(pid)] == []
-    late = [f.name for f in out.iterdir() if f.stat().st_mtime > killed_at + 0.5]
+    late = [f.name for f in out.rglob("*") if f.stat().st_mtime > killed_at + 0.5]
     assert late == []
 
 

@@ -24,6 +24,7 @@ from alphafold_mem.predict.runner import chunking
 from alphafold_mem.predict.stages import PipelineOptions
 from alphafold_mem.predict.targets import Target
 from alphafold_mem.weights import save_checkpoint
+from tests.predict_cli import prediction
 
 RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "b": "SRVVNQASHVSAKTREKVEAAMAE"}
 
@@ -71,14 +72,14 @@ def test_the_chosen_policy_line_names_the_chunking_and_a_rerun_keeps_the_timings
     for key in ("a/model", "b/model"):
         marked["stages"][key]["seconds"] = -1.0
     (out / "timings.json").write_text(json.dumps(marked))
-    os.remove(out / "b_scores.json")
+    os.remove(prediction(out, "b", "_scores.json"))
     third = []
     assert _predict(tiny, out, third).exit_code == 0
     mixed = json.loads((out / "timings.json").read_text())
     assert mixed["targets"]["a"]["status"] == "skipped" and mixed["targets"]["b"]["status"] == "ok"
     assert mixed["stages"]["a/model"] == marked["stages"]["a/model"]  # kept as stored
     assert mixed["stages"]["b/model"]["seconds"] >= 0  # measured again
-    scores = json.loads((out / "a_scores.json").read_text())
+    scores = json.loads(prediction(out, "a", "_scores.json").read_text())
     assert scores["architecture"] == "tiny"  # the field names it; the value is the preset alone
 
 
@@ -137,6 +138,6 @@ def test_template_folders_of_one_name_are_told_apart(tmp_path):
 def test_one_function_builds_predicts_arguments_from_the_command_line():
     args = build_parser().parse_args(["predict", "in.fasta", "--out", "o", "--seed", "3", "--record-paths"])
     options = predict_options(args, print, memory_policy="auto", pipeline=None)
-    chosen_by_the_caller = {"inputs", "out_dir", "device", "dap", "targets", "output_name"}
+    chosen_by_the_caller = {"inputs", "out_dir", "device", "dap", "targets", "output_name", "rank_by"}
     assert set(options) == set(inspect.signature(predict).parameters) - chosen_by_the_caller
     assert options["seed"] == 3 and options["record_paths"] is True and options["memory_policy"] == "auto"

@@ -90,7 +90,7 @@ def _context(model, log) -> RunContext:
         seed=0,
         weights_path="tiny.ckpt",
         options={},
-        output_name="{id}",
+        output_name="{id}/tiny_seed_0",
         log=log,
         clock=StageClock(),
         stages=Stages(dev, track_cpu=False),

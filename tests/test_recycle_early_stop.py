@@ -15,6 +15,7 @@ from alphafold_mem.model.alphafold import ca_distance_change
 from alphafold_mem.weights import default_weights_path, load_weights, save_checkpoint
 
 from .conftest import REPO_DATA
+from .predict_cli import prediction
 
 PEPTIDE = REPO_DATA / "fasta" / "awkward" / "colabfold_5AWL_1_peptide.fasta"  # 5AWL chain 1, 10 residues
 SEQ = "YYDPETGTWY"
@@ -119,7 +120,7 @@ def test_predict_reports_the_recycles_run(tmp_path, tiny_ckpt, capsys):
     assert _predict(out, tiny_ckpt, "--recycle-early-stop-tolerance", "1000") == 0
     err = capsys.readouterr().err
     assert "recycling stopped early after 1 of 8 recycle(s)" in err and "tolerance 1000.0 Å" in err
-    scores = json.loads((out / "5AWL_1_scores.json").read_text())
+    scores = json.loads(prediction(out, "5AWL_1", "_scores.json").read_text())
     assert scores["recycles_run"] == 1 and scores["num_recycles"] == 8
     assert scores["recycle_early_stop_tolerance"] == 1000.0
     assert scores["provenance"]["options"]["recycle_early_stop_tolerance"] == 1000.0
@@ -153,4 +154,4 @@ def test_demo_weights_early_stop(tmp_path, capsys):
     early = tmp_path / "early"
     assert _predict(early, default_weights_path(), "--recycle-early-stop-tolerance", "1000") == 0
     assert "recycling stopped early after 1 of 8 recycle(s)" in capsys.readouterr().err
-    assert json.loads((early / "5AWL_1_scores.json").read_text())["recycles_run"] == 1
+    assert json.loads(prediction(early, "5AWL_1", "_scores.json").read_text())["recycles_run"] == 1

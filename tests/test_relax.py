@@ -13,6 +13,7 @@ from alphafold_mem.predict.outputs import write_pdb
 from alphafold_mem.predict.relax import RelaxError, relax_structure, violation_metrics
 
 from .conftest import REPO_DATA
+from .predict_cli import prediction
 
 openmm = pytest.importorskip("openmm", reason="OpenMM is not installed (pip install 'alphafold_mem[relax]')")
 pytest.importorskip("pdbfixer", reason="pdbfixer is not installed (pip install 'alphafold_mem[relax]')")
@@ -116,18 +117,18 @@ def test_predict_from_bare_fasta_with_search_templates_and_relax(tmp_path):
         "--no-progress",
     ]
     assert main(args) == 0
-    scores = json.loads((tmp_path / "1lcd_A_scores.json").read_text())
-    assert scores["msa_files"] == ["1lcd_A/homologs_hits.a3m"] and scores["msa_depth"] > 100  # no local paths
+    scores = json.loads(prediction(tmp_path, "1lcd_A", "_scores.json").read_text())
+    assert scores["msa_files"] == ["homologs_hits.a3m"] and scores["msa_depth"] > 100  # no local paths
     hits = {h["name"]: h for h in scores["templates"]["hits"]}
     assert hits["1lcd_A"]["status"] == "dropped" and "identical to the query" in hits["1lcd_A"]["reason"]
     relax = scores["relax"]
     assert relax["status"] == "ok", relax
     assert relax["violations_before"]["clashing_atoms"] > relax["violations_after"]["clashing_atoms"] == 0
-    assert (tmp_path / "1lcd_A.pdb").exists() and (tmp_path / "1lcd_A_relaxed.pdb").exists()
-    unrelaxed = read_structure(tmp_path / "1lcd_A.pdb").chains["A"]
-    relaxed_lines = [
-        line for line in (tmp_path / "1lcd_A_relaxed.pdb").read_text().splitlines() if line.startswith("ATOM")
-    ]
+    relaxed_pdb = prediction(tmp_path, "1lcd_A", "_relaxed.pdb")
+    assert prediction(tmp_path, "1lcd_A").exists() and relaxed_pdb.exists()
+    assert (tmp_path / "1lcd_A" / "ranked_0_relaxed.pdb").read_bytes() == relaxed_pdb.read_bytes()
+    unrelaxed = read_structure(prediction(tmp_path, "1lcd_A")).chains["A"]
+    relaxed_lines = [line for line in relaxed_pdb.read_text().splitlines() if line.startswith("ATOM")]
     plddt = {int(line[22:26]): float(line[60:66]) for line in relaxed_lines}
     assert [plddt[i + 1] for i in range(51)] == pytest.approx(scores["plddt"], abs=0.01)
     assert unrelaxed.num_resolved == 51

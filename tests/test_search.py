@@ -15,6 +15,7 @@ from alphafold_mem.data.template_hits import parse_hhr, parse_hmmsearch_sto
 from alphafold_mem.data.templates_from_hits import parse_obsolete, select_templates
 
 from .conftest import REPO_DATA, TEST_DATA
+from .predict_cli import prediction
 
 pytest.importorskip("pyhmmer", reason="pyhmmer is not installed (pip install pyhmmer)")
 
@@ -193,6 +194,6 @@ def test_predict_uses_templates_from_the_search(tmp_path):
         log=lines.append,
     )
     assert run.exit_code == 0
-    scores = json.loads((tmp_path / "out" / "A0A1A7XAT7_scores.json").read_text())
+    scores = json.loads(prediction(tmp_path / "out", "A0A1A7XAT7", "_scores.json").read_text())
     assert scores["templates"]["used"] == ["102m_A"] and scores["templates"]["used_by_model"] is True
     assert any("8f9h_A" in line and "dropped: released 2023-11-08" in line for line in lines)

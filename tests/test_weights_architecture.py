@@ -116,9 +116,9 @@ def test_predict_cli_refuses_the_wrong_preset_and_labels_the_right_one(tmp_path,
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "not those of preset 'model_1'" in line]
     assert len(lines) == 1 and "template.enabled" not in lines[0] and "c_m (16 vs 256)" in lines[0]
-    assert "Traceback" not in err and not list(out.glob("*_scores.json"))
+    assert "Traceback" not in err and not list(out.rglob("*_scores.json"))
     assert main(argv) == 0
-    (scores,) = out.glob("*_scores.json")
+    (scores,) = out.glob("5AWL_1/weights_seed_0_scores.json")  # the layout: <out>/<id>/<model>_seed_<s>
     assert json.loads(scores.read_text())["preset"] == "tiny"
 
 

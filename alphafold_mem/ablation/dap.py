@@ -113,7 +113,8 @@ def run_dap(run, t: Technique, chains: Sequence[Chain], refs: dict) -> list[dict
 def _chain_rows(run, t: Technique, chain: Chain, ref, out: Path, timings: dict, proc) -> list[dict]:
     """One chain's rows from a finished ``predict --dap P`` batch in ``out``."""
     common = dict(n_res=chain.n_res, policy=t.policy_json(), config={**run.config, **chain.describe()})
-    if not (out / f"{chain.name}.pdb").exists() or not timings:
+    ranked = out / chain.name / "ranked_0.pdb"  # the layout: alphafold_mem.predict.layout
+    if not ranked.exists() or not timings:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         return [
             row(
@@ -126,8 +127,8 @@ def _chain_rows(run, t: Technique, chain: Chain, ref, out: Path, timings: dict, 
             )
         ]
     seconds = _target_seconds(timings, chain.name)
-    scores = json.loads((out / f"{chain.name}_scores.json").read_text())
-    pred = Prediction.from_pdb(out / f"{chain.name}.pdb", scores.get("ptm"))
+    best = json.loads((out / chain.name / f"{chain.name}_scores.json").read_text())["models"][0]
+    pred = Prediction.from_pdb(ranked, best.get("ptm"))
     peak = largest_peak_mib(timings.get("stages", {}).get(f"{chain.name}/model", {}))
     rows = [
         row(

@@ -15,8 +15,8 @@ def add_ensemble_arguments(p: argparse.ArgumentParser) -> None:
     """Add the flags to the ``predict`` parser."""
     g = p.add_argument_group(
         "ensembles and recycling",
-        "With --models or --num-seeds every (model, seed) is predicted and ranked; the outputs of target "
-        "<id> go to <out>/<id>/: model_<k>[_ptm]_seed_<s>.pdb/.cif/_scores.json/_plddt.png per prediction, "
+        "With --models or --num-seeds every (model, seed) is predicted and ranked, in the layout of a single "
+        "model: <out>/<id>/ with model_<k>[_ptm]_seed_<s>.pdb/.cif/_scores.json/_plddt.png per prediction, "
         "ranked_<r>.pdb/.cif best first, ranking_debug.json (AF2's layout), <id>_scores.json (every "
         "prediction) and <id>_plddt.png (every prediction on one plot). A rerun with more models or seeds "
         "computes only the missing ones.",

@@ -73,8 +73,8 @@ def add_relax_arguments(g) -> None:
     g.add_argument(
         "--relax",
         action="store_true",
-        help="Amber relaxation (AF2 protocol; needs alphafold_mem[relax]): writes <id>_relaxed.pdb beside "
-        "the unrelaxed model",
+        help="Amber relaxation (AF2 protocol; needs alphafold_mem[relax]): writes <prediction>_relaxed.pdb "
+        "beside the unrelaxed model and ranked_<k>_relaxed.pdb",
     )
     g.add_argument("--relax-device", choices=("cpu", "cuda"), default="cpu", help="OpenMM platform (default: cpu)")
 

@@ -11,6 +11,9 @@ Examples::
     alphafold-mem predict X.fasta --db uniref90.fasta --template-db pdb_seqres.txt --mmcif-dir mmcif/ \
         --relax --out out/
 
+Every run writes one layout (AF2's, :mod:`alphafold_mem.predict.layout`): ``out/<id>/ranked_0.pdb`` (the
+best prediction), ``ranking_debug.json`` and the files of each prediction (``<model>_seed_<s>.*``).
+
 Exit status: 0 when every target succeeded or was skipped, 1 when any input was rejected or any
 target failed, 2 for a problem with the run as a whole (options, weights, no input, ``--out`` in use
 by another run or not writable), 130 / 143 when ended by SIGINT / SIGTERM (an ``interrupted`` line;
@@ -46,9 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="predict structures from FASTA/a3m inputs",
         description="Predict monomer structures with pLDDT/PAE confidence from a FASTA file (one or many "
         "records), a directory of FASTA files, or an .a3m whose first row is the query.",
-        epilog="Outputs per target (named from the sanitised record id): <id>.pdb (pLDDT in the B-factor "
-        "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
-        "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
+        epilog="Outputs per target, one layout for one model or an ensemble (AF2's), in <out>/<id>/ (the "
+        "sanitised record id): ranked_0.pdb (the best prediction; ranked_<k>.pdb, .cif), ranking_debug.json, "
+        "<id>_scores.json (every prediction with its rank), <id>_plddt.png and per prediction "
+        "<model>_seed_<s>.pdb (pLDDT in the B-factor column), .cif (ModelCIF), _scores.json, _plddt.png "
+        "and, for models with a PAE head, _pae.json (AlphaFold DB layout) and _pae.png; <out>/timings.json "
+        "per run. "
         "Exit status 1 if any target failed, 2 for bad options or weights.",
     )
     p.add_argument(

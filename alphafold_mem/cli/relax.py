@@ -3,7 +3,7 @@ structures, as ``colabfold_relax`` does.
 
 Example::
 
-    alphafold-mem relax out/demo/1lcd_A.pdb --out out/relaxed
+    alphafold-mem relax out/demo/1lcd_A/ranked_0.pdb --out out/relaxed
 
 Writes ``<out>/<input stem>_relaxed.pdb`` (hydrogens added, input B-factors kept per residue) and
 ``<out>/<input stem>_relax.json`` (energies, Cα-RMSD, violation counts before/after, time). Exit status

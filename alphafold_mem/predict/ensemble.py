@@ -2,20 +2,15 @@
 
 :func:`predict_ensemble` runs :func:`alphafold_mem.predict.predict` once per (model, seed) -- one
 model's weights resident at a time, every target of the input with it -- and then ranks the
-predictions of each target by mean pLDDT (AF2 monomer) or pTM. Outputs of target ``<id>`` go to the
-folder ``<out>/<id>/`` (AF2's layout):
-
-* ``model_<k>[_ptm]_seed_<s>.pdb`` / ``.cif`` / ``_scores.json`` / ``_plddt.png`` (and ``_pae.json``,
-  ``_pae.png`` with a PAE head): one prediction, written by :func:`~alphafold_mem.predict.predict`
-  with its provenance record, so that a rerun with more models or seeds computes only the missing
-  ones (the others are skipped, their weights not even loaded);
-* ``ranked_<r>.pdb`` / ``.cif``: the predictions best first (``ranked_<r>_relaxed.pdb`` when
-  ``--relax`` ran);
-* ``ranking_debug.json``: AF2's layout, ``{"plddts": {name: mean pLDDT}, "order": [names best
-  first]}`` (``--rank-by ptm``: the key is ``"ptm"``, AF2 monomer has no pTM ranking; its multimer
-  writes ``"iptm+ptm"``);
-* ``<id>_scores.json``: every prediction with its rank, model, seed, mean pLDDT, pTM and recycles run;
-* ``<id>_plddt.png``: the pLDDT of every prediction on one plot.
+predictions of each target by mean pLDDT (AF2 monomer) or pTM. The outputs are the layout of every
+``predict`` run (:mod:`.layout`: ``<out>/<id>/`` with one ``model_<k>[_ptm]_seed_<s>.*`` set per
+prediction, ``ranked_<r>.pdb``, ``ranking_debug.json``, ``<id>_scores.json``, ``<id>_plddt.png``); a
+single model is the ensemble of one. Each prediction is written by :func:`~alphafold_mem.predict.predict`
+with its provenance record, so that a rerun with more models or seeds computes only the missing ones
+(the others are skipped, their weights not even loaded); the ranking
+(:func:`~alphafold_mem.predict.ranking.rank_predictions`) writes ``ranking_debug.json`` as AF2 does,
+``{"plddts": {name: mean pLDDT}, "order": [names best first]}`` (``--rank-by ptm``: the key is ``"ptm"``,
+AF2 monomer has no pTM ranking; its multimer writes ``"iptm+ptm"``).
 
 ``<out>/timings.json`` holds the timings of every (model, seed) run. Model names are AF2's
 (``model_1``, ``model_1_ptm``; :mod:`alphafold_mem.weights.directory`); seeds are ``seed``,
@@ -28,28 +23,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..config import model_config
-from ..io import atomic_write
 from ..weights import default_weights_path
 from ..weights.detect import WeightsError
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
+from .layout import prediction_name, where_line
 from .outputs import write_json
-from .outputs.plots import plot_plddt_models
+from .ranking import RANK_BY, rank_predictions
 from .runner import PredictionRun, TargetResult, predict
 from .targets import PredictError
 from .timings import keep_skipped
 
 __all__ = ["RANK_BY", "EnsembleRun", "ensemble_members", "predict_ensemble", "rank_predictions"]
-
-#: Ranking scores: AF2 monomer ranks by mean pLDDT; pTM needs a PAE head.
-RANK_BY = ("plddt", "ptm")
-_DEBUG_KEY = {"plddt": "plddts", "ptm": "ptm"}
 
 
 @dataclass
@@ -130,7 +120,7 @@ def predict_ensemble(
     before_runs = before.get("runs") if isinstance(before, dict) and isinstance(before.get("runs"), dict) else {}
     for m in members:
         for s in seeds:
-            tag = f"{m.name}_seed_{s}"
+            tag = prediction_name(m.name, s)
             log(f"ensemble: {tag}: weights {os.path.basename(m.path)}, seed {s}")
             run = predict(
                 inputs,
@@ -140,6 +130,7 @@ def predict_ensemble(
                 seed=s,
                 output_name="{id}/" + tag,
                 log=quiet,
+                rank_by=None,  # ranked below, every prediction of the target together
                 **predict_options,
             )
             runs[tag] = run
@@ -174,6 +165,8 @@ def predict_ensemble(
     )
     log("")
     log(_summary(out_dir, result.order, rank_by))
+    if result.order:
+        log(where_line(out_dir))
     return result
 
 
@@ -224,69 +217,6 @@ def _read_json(path) -> object:
             return json.load(fh)
     except (OSError, ValueError, TypeError):
         return None
-
-
-def rank_predictions(target_dir: str, name: str, tags: list[str], rank_by: str = "plddt") -> list[str]:
-    """Rank the predictions ``tags`` of one target (their ``<tag>_scores.json`` in ``target_dir``),
-    best first by ``rank_by``, ties in the order given; writes ``ranked_<r>.pdb/.cif``,
-    ``ranking_debug.json``, ``<name>_scores.json`` and ``<name>_plddt.png`` there and removes
-    ranked files of a larger earlier ensemble. Returns the tags best first.
-
-    Raises:
-        ValueError: ``rank_by="ptm"`` for a prediction without pTM (weights without a PAE head).
-        OSError: a file could not be read or written.
-    """
-    scores = {}
-    for tag in tags:
-        with open(os.path.join(target_dir, f"{tag}_scores.json")) as fh:
-            scores[tag] = json.load(fh)
-    key = "mean_plddt" if rank_by == "plddt" else "ptm"
-    lacking = [t for t in tags if scores[t].get(key) is None]
-    if lacking:
-        raise ValueError(f"{', '.join(lacking)} without {key} (weights without a PAE head): use --rank-by plddt")
-    order = sorted(tags, key=lambda t: -float(scores[t][key]))
-    for r, tag in enumerate(order):
-        for suffix in (".pdb", ".cif", "_relaxed.pdb"):
-            source = os.path.join(target_dir, tag + suffix)
-            ranked = os.path.join(target_dir, f"ranked_{r}{suffix}")
-            if os.path.exists(source):
-                with atomic_write(ranked) as tmp:
-                    shutil.copyfile(source, tmp)
-            elif os.path.exists(ranked):
-                os.remove(ranked)
-    for entry in os.listdir(target_dir):  # ranks left from an earlier, larger ensemble
-        stem = entry.split(".")[0].removesuffix("_relaxed")
-        if stem.startswith("ranked_") and stem[7:].isdigit() and int(stem[7:]) >= len(order):
-            os.remove(os.path.join(target_dir, entry))
-    write_json(
-        os.path.join(target_dir, "ranking_debug.json"),
-        {_DEBUG_KEY[rank_by]: {t: scores[t][key] for t in tags}, "order": order},
-        indent=4,
-    )
-    listing = []
-    for r, tag in enumerate(order):
-        s = scores[tag]
-        listing.append(
-            {
-                "rank": r,
-                "name": tag,
-                "model": tag.rsplit("_seed_", 1)[0],
-                "seed": s.get("seed"),
-                "weights": s.get("weights"),
-                "mean_plddt": s.get("mean_plddt"),
-                "ptm": s.get("ptm"),
-                "recycles_run": s.get("recycles_run"),
-                "ranked_pdb": f"ranked_{r}.pdb",
-                "pdb": f"{tag}.pdb",
-                "scores": f"{tag}_scores.json",
-            }
-        )
-    write_json(
-        os.path.join(target_dir, f"{name}_scores.json"),
-        {"id": name, "length": scores[order[0]].get("length"), "rank_by": rank_by, "order": order, "models": listing},
-    )
-    plot_plddt_models(os.path.join(target_dir, f"{name}_plddt.png"), {t: scores[t]["plddt"] for t in order}, title=name)
-    return order
 
 
 def _summary(out_dir: str, order: dict[str, list[str]], rank_by: str) -> str:

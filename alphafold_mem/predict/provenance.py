@@ -1,8 +1,8 @@
 """What produced a finished target, and whether an existing result may stand for this run.
 
-Every ``<id>_scores.json`` carries a ``provenance`` record: the query sequence, a SHA-256 digest of
-its MSA files' contents (``null`` in single-sequence mode), a SHA-256 digest of the weights file,
-the options that change the result (preset, number of recycles, precision, seed, and with a
+Every prediction's ``<id>/<model>_seed_<s>_scores.json`` carries a ``provenance`` record: the query
+sequence, a SHA-256 digest of its MSA files' contents (``null`` in single-sequence mode), a SHA-256
+digest of the weights file, the options that change the result (preset, number of recycles, precision, seed, and with a
 search/template/relax stage its settings and a digest of the target's template hits) and the output
 files written. Before any model work, :func:`partition_finished` compares the record of each
 target whose scores file exists with the record this run would write:
@@ -95,7 +95,7 @@ def pipeline_settings(pipeline) -> Optional[dict]:
 
 
 def provenance_record(t: Target, weights_sha256: Optional[str], options: dict, hits: Optional[str] = None) -> dict:
-    """The record written into ``<id>_scores.json`` (``outputs`` is added when the files are known);
+    """The record written into a prediction's scores JSON (``outputs`` is added when the files are known);
     ``hits``: the target's template hits file, if any."""
     record = {
         "sequence": t.sequence,

@@ -38,6 +38,8 @@ class RunContext:
         options: the result-changing options, recorded with every output (:mod:`.provenance`).
         output_name: outputs' base name relative to ``out_dir`` with ``{id}`` for the target name.
         clock: the run's seconds per named stage; ``stages``: per-target seconds and memory.
+        rank_by: how each finished target's prediction is ranked (an ensemble of one, :mod:`.ranking`);
+            ``None``: the run is one member of an ensemble, which ranks.
     """
 
     out_dir: str
@@ -57,6 +59,7 @@ class RunContext:
     record_paths: bool = False
     debug: bool = False
     pipeline: object = None
+    rank_by: Optional[str] = "plddt"
 
     def base_name(self, name: str) -> str:
         """The outputs' path of target ``name`` without suffix (``<out>/<id>/...``)."""

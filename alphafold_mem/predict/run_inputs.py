@@ -4,6 +4,7 @@ outputs are finished (:func:`skip_finished`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Collection, Optional
 
 from .previous import previous_mean_plddt
@@ -92,8 +93,16 @@ def skip_finished(
     """``(to run, skipped, failed)``: a target whose outputs are finished and were produced from the
     same sequence, MSA, weights and result-changing options is skipped (its result says so, with the
     mean pLDDT of its outputs); one whose outputs differ fails naming what changed, unless
-    ``overwrite`` (:func:`~.provenance.partition_finished`). Under DAP rank 0 decides for every rank."""
+    ``overwrite`` (:func:`~.provenance.partition_finished`); the outputs are looked for in the layout
+    (``<out>/<id>/<prediction>_scores.json``, :mod:`.layout`). Under DAP rank 0 decides for every rank."""
     by_name = {r.name: r for r in runs}
+    for name in by_name:
+        flat = os.path.join(ctx.out_dir, f"{name}_scores.json")
+        if os.path.exists(flat) and not os.path.exists(ctx.base_name(name) + "_scores.json"):
+            ctx.log(
+                f"note: {name}: {flat} is the flat layout of an earlier version, not read; this run writes "
+                f"{os.path.join(ctx.out_dir, name, 'ranked_0.pdb')} and the rest of the target in its folder"
+            )
     todo, skipped, conflicts = partition_finished(
         [r.target for r in runs],
         ctx.out_dir,

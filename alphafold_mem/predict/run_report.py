@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from ..io import os_error_line
+from .layout import where_line
 from .outputs import write_json
 from .policy_names import policy_name
 from .previous import read_json
@@ -41,7 +42,7 @@ def finish(ctx: RunContext, results: list[TargetResult], skipped: bool) -> Predi
             **records,
         }
         if ctx.par.writer:
-            if skipped and ctx.output_name == "{id}":  # an ensemble's runs share the file: the ensemble keeps theirs
+            if skipped and ctx.rank_by is not None:  # an ensemble's runs share the file: the ensemble keeps theirs
                 timings = keep_skipped(timings, read_json(run.timings_path))
             try:
                 write_json(run.timings_path, timings)
@@ -50,6 +51,8 @@ def finish(ctx: RunContext, results: list[TargetResult], skipped: bool) -> Predi
                 run.timings_path = None
     ctx.log("")
     ctx.log(run.summary_table())
+    if ctx.rank_by is not None and any(r.status in ("ok", "skipped") for r in run.results):
+        ctx.log(where_line(ctx.out_dir))  # an ensemble says it once, after its ranking
     if run.failed:
         ctx.log(f"{len(run.failed)} of {len(run.results)} target(s) rejected or failed; see the error lines above")
     return run

@@ -17,11 +17,15 @@ top to bottom here:
    plan every target (:mod:`.planning`): the memory pre-flight and the predicted run time on this
    device, side by side;
 4. run each target: features and the forward (:mod:`.target_forward`; a failure such as running out
-   of memory fails that target only), then write its files (:mod:`.target_write`): ``<id>.pdb``
-   (pLDDT in the B-factor column), ``<id>.cif`` (ModelCIF, pLDDT as local QA metric),
-   ``<id>_scores.json``, ``<id>_plddt.png`` and, for PAE presets, ``<id>_pae.json`` (AlphaFold DB
-   layout) and ``<id>_pae.png``;
-5. write ``timings.json`` (seconds and memory per stage of every target, and every second of the run in
+   of memory fails that target only), then write its files (:mod:`.target_write`) into
+   ``<out>/<id>/`` (:mod:`.layout`), named after the prediction (``<model>_seed_<s>``, the model from
+   the weights file: ``demo_seed_0``): ``.pdb`` (pLDDT in the B-factor column), ``.cif`` (ModelCIF,
+   pLDDT as local QA metric), ``_scores.json``, ``_plddt.png`` and, for PAE presets, ``_pae.json``
+   (AlphaFold DB layout) and ``_pae.png``;
+5. rank each finished target's prediction as an ensemble of one (:mod:`.ranking`): ``ranked_0.pdb`` /
+   ``.cif``, ``ranking_debug.json``, ``<id>_scores.json`` and ``<id>_plddt.png`` (an ensemble,
+   :mod:`.ensemble`, ranks its predictions together instead);
+6. write ``timings.json`` (seconds and memory per stage of every target, and every second of the run in
    one named stage; a skipped target keeps the records of the run that produced its outputs) and print
    a summary table (:mod:`.run_report`).
 
@@ -43,11 +47,13 @@ from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
 from ..weights import default_weights_path
 from . import preflight, signals
 from .failures import failure_message
+from .layout import default_output_name
 from .model_load import load_model
 from .outputs import output_paths
 from .parallel import Parallel, check_writable
 from .planning import estimate_seconds, plan_targets, record_rate, stored_rate
 from .policy_names import chunking, policy_name
+from .ranking import RANK_BY, rank_targets
 from .results import PredictionRun, TargetResult
 from .run_context import LoadedModel, RunContext, TargetRun
 from .run_inputs import collect, search, skip_finished
@@ -82,8 +88,9 @@ def predict(
     record_paths: bool = False,
     dap: int = 1,
     recycle_early_stop_tolerance: float = 0.0,
-    output_name: str = "{id}",
+    output_name: Optional[str] = None,
     targets: Optional[Collection[str]] = None,
+    rank_by: Optional[str] = "plddt",
 ) -> PredictionRun:
     """Predict structures for every target in ``inputs`` and write them to ``out_dir``.
 
@@ -126,12 +133,14 @@ def predict(
             this much between iterations (AF2 v2.3; set as the model config's runtime setting
             ``recycle_early_stop_tolerance``); 0 runs every recycle. The recycles run are in the scores
             JSON (``recycles_run``) and timings.json.
-        output_name: the outputs' base name relative to ``out_dir``, with ``{id}`` for the target name
-            (ensembles: ``"{id}/model_1_seed_0"``, :mod:`.ensemble`).
+        output_name: the outputs' base name relative to ``out_dir``, ``"{id}/<prediction>"`` with ``{id}``
+            for the target name (default: ``"{id}/<model>_seed_<seed>"``, :func:`.layout.default_output_name`).
         targets: run only the valid targets of these names (one ``--devices`` rank's share,
             :mod:`alphafold_mem.cli.devices_launch`); reading the inputs logs nothing and rejected
             records are not reported, as whoever chose the names checked and reported the inputs.
             ``None``: every target, rejected inputs logged and reported.
+        rank_by: rank each finished target's prediction, an ensemble of one (``"plddt"`` or ``"ptm"``,
+            :func:`~.ranking.rank_predictions`); ``None``: leave the ranking to the caller (:mod:`.ensemble`).
 
     Returns:
         :class:`PredictionRun` (``exit_code`` 1 if any input was rejected or any target failed).
@@ -142,6 +151,9 @@ def predict(
     clock = StageClock("start-up")  # every second from here on is in one named stage
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     request = _check_options(memory_policy, msa, msa_dir, single_sequence, num_recycles, recycle_early_stop_tolerance)
+    weights_path = os.fspath(weights) if weights is not None else str(default_weights_path())
+    output_name = output_name or default_output_name(weights_path, seed)
+    _check_layout(output_name, rank_by)
     chosen = not isinstance(request, MemoryPolicy)  # the pre-flight chooses the policy per target
     policy = MemoryPolicy(precision=request.precision) if chosen else request
     par, dev, log = Parallel.start(dap, _resolve_device(device), log)
@@ -156,7 +168,7 @@ def predict(
         policy=policy,
         chosen=chosen,
         seed=seed,
-        weights_path=os.fspath(weights) if weights is not None else str(default_weights_path()),
+        weights_path=weights_path,
         options=options,
         output_name=output_name,
         log=log,
@@ -166,6 +178,7 @@ def predict(
         record_paths=record_paths,
         debug=debug,
         pipeline=pipeline,
+        rank_by=rank_by,
     )
 
     # 1. Collect the targets (nothing written yet), then search (cached in out_dir).
@@ -196,7 +209,10 @@ def predict(
     # 4. Run and write each target.
     for k, run in enumerate(todo, 1):
         _run_one(ctx, lm, run, k, len(todo))
-    # 5. timings.json and the summary.
+    # 5. Rank each finished target's prediction (an ensemble of one).
+    with clock.stage("outputs"):
+        rank_targets(ctx, todo + skipped)
+    # 6. timings.json and the summary.
     results = failed + more + conflicts + [r.result for r in todo + skipped]
     result = finish(ctx, results, skipped=bool(skipped))
     signals.check()  # a signal whose exception Python dropped (in a callback) still ends the run
@@ -222,6 +238,16 @@ def _check_options(memory_policy, msa, msa_dir, single_sequence, num_recycles, t
     if tolerance < 0:
         raise PredictError(f"--recycle-early-stop-tolerance must be >= 0 Å, got {tolerance}")
     return request
+
+
+def _check_layout(output_name: str, rank_by: Optional[str]) -> None:
+    """Raises PredictError for an ``output_name`` outside the layout (``"{id}/<prediction>"``) or an
+    unknown ``rank_by``."""
+    folder, _, base = output_name.partition("/")
+    if folder != "{id}" or not base or "/" in base or "{" in base:
+        raise PredictError(f"output_name {output_name!r}: give '{{id}}/<prediction name>' (the layout: <out>/<id>/)")
+    if rank_by is not None and rank_by not in RANK_BY:
+        raise PredictError(f"--rank-by {rank_by!r}: choose one of {', '.join(RANK_BY)}")
 
 
 def _run_one(ctx: RunContext, lm: LoadedModel, run: TargetRun, k: int, n: int) -> None:

@@ -181,8 +181,9 @@ class PipelineOptions:
         return self._hits.get(t.name)
 
     def relax_target(self, outputs: dict, name: str) -> dict:
-        """Relax ``outputs["pdb"]`` into ``<id>_relaxed.pdb`` and add a ``relax`` entry to the scores
-        JSON (written again, atomically). A failure keeps the unrelaxed model and records the reason."""
+        """Relax ``outputs["pdb"]`` into ``<name>_relaxed.pdb`` (``name``: the prediction's) and add a
+        ``relax`` entry to the scores JSON (written again, atomically). A failure keeps the unrelaxed model
+        and records the reason."""
         from .relax import RelaxError, relax_structure  # optional: Amber relaxation needs the relax extra (OpenMM)
 
         relaxed = os.path.join(os.path.dirname(outputs["pdb"]), f"{name}_relaxed.pdb")
