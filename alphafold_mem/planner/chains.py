@@ -70,6 +70,19 @@ class Chains:
         """The chains of a :class:`alphafold_mem.data.complex.Complex` (identical sequences: one entity)."""
         return cls(tuple(len(c) for c in complex_.chains), tuple(c.entity_id for c in complex_.chains))
 
+    @classmethod
+    def of_batch(cls, batch: dict[str, Tensor]) -> "Chains":
+        """The chains of a multimer feature batch (``asym_id``, ``entity_id`` ``[N_res]``, chains
+        consecutive; padding, ``asym_id`` 0, is left out)."""
+        asym, entity = batch["asym_id"].reshape(-1).tolist(), batch["entity_id"].reshape(-1).tolist()
+        lengths: dict[int, int] = {}
+        entity_of: dict[int, int] = {}
+        for a, e in zip(asym, entity):
+            if a > 0:
+                lengths[a] = lengths.get(a, 0) + 1
+                entity_of.setdefault(a, e)
+        return cls(tuple(lengths.values()), tuple(entity_of.values()))
+
     @property
     def n_res(self) -> int:
         """``N_res``: residues of all chains."""

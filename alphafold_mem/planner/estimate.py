@@ -45,7 +45,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..binding import bind
 from ..config import ModelConfig, apply_overrides
 from ..distributed.comm import simulated_group
-from ..memory.chunking import first_chunk_only
+from ..memory.chunking import first_chunk_only, traced_chains
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
@@ -255,10 +255,11 @@ def _activation_peak(
         hooks = [h for path in watch for h in tracker.watch_stack(_get(model, path)[0])]
         sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
         cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
+        count = traced_chains(len(chains.lengths) if chains is not None else (1 if config.multimer else None))
         grad = torch.enable_grad() if training else torch.inference_mode()
         stopped = False
         try:
-            with grad, cut_loops, sim, tracker:
+            with grad, cut_loops, count, sim, tracker:
                 out = model(batch)
                 if training:
                     training_loss(config, out, batch).backward()
