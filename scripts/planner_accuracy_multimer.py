@@ -6,6 +6,11 @@ N_seq 32, N_extra 128, 2 templates; 2 complexes; reference and low-memory polici
 
     .venv/bin/python scripts/planner_accuracy_multimer.py
 
+The plan of clami66/AF_unmasked #6 (a 4,539-residue complex of 12 chains, 512 MSA rows, 4 templates,
+out of memory on a 24 GB RTX 4090) as ``alphafold-mem memory-plan`` prints it (nothing measured)::
+
+    .venv/bin/python scripts/planner_accuracy_multimer.py --af-unmasked-6
+
 Each row is one fresh process (``--worker``) under glibc's ``mmap`` allocator setting
 (``benchmarks/standalone/rss.py``): the model is built with random weights, warmed up at 16
 residues, then one inference forward runs on a complex of ``random_features(config, ...,
@@ -130,6 +135,31 @@ def _predict(preset: str, policy: str, n_res: int, entities, args) -> int:
     return est.activations
 
 
+#: clami66/AF_unmasked #6: 12 chains, 4,539 residues (each chain its own entity: the issue gives no
+#: sequences), 512 MSA rows, 4 templates, a 24 GB card.
+AF_UNMASKED_6 = (
+    "memory-plan",
+    "--chains",
+    ",".join(["378"] * 11 + ["381"]),
+    "--n-seq",
+    "512",
+    "--n-templ",
+    "4",
+    "--max-memory",
+    "24GB",
+    "--device",
+    "cuda",
+    "--no-progress",
+)
+
+
+def _af_unmasked_6() -> int:
+    from alphafold_mem.cli import main as cli
+
+    print("# alphafold-mem " + " ".join(AF_UNMASKED_6))
+    return cli(list(AF_UNMASKED_6))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--evo-blocks", type=int, default=1)
@@ -139,10 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-extra", type=int, default=128)
     ap.add_argument("--n-templ", type=int, default=2)
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument(
+        "--af-unmasked-6", action="store_true", help="print memory-plan's answer for clami66/AF_unmasked #6 and exit"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return _worker(json.loads(args.worker))
+    if args.af_unmasked_6:
+        return _af_unmasked_6()
     from alphafold_mem.planner import Chains
     from alphafold_mem.units import gib_value
 
