@@ -225,6 +225,38 @@ PAGES: dict[str, Page] = {
             },
         ),
         Page(
+            "planner-accuracy",
+            "Planner accuracy: complexes and single chains",
+            "The planner's predicted peak against two measures of a fresh process, AF2-Multimer beside the monomer",
+            "Inference activation peak of the AF2-Multimer model (`model_1_multimer_v3` channels) on two complexes "
+            "and of the monomer model (`model_1`) at the same sizes, reference and low-memory policies: the storage "
+            "counter and the peak-RSS growth of a fresh process beside the planner's prediction, which traces the "
+            "multimer model on the complex's chain features (`scripts/planner_accuracy_multimer.py`; its docstring "
+            "defines every column); and `memory-plan`'s answer for the complex of clami66/AF_unmasked #6.",
+            {
+                "quick": (
+                    Run("Multimer and monomer, two complexes", "scripts/planner_accuracy_multimer.py"),
+                    Run(
+                        "The plan of a 4,539-residue 12-chain complex on a 24 GB card (clami66/AF_unmasked #6)",
+                        "scripts/planner_accuracy_multimer.py",
+                        ("--af-unmasked-6",),
+                    ),
+                ),
+                "full": (
+                    Run(
+                        "The plan of a 4,539-residue 12-chain complex on a 24 GB card (clami66/AF_unmasked #6)",
+                        "scripts/planner_accuracy_multimer.py",
+                        ("--af-unmasked-6",),
+                    ),
+                    Run(
+                        "Multimer and monomer, two complexes, 2 + 2 + 2 blocks",
+                        "scripts/planner_accuracy_multimer.py",
+                        ("--evo-blocks", "2", "--extra-blocks", "2", "--templ-blocks", "2"),
+                    ),
+                ),
+            },
+        ),
+        Page(
             "cli",
             "Command-line start-up",
             "CPU time of --version, --help, a rejected option and a missing input",

@@ -8,6 +8,11 @@ Examples::
     alphafold-mem memory-plan --preset model_1 --max-length --max-memory 24GiB --precision bf16-full
     alphafold-mem memory-plan --preset initial_training --training --max-memory 40GiB
     alphafold-mem memory-plan --preset model_1 --n-res 30000 --dap 8 --precision bf16-full
+    alphafold-mem memory-plan --chains 400,400,313 --max-memory 24GB
+    alphafold-mem memory-plan --fasta complex.fasta --n-seq 512 --max-memory 24GB
+
+A complex (``--chains`` or ``--fasta``, :mod:`.memory_plan_complex`) is planned under the
+AF2-Multimer model with its chain features and MSA sizes.
 
 With ``--dap P`` the peak is the one of each of P devices sharing the protein (dynamic axial
 parallelism; communication buffers included, parameters and inputs held whole by every device).
@@ -29,6 +34,7 @@ import time
 
 from ..config import PRESETS
 from ..units import format_gib, gib_value
+from . import memory_plan_complex
 from .options import PRECISIONS, add_max_memory, add_no_progress, non_negative_int, positive_int
 
 #: ``--precision``: the policy's precision values.
@@ -170,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         device, budget, source = _device_and_budget(args)
+        chains, about = memory_plan_complex.resolve(args)
         config = model_config(args.preset)
     except (ValueError, KeyError, RuntimeError) as err:
         print(f"memory-plan: {err}", file=sys.stderr)
@@ -200,8 +207,12 @@ def run(args: argparse.Namespace) -> int:
         "usable_budget_bytes": budget,
         "device": device,
         "dap": args.dap,
+        "chains": memory_plan_complex.as_json(chains),
     }
     say = (lambda *a, **k: None) if args.json else print
+    for line in about + [memory_plan_complex.monomer_note(config, chains)]:
+        if line:
+            say(line)
     progress = _Progress(not args.progress)
     if args.progress:
         print(f"memory-plan: {source}", file=sys.stderr, flush=True)
@@ -236,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
             frugal_last=not args.training,
             dap=args.dap,
             progress=progress,
+            chains=chains,
         )
         for row in choice.rows:
             rows.append(row.as_dict(args.dap))
@@ -259,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
         flags = ("train " + train_flags(policy)) if args.training else ("predict " + predict_flags(policy))
         if args.dap > 1:  # the peaks are per device of a DAP group: the run needs the same group
             flags += f" --dap {args.dap}" + (f" --devices {args.dap}" if args.training else "")
+        if chains is not None and not args.training:
+            flags += f" --preset {args.preset}"
     host_note, host_ok = (
         _host_check(recommended.estimate.host) if recommended and recommended.estimate.host else ("", True)
     )
@@ -363,8 +377,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Exit status 0 if a policy fits, 1 if none does, 2 for bad options.",
     )
     p.add_argument(
-        "--preset", default="model_1", choices=PRESETS, metavar="NAME", help="model config preset (default: model_1)"
+        "--preset",
+        default=None,
+        choices=PRESETS,
+        metavar="NAME",
+        help=f"model config preset (default: {memory_plan_complex.CHAIN_PRESET}; "
+        f"{memory_plan_complex.COMPLEX_PRESET} for a complex)",
     )
+    memory_plan_complex.add_options(p)
     p.add_argument("--n-res", type=positive_int, default=None, help="N_res (default: the preset's crop size)")
     p.add_argument("--n-seq", type=positive_int, default=None, help="N_seq, MSA clusters (default: preset)")
     p.add_argument("--n-extra", type=positive_int, default=None, help="N_extra, extra MSA sequences (default: preset)")

@@ -46,6 +46,25 @@ def first_chunk_only() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def traced_chains(count: Optional[int]) -> Iterator[None]:
+    """For the memory estimator only: the number of chains of the complex it traces (under
+    FakeTensorMode ``asym_id`` has no values), read by :func:`chain_count`."""
+    with thread_setting(_state, "chains", count):
+        yield
+
+
+def chain_count(asym_id: Tensor) -> Optional[int]:
+    """The number of chains of ``asym_id`` ``[*, N_res]`` (1, 2, ...; 0 is padding): its largest value,
+    or under the estimator the count :func:`traced_chains` gave (``None`` when it gave none: the
+    per-chain outputs are then left out of the trace, their bytes are O(N_res x chains))."""
+    if getattr(_state, "chains", None) is not None:
+        return _state.chains
+    if estimating() or isinstance(asym_id, torch._subclasses.fake_tensor.FakeTensor):
+        return None
+    return int(asym_id.max()) if asym_id.numel() else 0
+
+
+@contextlib.contextmanager
 def thread_setting(namespace: threading.local, name: str, value) -> Iterator[None]:
     """``namespace.name = value`` inside the ``with`` block (this thread), restored after."""
     previous = getattr(namespace, name, None)

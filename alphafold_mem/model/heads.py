@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..config import HeadsConfig
 from ..memory.axes import WHOLE, Shard, Slice, Split, declare, exempt, run_split
-from ..memory.chunking import estimating
+from ..memory.chunking import chain_count
 from ..precision import fp32_island
 from .primitives import LayerNorm, Linear
 
@@ -135,13 +135,13 @@ class PredictedAlignedErrorHead(Linear):
         centers = _pae_bin_centers(self.out_features, self.max_bin, w)
         normed = w / (1e-8 + w.sum(-1, keepdim=True))  # [*, N_res]
         tm = _tm_per_bin(centers, w)
-        # per chain (asym_id 1..C), the residue weights: [*, N_res, C]; not under the estimator,
-        # where the number of chains (a value of the data) is unknown and the sums are tiny
+        # per chain (asym_id 1..C), the residue weights: [*, N_res, C]; under the estimator only when
+        # it knows the number of chains (a value of the data: memory.chunking.traced_chains)
         chains = None
-        if not estimating():
-            num_chains = int(asym_id.max()) if asym_id.numel() else 0
-            chains = F.one_hot((asym_id.long() - 1).clamp(min=0), max(num_chains, 1)).to(w.dtype)
-            chains = chains * (asym_id > 0).to(w.dtype)[..., None] * w[..., None]
+        num_chains = chain_count(asym_id)
+        if num_chains is not None:
+            ids = torch.arange(1, max(num_chains, 1) + 1, device=asym_id.device)
+            chains = (asym_id.long()[..., None] == ids).to(w.dtype) * w[..., None]
 
         def rows(z_rows: Tensor, tm_: Tensor, nrm: Tensor, asym_rows: Tensor, asym: Tensor, w_: Tensor, ch):
             logits = F.linear(z_rows, self.weight, self.bias)  # [*, I, N_res, B]

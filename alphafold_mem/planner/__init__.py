@@ -7,6 +7,7 @@ sizes by :func:`resolve_policy` before binding (:func:`alphafold_mem.bind`). It 
 :mod:`alphafold_mem.model` (it builds models); nothing below imports it.
 """
 
+from .chains import Chains, multimer_sizes
 from .chooser import (
     Choice,
     InsufficientMemoryWarning,
@@ -32,6 +33,7 @@ from .ladder import Candidate, chunk_candidates, policy_candidates
 
 __all__ = [
     "Candidate",
+    "Chains",
     "Choice",
     "InsufficientMemoryWarning",
     "PeakEstimate",
@@ -45,6 +47,7 @@ __all__ = [
     "estimate_peak",
     "feature_batch",
     "max_length",
+    "multimer_sizes",
     "parameter_bytes",
     "plan",
     "policy_candidates",

@@ -29,6 +29,7 @@ import torch
 from ..config import ModelConfig
 from ..memory.policy import AutoPolicy, MemoryPolicy, PolicyRequest, as_request
 from ..units import format_gib
+from .chains import Chains
 from .estimate import PeakEstimate, available_memory, estimate_breakdown, parameter_bytes
 from .ladder import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, Candidate, chunk_candidates, policy_candidates
 from .margins import device_margin
@@ -109,6 +110,7 @@ def choose(
     frugal_last: bool = False,
     dap: int = 1,
     progress: Optional[Callable[[Candidate, Optional[Row]], None]] = None,
+    chains: Optional[Chains] = None,
 ) -> Choice:
     """The first candidate (in the given, fastest-first order) whose predicted total peak
     (parameters + inputs + activations, on ``device``) is at most ``budget`` bytes.
@@ -123,7 +125,8 @@ def choose(
     sharing the protein (:mod:`alphafold_mem.planner.dap`). ``progress``: called as
     ``progress(candidate, None)`` before each estimate and ``progress(candidate, row)`` after it (a
     command line shows what it is doing); with it, the search is not served from the in-process
-    cache of earlier identical searches (the estimates still are, :mod:`.cache`).
+    cache of earlier identical searches (the estimates still are, :mod:`.cache`). ``chains``: the
+    complex a multimer config runs on (:class:`~.chains.Chains`; ``n_res`` is its residue count).
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     search = _choose if progress is None else functools.partial(_search, progress=progress)
@@ -140,15 +143,40 @@ def choose(
         evaluate_all,
         frugal_last,
         dap,
+        chains=chains,
     )
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose(
-    config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap=1
+    config,
+    n_res,
+    n_seq,
+    n_extra_seq,
+    n_templ,
+    budget,
+    candidates,
+    training,
+    device,
+    evaluate_all,
+    frugal_last,
+    dap=1,
+    chains=None,
 ) -> Choice:
     return _search(
-        config, n_res, n_seq, n_extra_seq, n_templ, budget, candidates, training, device, evaluate_all, frugal_last, dap
+        config,
+        n_res,
+        n_seq,
+        n_extra_seq,
+        n_templ,
+        budget,
+        candidates,
+        training,
+        device,
+        evaluate_all,
+        frugal_last,
+        dap,
+        chains=chains,
     )
 
 
@@ -176,6 +204,7 @@ def _search(
     frugal_last,
     dap=1,
     progress=None,
+    chains=None,
 ) -> Choice:
     rows: dict[int, Row] = {}
 
@@ -195,6 +224,7 @@ def _search(
                 device=device,
                 dap=dap,
                 limit=None if exact else stop_at(budget),
+                chains=chains,
             )
             rows[i] = Row(candidates[i], est, est.total <= budget)
             if progress is not None:
@@ -260,6 +290,7 @@ def plan(
     training: bool = False,
     dap: int = 1,
     evaluate_all: bool = False,
+    chains: Optional[Chains] = None,
 ) -> Choice:
     """The chooser's answer to ``request`` for inputs of ``sizes`` = ``(N_res, N_seq, N_extra, N_templ)``
     within :func:`budget_of` ``(request)``:
@@ -272,7 +303,8 @@ def plan(
     * a concrete :class:`MemoryPolicy`: that policy, checked.
 
     ``dap``: the peak of each of that many devices sharing the protein; ``evaluate_all``: estimate
-    every candidate (tables). The budget is what remains after
+    every candidate (tables); ``chains``: the complex of a multimer config (:class:`~.chains.Chains`,
+    ``sizes[0]`` its residues). The budget is what remains after
     :func:`~alphafold_mem.planner.margins.device_margin` (CUDA: context, library workspaces, NCCL
     buffers under DAP, the caching allocator's share; CPU: the host library caches): "fits" means
     fits after them.
@@ -306,6 +338,7 @@ def plan(
         evaluate_all=evaluate_all,
         frugal_last=frugal,
         dap=dap,
+        chains=chains,
     )
     return dataclasses.replace(choice, margin=margin.total)
 

@@ -45,11 +45,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..binding import bind
 from ..config import ModelConfig, apply_overrides
 from ..distributed.comm import simulated_group
-from ..memory.chunking import first_chunk_only
+from ..memory.chunking import first_chunk_only, traced_chains
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
 from . import cache
+from .chains import Chains
 from .trace import OverLimit, PlanTracker
 from .training_loss import ground_truth_batch, training_loss
 
@@ -82,9 +83,15 @@ def feature_batch(
     n_templ: int = 0,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    chains: Optional[Chains] = None,
 ) -> dict[str, Tensor]:
     """A batch with the shapes and dtypes of :func:`alphafold_mem.testing.random_features` (no batch
-    dim), filled with zeros and ones: what the estimator feeds the model. Works under FakeTensorMode."""
+    dim), filled with zeros and ones: what the estimator feeds the model. Works under FakeTensorMode.
+    A multimer config gets the chain features of ``chains`` (:meth:`.chains.Chains.features`; default
+    one chain of ``n_res``).
+
+    Raises:
+        ValueError: ``chains`` whose residues are not ``n_res``."""
     n, s, e, t = n_res, n_seq, n_extra_seq, n_templ
     ie = config.input_embedder
 
@@ -107,8 +114,11 @@ def feature_batch(
         "extra_deletion_value": f(e, n),
         "atom37_atom_exists": f(n, 37),
     }
-    if config.multimer:  # one chain: the chain features change values, not shapes
-        batch.update({"asym_id": i(n) + 1, "entity_id": i(n) + 1, "sym_id": i(n) + 1, "extra_deletion_matrix": f(e, n)})
+    if config.multimer:
+        chains = chains or Chains((n,))
+        if chains.n_res != n:
+            raise ValueError(f"the chains hold {chains.n_res} residues, the batch {n} (N_res)")
+        batch.update({**chains.features(device), "extra_deletion_matrix": f(e, n)})
     if config.template.enabled:
         t = max(t, 1)
         batch.update(
@@ -221,6 +231,7 @@ def _activation_peak(
     dap: int = 1,
     limit: Optional[int] = None,
     watch: tuple[str, ...] = (),
+    chains: Optional[Chains] = None,
 ) -> tuple[int, int, int, bool]:
     """(inputs, activation peak, host peak, stopped) of one fake run of ``config`` exactly as given
     (``cut``: with the estimator's loop cut; ``dap > 1``: of one device of a simulated DAP group).
@@ -236,7 +247,7 @@ def _activation_peak(
         bind(model, policy, simulated_group(dap) if dap > 1 else None, gather_outputs=training)
         model.train(training)
         model.zero_grad(set_to_none=True)
-        batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype)
+        batch = feature_batch(config, n_res, n_seq, n_extra_seq, n_templ, dtype=dtype, chains=chains)
         if training:  # the real AF2 loss on fake ground truth (planner/training_loss.py)
             batch.update(ground_truth_batch(config, n_res, n_seq))
         inputs = sum(t.untyped_storage().nbytes() for t in batch.values())
@@ -244,10 +255,11 @@ def _activation_peak(
         hooks = [h for path in watch for h in tracker.watch_stack(_get(model, path)[0])]
         sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
         cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
+        count = traced_chains(len(chains.lengths) if chains is not None else (1 if config.multimer else None))
         grad = torch.enable_grad() if training else torch.inference_mode()
         stopped = False
         try:
-            with grad, cut_loops, sim, tracker:
+            with grad, cut_loops, count, sim, tracker:
                 out = model(batch)
                 if training:
                     training_loss(config, out, batch).backward()
@@ -275,10 +287,11 @@ def estimate_breakdown(
     full_trace: bool = False,
     dap: int = 1,
     limit: Optional[int] = None,
+    chains: Optional[Chains] = None,
 ) -> PeakEstimate:
     """Like :func:`estimate_peak` but returns the :class:`PeakEstimate` breakdown (kept per arguments in
     this process and on disk, :mod:`.cache`; ``dap``: per device of a DAP group of that size, see
-    :mod:`alphafold_mem.planner.dap`).
+    :mod:`alphafold_mem.planner.dap`; ``chains``: a multimer config's complex, :mod:`.chains`).
 
     ``limit`` (bytes; for a fits / does-not-fit decision): the trace may stop as soon as the running
     total passes it; the estimate then has ``lower_bound=True`` and a ``total`` above ``limit``
@@ -305,6 +318,7 @@ def estimate_breakdown(
         )
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
     key = (config, policy, n_res, n_seq, n_extra_seq, n_templ, training, dtype, exact, dev, full_trace, dap)
+    key += (chains,) if chains is not None and config.multimer else ()  # one chain: the key as before
     return cache.cached_estimate(key, None if limit is None else int(limit), _trace, lambda d: PeakEstimate(**d))
 
 
@@ -329,6 +343,7 @@ def _trace(
     device: str,
     full_trace: bool,
     dap: int = 1,
+    chains: Optional[Chains] = None,
     limit: Optional[int] = None,
 ) -> PeakEstimate:
     params = parameter_bytes(config, dtype)
@@ -337,24 +352,25 @@ def _trace(
     stacks = [p for p in _STACKS if p != _STACKS[2] or config.template.enabled]
     counts = {p: _get(config, p) for p in stacks}
     args = (n_res, n_seq, n_extra_seq, n_templ, training, dtype, device)
+    run = functools.partial(_activation_peak, chains=chains)
     segments = (policy.checkpoint_evoformer, policy.checkpoint_extra_msa, policy.checkpoint_template)
     stopped = False
     if full_trace:
-        inputs, act, host, stopped = _activation_peak(config, policy, *args, cut=False, dap=dap, limit=limit)
+        inputs, act, host, stopped = run(config, policy, *args, cut=False, dap=dap, limit=limit)
     elif not training:  # one block per stack; a stack of two or more is corrected for its second block,
         # which also holds the first block's inputs when the updates are not in place (PlanTracker)
         cut = apply_overrides(config, {p: min(n, 1) for p, n in counts.items()})
         watch = tuple(_STACK_MODULES[p] for p, n in counts.items() if n >= 2)
-        inputs, act, host, stopped = _activation_peak(cut, policy, *args, dap=dap, limit=limit, watch=watch)
+        inputs, act, host, stopped = run(cut, policy, *args, dap=dap, limit=limit, watch=watch)
     elif exact or max(segments) > 1 or max(counts.values()) <= 2:
-        inputs, act, host, stopped = _activation_peak(config, policy, *args, dap=dap, limit=limit)
+        inputs, act, host, stopped = run(config, policy, *args, dap=dap, limit=limit)
     else:  # extrapolated: no early stop (the first traces do not bound the result)
         ones = {p: 1 for p in stacks}
-        inputs, base, host, _ = _activation_peak(apply_overrides(config, ones), policy, *args, dap=dap)
+        inputs, base, host, _ = run(apply_overrides(config, ones), policy, *args, dap=dap)
         act = base
         for p, n in counts.items():
             if n > 1:
-                _, two, _, _ = _activation_peak(apply_overrides(config, {**ones, p: 2}), policy, *args, dap=dap)
+                _, two, _, _ = run(apply_overrides(config, {**ones, p: 2}), policy, *args, dap=dap)
                 act += (n - 1) * (two - base)
     return PeakEstimate(params, inputs, act, policy.chunk_size, host, lower_bound=stopped)
 

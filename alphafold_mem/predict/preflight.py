@@ -24,8 +24,8 @@ import torch
 
 from ..config import ModelConfig
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
+from ..planner import Chains, plan
 from ..planner import budget_of as planner_budget
-from ..planner import plan
 from ..units import format_gib
 
 
@@ -71,18 +71,26 @@ def budget_of(request: PolicyRequest, config: ModelConfig, device: torch.device)
 
 
 def check(
-    config: ModelConfig, sizes: tuple[int, int, int, int], request: PolicyRequest, device: torch.device, dap: int = 1
+    config: ModelConfig,
+    sizes: tuple[int, int, int, int],
+    request: PolicyRequest,
+    device: torch.device,
+    dap: int = 1,
+    chains: Optional[Chains] = None,
 ) -> Preflight:
     """Choose (``"auto"`` / :class:`~alphafold_mem.memory.policy.AutoPolicy`, or ``chunk_size="auto"``)
     or check (a concrete policy) the memory policy of one target with the planner's chooser
-    (:func:`alphafold_mem.planner.plan`; ``dap``: the peak of each of that many devices sharing it).
+    (:func:`alphafold_mem.planner.plan`; ``dap``: the peak of each of that many devices sharing it;
+    ``chains``: the complex a multimer config runs on, ``sizes[0]`` its residues).
 
     Raises:
-        ValueError: ``request`` is not a policy request.
+        ValueError: ``request`` is not a policy request; ``chains`` whose residues are not ``sizes[0]``.
     """
     request = as_request(request)
     n_res, n_seq, n_extra, _ = sizes
-    choice = plan(request, config, sizes, device, dap=dap)
+    if chains is not None and chains.n_res != n_res:
+        raise ValueError(f"the chains hold {chains.n_res} residues, the sizes {n_res}")
+    choice = plan(request, config, sizes, device, dap=dap, chains=chains if config.multimer else None)
     if choice.chosen is not None:
         return Preflight(choice.policy, int(choice.chosen.estimate.total), choice.budget)
     best = choice.smallest
@@ -99,10 +107,28 @@ def check(
     )
 
 
+def check_complex(
+    config: ModelConfig,
+    chains: Chains,
+    msa_depth: int,
+    request: PolicyRequest,
+    device: torch.device,
+    n_templ: Optional[int] = None,
+    dap: int = 1,
+) -> tuple[tuple[int, int, int, int], Preflight]:
+    """The pre-flight of a complex: ``(sizes, outcome)`` with the sizes predict builds for it
+    (:func:`feature_sizes` of its residues, ``msa_depth`` rows of the merged MSA, ``n_templ``
+    templates) and :func:`check` on its chains. With a multimer ``config`` the trace runs the
+    AF2-Multimer model on the complex's chain features (``alphafold-mem memory-plan --chains`` plans
+    the same); a monomer config plans the chains as one chain of their residues."""
+    sizes = feature_sizes(config, chains.n_res, msa_depth, n_templ)
+    return sizes, check(config, sizes, request, device, dap, chains=chains)
+
+
 def format_bytes(n: float) -> str:
     """``n`` bytes for people, in GiB, the one unit every command prints (:func:`alphafold_mem.units.format_gib`:
     ``"80.00 GiB"``, ``"0.0233 GiB"``)."""
     return format_gib(n)
 
 
-__all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "feature_sizes", "format_bytes"]
+__all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "check_complex", "feature_sizes", "format_bytes"]
