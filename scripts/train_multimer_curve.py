@@ -7,7 +7,7 @@ validation metrics of the untrained model (step 0) before the first step, then e
 whole complexes after permutation alignment. Validation is on training complexes (the dev set has
 no other complex), so the curve shows fit, not generalisation.
 
-Writes ``OUT/curve.csv`` and a page (``--page``, default ``docs/benchmarks/multimer_training_curve.md``)
+Writes ``OUT/curve.csv`` and a page (``--page``, default ``docs/benchmarks/multimer-training.md``)
 headed by the command, date, machine and versions::
 
     python scripts/train_multimer_curve.py --steps 300 --crop 32 --val-every 50
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ema-decay", type=float, default=0.99, help="validation uses the EMA weights (AF2: 0.999)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--page", default="docs/benchmarks/multimer_training_curve.md")
+    ap.add_argument("--page", default="docs/benchmarks/multimer-training.md")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
