@@ -478,7 +478,8 @@ def write_index(out: Path) -> None:
     lines += [
         "",
         "The [ablation report](../ablation/report.md) is generated the same way by `alphafold-mem ablate`, and "
-        "the [memory budget](../memory-budget.md) page by `scripts/memory_budget_page.py`.",
+        "the [memory budget](../memory-budget.md) page by `scripts/memory_budget_page.py`. The "
+        "[multimer training curve](multimer-training.md) is written by `scripts/train_multimer_curve.py`.",
     ]
     (out / "index.md").write_text("\n".join(lines) + "\n")
 

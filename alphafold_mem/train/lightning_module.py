@@ -205,6 +205,11 @@ class AlphaFoldLightning(L.LightningModule):
         feats = first_iterations(feats, n)
         return self.model(feats, recycle_dim=-1), last_iteration(feats)
 
+    def prepare_targets(self, out: dict, feats: dict, batch: Batch, k: int) -> dict:
+        """The loss batch of step ``k`` from the features of the last iteration: here unchanged; the
+        multimer module aligns the ground-truth chains first (:mod:`.multimer_module`)."""
+        return feats
+
     def training_step(self, batch: Batch, batch_idx: int) -> Optional[torch.Tensor]:
         k = self.batches_seen
         self.batches_seen += 1
@@ -215,6 +220,7 @@ class AlphaFoldLightning(L.LightningModule):
             return self._skip([f"or out-of-range input ({bad_input or 'on another rank'})"], batch, None)
 
         out, feats = self.step_forward(feats, k)
+        feats = self.prepare_targets(out, feats, batch, k)
         n = feats["aatype"].shape[0]
         feats["use_clamped_fape"] = self._use_clamped_fape(n, k).to(self.device)
         loss, terms = self.loss_fn(out, feats)

@@ -19,6 +19,8 @@ from .data_module import AF2DataModule, DataOptions
 from .init_weights import init_from_weights
 from .lightning_messages import quiet_lightning
 from .lightning_module import AlphaFoldLightning
+from .multimer_data import MultimerDataModule
+from .multimer_module import MultimerLightning, multimer_training_config
 from .progress import StepTimer, make_loggers
 from .resume import ApplyTrainConfig, RunSettingsCallback, remove_stale_temporaries, resume_overrides
 from .strategies import make_strategy
@@ -138,6 +140,7 @@ def train(
     if resume is not None and init_weights is not None:
         raise ValueError("--init-weights starts a new run from given weights and --resume continues a run: give one")
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    model_config = multimer_training_config(model_config)  # a multimer preset gets AF2-Multimer's loss weights
     remove_stale_temporaries(Path(out_dir) / "checkpoints", log)  # helper E: leftovers of a killed write
     if resume is not None:
         saved, _ = read_checkpoint_config(resume)
@@ -150,20 +153,24 @@ def train(
     if dap > 1:
         mesh_shape(devices if isinstance(devices, int) else dap, dap)  # raises a clear error
         strategy = "ddp" if strategy == "auto" else strategy
-    module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)
+    if model_config.multimer:  # complexes: permutation alignment, multimer losses (:mod:`.multimer_module`)
+        module = MultimerLightning(model_config, train_config, memory_policy, dap=dap)
+        dm = MultimerDataModule(data_dir, model_config, train_config, max_steps, num_workers or 0, log)
+    else:
+        module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)
+        dm = AF2DataModule(
+            data_dir,
+            model_config,
+            train_config,
+            cache_dir=Path(out_dir) / "chain_index",
+            max_steps=max_steps,
+            num_workers=num_workers,
+            report_dir=out_dir,
+            log=log,
+            options=data_options,
+        )
     if init_weights is not None:
         log(f"initial weights: {init_from_weights(module, init_weights)}")
-    dm = AF2DataModule(
-        data_dir,
-        model_config,
-        train_config,
-        cache_dir=Path(out_dir) / "chain_index",
-        max_steps=max_steps,
-        num_workers=num_workers,
-        report_dir=out_dir,
-        log=log,
-        options=data_options,
-    )
     with quiet_lightning():  # Lightning's deprecations and logger advertisement, by their text
         trainer = build_trainer(
             out_dir,
