@@ -32,6 +32,7 @@ import sys
 import traceback
 
 from ..config import PRESETS
+from .complex_args import add_complex_arguments, is_complex_run, run_complex
 from .ensemble_args import add_ensemble_arguments, ensemble_options
 from .malloc import add_malloc_option
 from .memory_args import add_predict_memory_arguments, predict_request
@@ -133,6 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_malloc_option(p)
     add_pipeline_arguments(p)
     add_ensemble_arguments(p)
+    add_complex_arguments(p)
     p.set_defaults(func=run, check=check)
 
 
@@ -162,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     from .dap_launch import run_with_dap
     from .devices_launch import run_with_devices
 
+    if is_complex_run(args):  # complexes: their own run (alphafold_mem.predict.complex_run)
+        return run_complex(args)
     if args.devices != 1:  # target parallelism: its own launcher, lock and signals
         return run_with_devices(args)
     if args.dap > 1 and any(getattr(args, k, None) for k in ("db", "template_db", "msa_server")):
