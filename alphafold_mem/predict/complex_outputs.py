@@ -60,7 +60,7 @@ def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, 
     """
     os.makedirs(target_dir, exist_ok=True)
     plddt = np.asarray(arrays["plddt"], np.float64)
-    ptm, iptm = float(arrays["ptm"]), float(arrays["iptm"])
+    ptm, iptm = round(float(arrays["ptm"]), 4), round(float(arrays["iptm"]), 4)  # ranked as written
     scores = {
         "id": t.name,
         "name": tag,
@@ -71,9 +71,9 @@ def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, 
         "model": tag.rsplit("_pred_", 1)[0],
         "preset": config.preset,
         "seed": seed,
-        "ptm": round(ptm, 4),
-        "iptm": round(iptm, 4),
-        "ranking_confidence": round(ranking_confidence(iptm, ptm), 4),
+        "ptm": ptm,
+        "iptm": iptm,
+        "ranking_confidence": round(ranking_confidence(iptm, ptm), 6),
         "mean_plddt": round(float(plddt.mean()), 2),
         "chain_plddt": chain_plddts(t, plddt),
         "chain_pair_iptm": np.round(np.asarray(arrays["chain_pair_iptm"], np.float64), 4).tolist(),
@@ -141,7 +141,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             os.remove(os.path.join(target_dir, entry))
     write_json(
         os.path.join(target_dir, "ranking_debug.json"),
-        {RANKING_KEY: {tag: round(confidence[tag], 4) for tag in tags}, "order": order},
+        {RANKING_KEY: {tag: round(confidence[tag], 6) for tag in tags}, "order": order},
         indent=4,
     )
     best = scores[order[0]]
@@ -154,7 +154,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             "weights": scores[tag]["weights"],
             "ptm": scores[tag]["ptm"],
             "iptm": scores[tag]["iptm"],
-            "ranking_confidence": round(confidence[tag], 4),
+            "ranking_confidence": round(confidence[tag], 6),
             "mean_plddt": scores[tag]["mean_plddt"],
             "recycles_run": scores[tag]["recycles_run"],
             "ranked_pdb": f"ranked_{r}.pdb" if os.path.exists(os.path.join(target_dir, f"{tag}.pdb")) else None,
@@ -172,7 +172,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             "best": order[0],
             "ptm": best["ptm"],
             "iptm": best["iptm"],
-            "ranking_confidence": round(confidence[order[0]], 4),
+            "ranking_confidence": round(confidence[order[0]], 6),
             "mean_plddt": best["mean_plddt"],
             "chain_plddt": best["chain_plddt"],
             "chain_pair_iptm": best["chain_pair_iptm"],

@@ -43,6 +43,7 @@ from .complex_outputs import rank_complex, write_prediction
 from .complex_target import ComplexTarget, collect_complexes
 from .errors import PredictError
 from .outputs.complex_files import write_features_npz
+from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["ComplexRun", "complex_members", "predict_complexes"]
 
@@ -143,7 +144,10 @@ def _forward(model, batch: dict, seed: int, dev) -> dict:
     torch.manual_seed(seed)
     with torch.no_grad():
         out = model({k: v.to(dev) for k, v in batch.items()})
-    return {k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy() for k, v in out.items()}
+    arrays = {k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy() for k, v in out.items()}
+    arrays["aatype"] = batch["aatype"].numpy()
+    fill_unknown_backbone(arrays, out)  # an X gets N, CA, C, O as in the monomer outputs
+    return arrays
 
 
 def predict_complexes(
