@@ -210,11 +210,46 @@ def test_bad_chains_one_line_each_and_the_batch_goes_on(tmp_path, weights, capsy
     assert not (out / "dna").exists() and not (out / "empty").exists()
 
 
-def test_monomer_weights_on_a_complex_is_one_line(tmp_path, weights, capsys):
+def test_monomer_weights_run_with_a_chain_gap_labelled(tmp_path, weights, capsys):
+    """ColabFold's route for pTM weights: AF2 on the complex with a residue-index gap between chains,
+    ipTM from the PAE head, and every output says so."""
+    fasta = tmp_path / "pair.fasta"
+    fasta.write_text(">pair\nMKVLAAGIHHSTWY:GSHMKLLVEQ\n")
+    out = tmp_path / "out"
+    assert _run(fasta, "--out", out, "--weights", weights / "monomer.ckpt") == 0, capsys.readouterr().err
+    assert "residue-index gap of 200" in capsys.readouterr().err
+    chains = [("A", "MKVLAAGIHHSTWY"), ("B", "GSHMKLLVEQ")]
+    _check_scores(out / "pair", "pair", chains, ["tiny_pred_0"])
+    _check_structures(out / "pair", chains, 1)
+    scores = json.loads((out / "pair" / "pair_scores.json").read_text())
+    pred = json.loads((out / "pair" / "tiny_pred_0_scores.json").read_text())
+    assert scores["route"] == pred["route"] == "monomer_chain_gap" and pred["chain_gap"] == 200
+    assert "residue-index gap 200" in (out / "pair" / "ranked_0.pdb").read_text().replace("\nREMARK 250 ", " ")
+    assert "residue-index gap 200" in " ".join((out / "pair" / "ranked_0.cif").read_text().split())
+
+
+def test_complex_without_multimer_or_ptm_weights_is_one_line(tmp_path, weights, capsys):
     fasta = tmp_path / "pair.fasta"
     fasta.write_text(">pair\nMKVLAAGIHH:GSHMKLLVEQ\n")
-    assert _run(fasta, "--out", tmp_path / "out", "--weights", weights / "monomer.ckpt") == 2
+    assert _run(fasta, "--out", tmp_path / "out") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error:") and "monomer weights" in err[-1] and "monomer.ckpt" in err[-1]
-    assert _run(fasta, "--out", tmp_path / "out2") == 2
-    assert "needs AF2-Multimer weights" in capsys.readouterr().err
+    assert len(err) == 1 and err[0].startswith("error:") and "needs AF2-Multimer weights" in err[0]
+
+
+def test_complex_batch_inputs_per_route():
+    """Multimer weights: residue numbers restart per chain, chain features given; monomer weights:
+    numbered through the complex with a gap of 200 before the second chain, AF2's monomer inputs."""
+    from alphafold_mem.data.complex import make_complex
+    from alphafold_mem.data.multimer_features import complex_msa_features
+    from alphafold_mem.predict.complex_features import complex_batch
+
+    cx = make_complex([("A", "MKVLAAG"), ("B", "GSHMK"), ("C", "MKVLAAG")])
+    processed = complex_msa_features(cx)
+    multimer = complex_batch(cx, processed, model_config("tiny_multimer"))
+    assert multimer["residue_index"].tolist() == list(range(7)) + list(range(5)) + list(range(7))
+    assert multimer["entity_id"].tolist() == [1] * 7 + [2] * 5 + [1] * 7
+    assert multimer["sym_id"].tolist() == [1] * 7 + [1] * 5 + [2] * 7
+    assert multimer["target_feat"].shape == (19, 21) and "extra_deletion_matrix" in multimer
+    monomer = complex_batch(cx, processed, model_config("tiny"))
+    assert monomer["residue_index"].tolist() == list(range(7)) + list(range(207, 212)) + list(range(412, 419))
+    assert monomer["target_feat"].shape == (19, 22) and "extra_has_deletion" in monomer

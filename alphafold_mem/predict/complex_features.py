@@ -12,6 +12,11 @@ Steps (AF2-Multimer ``modules_multimer``: ``sample_msa``, ``make_masked_msa``,
 4. ``msa_feat [N_clust, N_res, 49]``, ``target_feat = one_hot(aatype, 21)``, ``extra_msa``,
    ``extra_msa_mask``, ``extra_deletion_matrix`` (raw counts), the chain features, and empty
    templates (no template search for complexes here: every slot is zero padding).
+
+Monomer weights (ColabFold's route for AF2 ``_ptm`` models): the same MSA, AF2's monomer inputs
+(``target_feat`` of 22 channels, ``extra_has_deletion`` / ``extra_deletion_value``), and
+``residue_index`` numbered through the complex with a gap of :data:`CHAIN_GAP` residues before every
+chain after the first, so that the relative position encoding sees the chains as far apart.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from torch import Tensor
 
 from ..data.complex import Complex
 from ..data.features.msa import (
+    deletion_value,
     make_hhblits_profile,
     make_masked_msa,
     make_msa_feat,
@@ -31,10 +37,14 @@ from ..data.features.msa import (
     sample_msa,
     summarize_clusters,
 )
+from ..data.features.templates import empty_template_features
 from ..data.multimer_templates import assemble_templates
 from ..geometry import all_atom
 
-__all__ = ["complex_batch"]
+__all__ = ["CHAIN_GAP", "complex_batch"]
+
+#: Residue-index gap between chains for monomer weights (ColabFold: 200).
+CHAIN_GAP = 200
 
 
 def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed: int = 0) -> dict[str, Tensor]:
@@ -94,7 +104,25 @@ def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed
         "extra_deletion_matrix": torch.from_numpy(np.ascontiguousarray(del_e[:n_extra])),
     }
     out.update(all_atom.make_atom14_masks(aatype))
+    if not config.multimer:
+        return _monomer_inputs(out, processed, del_e[:n_extra], config)
     if config.template.enabled:
         templates = assemble_templates(cx, {}, max_templates=config.template.max_templates)
         out.update({k: torch.from_numpy(v) for k, v in templates.items()})
+    return out
+
+
+def _monomer_inputs(out: dict, processed: Mapping[str, np.ndarray], extra_deletions: np.ndarray, config) -> dict:
+    """The batch for monomer weights: 22-channel ``target_feat``, the extra-MSA deletion features,
+    ``residue_index`` through the complex with :data:`CHAIN_GAP` between chains, empty templates."""
+    aatype = out["aatype"]
+    asym = np.asarray(processed["asym_id"], np.int64)
+    out["residue_index"] = torch.from_numpy(np.arange(len(asym), dtype=np.int64) + CHAIN_GAP * (asym - asym.min()))
+    out["target_feat"] = torch.cat(
+        [torch.zeros(aatype.shape[0], 1), torch.nn.functional.one_hot(aatype, 21).float()], dim=-1
+    )
+    out["extra_has_deletion"] = torch.from_numpy(np.clip(extra_deletions, 0.0, 1.0).astype(np.float32))
+    out["extra_deletion_value"] = torch.from_numpy(deletion_value(extra_deletions))
+    if config.template.enabled:
+        out.update(empty_template_features(aatype.shape[0]))
     return out

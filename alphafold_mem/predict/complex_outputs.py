@@ -12,6 +12,7 @@ import numpy as np
 
 from ..io import atomic_write
 from ..version import __version__
+from .complex_features import CHAIN_GAP
 from .complex_target import ComplexTarget
 from .outputs.complex_files import pdb_chain_ids_fit, write_complex_modelcif, write_complex_pdb
 from .outputs.scores import pae_json, write_json
@@ -70,6 +71,8 @@ def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, 
         "weights": os.path.basename(member.path),
         "model": tag.rsplit("_pred_", 1)[0],
         "preset": config.preset,
+        "route": "multimer" if config.multimer else "monomer_chain_gap",
+        "chain_gap": None if config.multimer else CHAIN_GAP,
         "seed": seed,
         "ptm": ptm,
         "iptm": iptm,
@@ -84,7 +87,8 @@ def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, 
         "plddt": [round(float(x), 2) for x in plddt],
     }
     pos, mask = arrays["final_atom_positions"], arrays["final_atom_mask"]
-    method = f"AF2-Multimer, weights {os.path.basename(member.path)} (preset {config.preset}); seed {seed}"
+    route = "AF2-Multimer" if config.multimer else f"monomer weights, residue-index gap {CHAIN_GAP} between chains"
+    method = f"{route}, weights {os.path.basename(member.path)} (preset {config.preset}); seed {seed}"
     if pdb_chain_ids_fit(t.cx):
         write_complex_pdb(os.path.join(target_dir, f"{tag}.pdb"), t.cx, pos, mask, plddt, remarks=[method])
     write_complex_modelcif(
@@ -170,6 +174,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             "chains": best["chains"],
             "length": best["length"],
             "best": order[0],
+            "route": best.get("route"),
             "ptm": best["ptm"],
             "iptm": best["iptm"],
             "ranking_confidence": round(confidence[order[0]], 6),

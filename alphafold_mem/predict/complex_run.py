@@ -38,7 +38,7 @@ from ..data.errors import InputError, InputNote
 from ..data.multimer_features import complex_msa_features
 from ..weights import WeightsError, load_weights
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
-from .complex_features import complex_batch
+from .complex_features import CHAIN_GAP, complex_batch
 from .complex_outputs import rank_complex, write_prediction
 from .complex_target import ComplexTarget, collect_complexes
 from .errors import PredictError
@@ -111,10 +111,11 @@ def _load(member: ModelWeights, preset, num_recycles, tolerance, dev, log):
     except WeightsError as exc:
         raise PredictError(str(exc)) from None
     model = loaded.model
-    if not model.config.multimer:
+    if not model.config.multimer and not model.config.heads.pae_enabled:
         raise PredictError(
-            f"{member.path}: monomer weights (preset {model.config.preset}); a complex needs AF2-Multimer "
-            "weights (params_model_<k>_multimer_v3.npz or a *_multimer checkpoint)"
+            f"{member.path}: monomer weights without a PAE head (preset {model.config.preset}) cannot score "
+            "ipTM; a complex needs AF2-Multimer weights (params_model_<k>_multimer_v3.npz or a *_multimer "
+            "checkpoint) or monomer pTM weights (params_model_<k>_ptm.npz)"
         )
     cfg = model.config
     if num_recycles is not None:
@@ -122,8 +123,14 @@ def _load(member: ModelWeights, preset, num_recycles, tolerance, dev, log):
     if tolerance is not None:
         cfg = dataclasses.replace(cfg, recycle_early_stop_tolerance=tolerance)
     model.config = cfg
+    if not cfg.multimer:
+        log(
+            f"note: {member.path}: monomer weights on complexes: AF2 runs with a residue-index gap of "
+            f"{CHAIN_GAP} between chains (ColabFold's route), ipTM from its PAE head; labelled so in the outputs"
+        )
     log(
-        f"weights: {member.path} ({loaded.format}, preset {cfg.preset}, AF2-Multimer); device {dev}, "
+        f"weights: {member.path} ({loaded.format}, preset {cfg.preset}, "
+        f"{'AF2-Multimer' if cfg.multimer else 'monomer, chain gap ' + str(CHAIN_GAP)}); device {dev}, "
         f"up to {cfg.num_recycles} recycle(s), early stop at {cfg.recycle_early_stop_tolerance} Å"
     )
     return model.to(dev).eval()
@@ -144,6 +151,10 @@ def _forward(model, batch: dict, seed: int, dev) -> dict:
     torch.manual_seed(seed)
     with torch.no_grad():
         out = model({k: v.to(dev) for k, v in batch.items()})
+        if not model.config.multimer:  # ipTM, ranking confidence, chain-pair ipTM from the PAE head
+            head = model.aux_heads.predicted_aligned_error
+            asym = batch["asym_id"].to(dev)
+            out.update(head(out["pair"], batch["seq_mask"].to(dev), keep_logits=False, asym_id=asym))
     arrays = {k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy() for k, v in out.items()}
     arrays["aatype"] = batch["aatype"].numpy()
     fill_unknown_backbone(arrays, out)  # an X gets N, CA, C, O as in the monomer outputs
