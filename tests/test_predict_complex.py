@@ -122,6 +122,8 @@ def _check_scores(target_dir: Path, name: str, chains: list[tuple[str, str]], ta
     np.testing.assert_allclose(bfac, plddt, atol=0.01)
     pae = json.loads((target_dir / f"{name}_pae.json").read_text())[0]["predicted_aligned_error"]
     assert np.asarray(pae).shape == (offsets[-1], offsets[-1])
+    for plot in (f"{name}_pae.png", f"{name}_plddt.png"):
+        assert (target_dir / plot).read_bytes().startswith(b"\x89PNG"), plot
     return preds
 
 

@@ -15,6 +15,7 @@ from ..version import __version__
 from .complex_features import CHAIN_GAP
 from .complex_target import ComplexTarget
 from .outputs.complex_files import pdb_chain_ids_fit, write_complex_modelcif, write_complex_pdb
+from .outputs.complex_plots import plot_complex_pae, plot_complex_plddt
 from .outputs.scores import pae_json, write_json
 
 __all__ = ["RANKING_KEY", "chain_plddts", "ranking_confidence", "rank_complex", "write_prediction"]
@@ -119,8 +120,9 @@ def _copy(source: str, dest: str) -> None:
 def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str]:
     """Rank the predictions ``tags`` of complex ``t`` (their ``<tag>_scores.json``) by
     ``ranking_confidence`` (0.8 * ipTM + 0.2 * pTM), best first, ties in the order given; write
-    ``ranked_<r>.pdb``/``.cif``, ``ranking_debug.json``, ``<id>_scores.json`` and ``<id>_pae.json``
-    (the best prediction's) and remove ranked files of a larger earlier run. Returns the tags best first.
+    ``ranked_<r>.pdb``/``.cif``, ``ranking_debug.json``, ``<id>_scores.json``, ``<id>_pae.json``, and
+    ``<id>_pae.png`` / ``<id>_plddt.png`` (the best prediction's, with chain boundaries / by chain) and remove ranked
+    files of a larger earlier run. Returns the tags best first.
 
     Raises:
         OSError: a file could not be read or written.
@@ -187,4 +189,16 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
         },
     )
     _copy(os.path.join(target_dir, f"{order[0]}_pae.json"), os.path.join(target_dir, f"{t.name}_pae.json"))
+    chains = [(c.chain_id, len(c)) for c in t.cx.chains]
+    with open(os.path.join(target_dir, f"{order[0]}_pae.json")) as fh:
+        pae = json.load(fh)[0]
+    title = f"{t.name} {order[0]}"
+    plot_complex_pae(
+        os.path.join(target_dir, f"{t.name}_pae.png"),
+        pae["predicted_aligned_error"],
+        chains,
+        pae["max_predicted_aligned_error"],
+        title=title,
+    )
+    plot_complex_plddt(os.path.join(target_dir, f"{t.name}_plddt.png"), best["plddt"], chains, title=title)
     return order

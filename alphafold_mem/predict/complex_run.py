@@ -16,6 +16,7 @@ are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Ou
 * ``<id>_scores.json``: pTM, ipTM, ranking confidence, mean pLDDT per chain and the chain-pair ipTM
   matrix of the best prediction, and every prediction with its rank, model and seed;
 * ``<id>_pae.json``: the best prediction's PAE over the whole complex (AlphaFold DB layout);
+* ``<id>_pae.png`` (chain boundaries drawn) and ``<id>_plddt.png`` (coloured by chain): the best prediction's;
 * ``<id>_features.npz`` with ``save_features``: the processed features (AF2's names).
 
 A complex that fails (bad input, bad alignments, a forward that fails) is one ``error:`` line; the
