@@ -255,3 +255,18 @@ def test_complex_batch_inputs_per_route():
     monomer = complex_batch(cx, processed, model_config("tiny"))
     assert monomer["residue_index"].tolist() == list(range(7)) + list(range(207, 212)) + list(range(412, 419))
     assert monomer["target_feat"].shape == (19, 22) and "extra_has_deletion" in monomer
+
+
+def test_multi_record_file_without_complex_is_separate_chains_said_once(tmp_path, weights, capsys):
+    fasta = tmp_path / "two.fasta"
+    fasta.write_text(">a\nMKVLAAGIHHSTWY\n>b\nGSHMKLLVEQ\n")
+    out = tmp_path / "out"
+    assert _run(fasta, "--out", out, "--weights", weights / "monomer.ckpt", "--single-sequence") == 0
+    err = capsys.readouterr().err
+    assert err.count("predicted as separate chains") == 1 and "--complex" in err, err
+    assert (out / "a.pdb").is_file() and (out / "b.pdb").is_file()
+    assert _run(fasta, "--complex", "--out", tmp_path / "cx", "--weights", weights / "multimer.ckpt") == 0
+    assert "separate chains" not in capsys.readouterr().err
+    _check_structures(
+        tmp_path / "cx" / "two", [("a", "MKVLAAGIHHSTWY"), ("b", "GSHMKLLVEQ")], 1
+    )  # ids from the records

@@ -5,12 +5,13 @@ input, or a FASTA input with a record whose chains are joined by ``:``, is predi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
 from .options import positive_int
 
-__all__ = ["add_complex_arguments", "is_complex_run", "run_complex"]
+__all__ = ["add_complex_arguments", "is_complex_run", "note_separate_chains", "run_complex"]
 
 
 def add_complex_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +48,16 @@ def is_complex_run(args: argparse.Namespace) -> bool:
     from ..predict.complex_target import has_chain_separators  # heavy: the predict package loads torch
 
     return has_chain_separators(args.input)
+
+
+def note_separate_chains(args: argparse.Namespace, log) -> None:
+    """Say once that a multi-record FASTA file of a monomer run is a batch of separate chains."""
+    from ..predict.complex_target import separate_chains_note  # heavy: the predict package loads torch
+
+    if os.environ.get("RANK", "0") == "0":
+        note = separate_chains_note(args.input)
+        if note:
+            log(note)
 
 
 def run_complex(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ import sys
 import traceback
 
 from ..config import PRESETS
-from .complex_args import add_complex_arguments, is_complex_run, run_complex
+from .complex_args import add_complex_arguments, is_complex_run, note_separate_chains, run_complex
 from .ensemble_args import add_ensemble_arguments, ensemble_options
 from .malloc import add_malloc_option
 from .memory_args import add_predict_memory_arguments, predict_request
@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "predict",
         help="predict structures from FASTA/a3m inputs",
         description="Predict monomer structures with pLDDT/PAE confidence from a FASTA file (one or many "
-        "records), a directory of FASTA files, or an .a3m whose first row is the query.",
+        "records), a directory of FASTA files, or an .a3m whose first row is the query; complexes from "
+        "records whose chains are joined by ':' or, with --complex, from every record of a file.",
         epilog="Outputs per target (named from the sanitised record id): <id>.pdb (pLDDT in the B-factor "
         "column), <id>.cif (ModelCIF), <id>_scores.json, <id>_plddt.png and, for models with a PAE "
         "head, <id>_pae.json (AlphaFold DB layout) and <id>_pae.png; timings.json per run. "
@@ -166,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
     if is_complex_run(args):  # complexes: their own run (alphafold_mem.predict.complex_run)
         return run_complex(args)
+    note_separate_chains(args, _log)  # a multi-record file without --complex: separate chains, said once
     if args.devices != 1:  # target parallelism: its own launcher, lock and signals
         return run_with_devices(args)
     if args.dap > 1 and any(getattr(args, k, None) for k in ("db", "template_db", "msa_server")):

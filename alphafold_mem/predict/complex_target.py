@@ -20,7 +20,7 @@ from ..data.errors import InputError, InputNote
 from ..data.formats import FASTA, is_gzip
 from .inputs import input_files
 
-__all__ = ["ComplexTarget", "collect_complexes", "has_chain_separators"]
+__all__ = ["ComplexTarget", "collect_complexes", "has_chain_separators", "separate_chains_note"]
 
 
 @dataclass
@@ -70,6 +70,30 @@ def has_chain_separators(inputs) -> bool:
         if any(":" in line for line in text.splitlines() if line and not line.startswith((">", ";", "#"))):
             return True
     return False
+
+
+def separate_chains_note(inputs) -> str | None:
+    """The one note of a monomer run whose FASTA input has a file of several records: they are
+    predicted as separate chains, and ``--complex`` would predict each file as one complex (or None)."""
+    try:
+        files = _fasta_files(inputs, lambda line: None)
+    except Exception:  # noqa: BLE001 - the monomer path reports bad inputs in its own words
+        return None
+    several = []
+    for path in files:
+        try:
+            text = _read_text(path)
+        except OSError:
+            continue
+        if sum(1 for line in text.splitlines() if line.startswith(">")) > 1:
+            several.append(os.path.basename(path))
+    if not several:
+        return None
+    shown = ", ".join(several[:3]) + (f" and {len(several) - 3} more" if len(several) > 3 else "")
+    return (
+        f"note: {shown}: several records in one file are predicted as separate chains; "
+        "give --complex to predict each file as one complex"
+    )
 
 
 def _records(text: str) -> list[str]:
