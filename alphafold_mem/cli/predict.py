@@ -35,6 +35,7 @@ import sys
 import traceback
 
 from ..config import PRESETS
+from .complex_args import add_complex_arguments, is_complex_run, note_separate_chains, run_complex
 from .ensemble_args import add_ensemble_arguments, ensemble_options
 from .malloc import add_malloc_option
 from .memory_args import add_predict_memory_arguments, predict_request
@@ -48,13 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "predict",
         help="predict structures from FASTA/a3m inputs",
         description="Predict monomer structures with pLDDT/PAE confidence from a FASTA file (one or many "
-        "records), a directory of FASTA files, or an .a3m whose first row is the query.",
+        "records), a directory of FASTA files, or an .a3m whose first row is the query; complexes from "
+        "records whose chains are joined by ':' or, with --complex, from every record of a file.",
         epilog="Outputs per target, one layout for one model or an ensemble (AF2's), in <out>/<id>/ (the "
         "sanitised record id): ranked_0.pdb (the best prediction; ranked_<k>.pdb, .cif), ranking_debug.json, "
         "<id>_scores.json (every prediction with its rank), <id>_plddt.png and per prediction "
-        "<model>_seed_<s>.pdb (pLDDT in the B-factor column), .cif (ModelCIF), _scores.json, _plddt.png "
-        "and, for models with a PAE head, _pae.json (AlphaFold DB layout) and _pae.png; <out>/timings.json "
-        "per run. "
+        "<model>_seed_<s>.pdb (complexes: <model>_pred_<k>.pdb, AF2-Multimer's names; pLDDT in the B-factor "
+        "column), .cif (ModelCIF), _scores.json, _plddt.png and, for models with a PAE head, _pae.json "
+        "(AlphaFold DB layout) and _pae.png; <out>/timings.json per run. "
         "Exit status 1 if any target failed, 2 for bad options or weights.",
     )
     p.add_argument(
@@ -139,6 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_malloc_option(p)
     add_pipeline_arguments(p)
     add_ensemble_arguments(p)
+    add_complex_arguments(p)
     p.set_defaults(func=run, check=check)
 
 
@@ -168,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
     from .dap_launch import run_with_dap
     from .devices_launch import run_with_devices
 
+    if is_complex_run(args):  # complexes: their own run (alphafold_mem.predict.complex_run)
+        return run_complex(args)
+    note_separate_chains(args, _log)  # a multi-record file without --complex: separate chains, said once
     if args.devices != 1:  # target parallelism: its own launcher, lock and signals
         return run_with_devices(args)
     if args.dap > 1 and any(getattr(args, k, None) for k in ("db", "template_db", "msa_server")):

@@ -101,7 +101,7 @@ def predict_ensemble(
         raise PredictError(f"--rank-by {rank_by!r}: choose one of {', '.join(RANK_BY)}")
     if predict_options.get("dap", 1) > 1:
         raise PredictError("--dap with --models/--num-seeds is not supported: run the ensemble without --dap")
-    members = ensemble_members(models, weights_dir, weights, rank_by)
+    members = ensemble_members(models, weights_dir, weights, rank_by, preset)
     seeds = [seed + k for k in range(num_seeds)]
     out_dir = os.fspath(out_dir)
     t_start = time.perf_counter()
@@ -170,9 +170,12 @@ def predict_ensemble(
     return result
 
 
-def ensemble_members(models, weights_dir, weights, rank_by: str = "plddt") -> list[ModelWeights]:
+def ensemble_members(
+    models, weights_dir, weights, rank_by: str = "plddt", preset: Optional[str] = None
+) -> list[ModelWeights]:
     """The weights of an ensemble, largest model first (module docstring): AF2 models ``models`` from
-    ``weights_dir``, or the one ``weights`` file (default: the demo weights).
+    ``weights_dir`` (of the kind ``preset`` names: monomer or AF2-Multimer; without one, the kind the
+    folder holds), or the one ``weights`` file (default: the demo weights).
 
     Raises:
         PredictError: options that do not go together, or no family with every model (one line).
@@ -183,7 +186,8 @@ def ensemble_members(models, weights_dir, weights, rank_by: str = "plddt") -> li
         if weights is not None:
             raise PredictError("give --weights-dir with --models, not --weights")
         try:
-            found = find_model_weights(weights_dir, models, need_ptm=rank_by == "ptm")
+            multimer = model_config(preset).multimer if preset else None  # a preset says which kind
+            found = find_model_weights(weights_dir, models, need_ptm=rank_by == "ptm", multimer=multimer)
         except WeightsError as exc:
             raise PredictError(str(exc)) from None
         return sorted(found, key=_size, reverse=True)  # the largest's pre-flight first: fail before the others ran

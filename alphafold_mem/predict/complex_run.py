@@ -1,0 +1,275 @@
+"""Complexes from FASTA to ranked models with AF2-Multimer weights: :func:`predict_complexes`, which
+``alphafold-mem predict`` runs for ``--complex`` inputs and for records whose chains are joined by ``:``.
+
+Every complex of the input (:mod:`.complex_target`) gets its processed features once (per-chain MSAs
+from ``msa_dir`` paired by species, AF2-Multimer's rule: :mod:`alphafold_mem.data.multimer_features`;
+without ``msa_dir``: single-sequence), then every model (``--models`` from ``--weights-dir``, or the one
+``--weights`` file; one model's weights resident at a time) predicts it ``num_predictions_per_model``
+times with seeds ``seed``, ``seed + 1``, ... (AF2-Multimer's default is 5 per model). The predictions
+are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Outputs of complex
+``<id>`` go to ``<out>/<id>/`` (AF2's layout; files: :mod:`.complex_outputs`):
+
+* ``<model>_pred_<k>.pdb`` / ``.cif`` / ``_scores.json`` / ``_pae.json``: one prediction (``<model>``:
+  AF2's model name, ``model_1_multimer_v3``, or the weights file's stem);
+* ``ranked_<r>.pdb`` / ``.cif``: the predictions best first;
+* ``ranking_debug.json``: ``{"iptm+ptm": {name: ranking confidence}, "order": [names best first]}``;
+* ``<id>_scores.json``: pTM, ipTM, ranking confidence, mean pLDDT per chain and the chain-pair ipTM
+  matrix of the best prediction, and every prediction with its rank, model and seed;
+* ``<id>_pae.json``: the best prediction's PAE over the whole complex (AlphaFold DB layout);
+* ``<id>_pae.png`` (chain boundaries drawn) and ``<id>_plddt.png`` (coloured by chain): the best prediction's;
+* ``<id>_features.npz`` with ``save_features``: the processed features (AF2's names).
+
+A complex that fails (bad input, bad alignments, a forward that fails) is one ``error:`` line; the
+others still run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from ..data.errors import InputError, InputNote
+from ..data.multimer_features import complex_msa_features
+from ..weights import WeightsError, load_weights
+from ..weights.directory import ModelWeights, find_model_weights, model_name_of
+from .complex_features import CHAIN_GAP, complex_batch
+from .complex_outputs import rank_complex, write_prediction
+from .complex_target import ComplexTarget, collect_complexes
+from .errors import PredictError
+from .outputs.complex_files import write_features_npz
+from .unknown_residues import fill_unknown_backbone
+
+__all__ = ["ComplexRun", "complex_members", "predict_complexes"]
+
+
+@dataclass
+class ComplexRun:
+    """Results of :func:`predict_complexes`: per complex the prediction names best first, and one
+    error line per rejected or failed complex."""
+
+    out_dir: str
+    order: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every complex was predicted and ranked, 1 otherwise."""
+        return 1 if self.errors else 0
+
+
+def complex_members(models, weights_dir, weights) -> list[ModelWeights]:
+    """The AF2-Multimer weights of the run: models ``models`` from ``weights_dir`` (multimer files
+    only), or the one ``weights`` file.
+
+    Raises:
+        PredictError: no weights given, options that do not go together, or no multimer file of
+            every model asked for (one line).
+    """
+    if models:
+        if weights_dir is None:
+            raise PredictError("--models needs --weights-dir DIR (a folder of AF2-Multimer weights)")
+        if weights is not None:
+            raise PredictError("give --weights-dir with --models, not --weights")
+        try:
+            return find_model_weights(weights_dir, models, multimer=True)
+        except WeightsError as exc:
+            raise PredictError(str(exc)) from None
+    if weights_dir is not None:
+        raise PredictError("--weights-dir needs --models (e.g. --models 1,2,3,4,5)")
+    if weights is None:
+        raise PredictError(
+            "a complex needs AF2-Multimer weights: give --weights FILE (params_model_<k>_multimer_v3.npz or a "
+            "multimer checkpoint) or --weights-dir DIR --models 1,2,3,4,5"
+        )
+    path = os.fspath(weights)
+    return [ModelWeights(model_name_of(path), 0, "file", path)]
+
+
+def _device(device: str) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise PredictError(f"--device {device!r}: {exc}") from None
+
+
+def _load(member: ModelWeights, preset, num_recycles, tolerance, dev, log):
+    """The member's model on ``dev`` (eval), with the run's recycling settings.
+
+    Raises:
+        PredictError: unusable or monomer weights (one line naming the file).
+    """
+    try:
+        loaded = load_weights(member.path, preset=preset)
+    except WeightsError as exc:
+        raise PredictError(str(exc)) from None
+    model = loaded.model
+    if not model.config.multimer and not model.config.heads.pae_enabled:
+        raise PredictError(
+            f"{member.path}: monomer weights without a PAE head (preset {model.config.preset}) cannot score "
+            "ipTM; a complex needs AF2-Multimer weights (params_model_<k>_multimer_v3.npz or a *_multimer "
+            "checkpoint) or monomer pTM weights (params_model_<k>_ptm.npz)"
+        )
+    cfg = model.config
+    if num_recycles is not None:
+        cfg = dataclasses.replace(cfg, num_recycles=num_recycles)
+    if tolerance is not None:
+        cfg = dataclasses.replace(cfg, recycle_early_stop_tolerance=tolerance)
+    model.config = cfg
+    if not cfg.multimer:
+        log(
+            f"note: {member.path}: monomer weights on complexes: AF2 runs with a residue-index gap of "
+            f"{CHAIN_GAP} between chains (ColabFold's route), ipTM from its PAE head; labelled so in the outputs"
+        )
+    log(
+        f"weights: {member.path} ({loaded.format}, preset {cfg.preset}, "
+        f"{'AF2-Multimer' if cfg.multimer else 'monomer, chain gap ' + str(CHAIN_GAP)}); device {dev}, "
+        f"up to {cfg.num_recycles} recycle(s), early stop at {cfg.recycle_early_stop_tolerance} Å"
+    )
+    return model.to(dev).eval()
+
+
+def _features(t: ComplexTarget, msa_dir, log) -> dict:
+    """The processed complex features; input warnings logged; raises InputError on bad alignments."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return complex_msa_features(t.cx, msa_dir)
+        finally:
+            for w in caught:
+                log(f"{'note' if issubclass(w.category, InputNote) else 'warning'}: {w.message}")
+
+
+def _forward(model, batch: dict, seed: int, dev) -> dict:
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model({k: v.to(dev) for k, v in batch.items()})
+        if not model.config.multimer:  # ipTM, ranking confidence, chain-pair ipTM from the PAE head
+            head = model.aux_heads.predicted_aligned_error
+            asym = batch["asym_id"].to(dev)
+            out.update(head(out["pair"], batch["seq_mask"].to(dev), keep_logits=False, asym_id=asym))
+    arrays = {k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy() for k, v in out.items()}
+    arrays["aatype"] = batch["aatype"].numpy()
+    fill_unknown_backbone(arrays, out)  # an X gets N, CA, C, O as in the monomer outputs
+    return arrays
+
+
+def predict_complexes(
+    inputs,
+    out_dir,
+    *,
+    one_complex: bool = False,
+    weights=None,
+    weights_dir=None,
+    models: Optional[list[int]] = None,
+    num_predictions_per_model: int = 1,
+    seed: int = 0,
+    preset: Optional[str] = None,
+    num_recycles: Optional[int] = None,
+    recycle_early_stop_tolerance: Optional[float] = None,
+    device: str = "auto",
+    msa_dir=None,
+    save_features: bool = False,
+    log: Optional[Callable[[str], None]] = None,
+) -> ComplexRun:
+    """Predict and rank every complex of ``inputs`` (module docstring).
+
+    Args:
+        inputs: a FASTA file, a folder of FASTA files, or a list of these.
+        out_dir: output folder (created); complex ``<id>`` writes ``<out_dir>/<id>/``.
+        one_complex: every file is one complex (``--complex``), else every record (chains joined by ``:``).
+        weights: one AF2-Multimer weights file (AF2 ``.npz``, OpenFold ``.pt`` or our checkpoint).
+        weights_dir, models: AF2 model numbers 1-5 from a folder of ``params_model_<k>_multimer_v3.npz``.
+        num_predictions_per_model: predictions per model, seeds ``seed`` ... ``seed + K - 1``.
+        preset: the preset AF2 files are loaded with (default: from the file).
+        num_recycles: recycling iterations after the first (default: the model's; AF2 v2.3 multimer: 20,
+            stopped early at ``recycle_early_stop_tolerance``).
+        recycle_early_stop_tolerance: Å (default: the model config's, 0.5 for AF2-Multimer).
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+        msa_dir: per-chain alignment folders (:func:`alphafold_mem.data.multimer_features.entity_folder`);
+            ``None``: single-sequence.
+        save_features: also write ``<id>_features.npz``.
+        log: one line per message (default: stderr).
+
+    Returns:
+        :class:`ComplexRun` (``exit_code`` 1 when any complex was rejected or failed).
+
+    Raises:
+        PredictError: bad options, unusable or monomer weights, or no complex in the input (one line).
+    """
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    if num_predictions_per_model < 1:
+        raise PredictError(f"--num-predictions-per-model must be >= 1, got {num_predictions_per_model}")
+    if num_recycles is not None and num_recycles < 0:
+        raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
+    members = complex_members(models, weights_dir, weights)
+    dev = _device(device)
+    targets, rejected = collect_complexes(inputs, one_complex=one_complex, log=log)
+    if not targets and not rejected:
+        raise PredictError(f"{inputs}: no FASTA input with a complex")
+    run = ComplexRun(os.fspath(out_dir), errors=[message for _, message in rejected])
+    if msa_dir is None and targets:
+        log(f"note: no --msa-dir: {len(targets)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
+    features: dict[str, dict] = {}
+    for t in targets:
+        try:
+            features[t.name] = _features(t, msa_dir, log)
+        except (InputError, ValueError, OSError) as exc:
+            message = str(exc) if isinstance(exc, InputError) else f"{t.source}: complex '{t.name}': {exc}"
+            log(f"error: {message}")
+            run.errors.append(message)
+            continue
+        target_dir = os.path.join(run.out_dir, t.name)
+        os.makedirs(target_dir, exist_ok=True)
+        if save_features:
+            write_features_npz(os.path.join(target_dir, f"{t.name}_features.npz"), features[t.name])
+        log(
+            f"complex {t.name}: {t.cx.describe()}, {features[t.name]['msa'].shape[0]} MSA rows, "
+            f"{int(features[t.name]['num_paired_rows'])} paired"
+        )
+    seeds = [seed + k for k in range(num_predictions_per_model)]
+    done: dict[str, list[str]] = {t.name: [] for t in targets if t.name in features}
+    failed: set[str] = set()
+    for member in members:
+        model = _load(member, preset, num_recycles, recycle_early_stop_tolerance, dev, log)
+        tag_model = member.name if member.number else model_name_of(member.path, model.config.preset)
+        for t in targets:
+            if t.name not in features or t.name in failed:
+                continue
+            for k, s in enumerate(seeds):
+                tag = f"{tag_model}_pred_{k}"
+                start = time.perf_counter()
+                try:
+                    batch = complex_batch(t.cx, features[t.name], model.config, seed=s)
+                    arrays = _forward(model, batch, s, dev)
+                    scores = write_prediction(
+                        os.path.join(run.out_dir, t.name), tag, t, arrays, member=member, seed=s, config=model.config
+                    )
+                except (RuntimeError, ValueError, OSError) as exc:
+                    message = (
+                        f"{t.source}: complex '{t.name}': prediction {tag} failed: {' '.join(str(exc).split())[:300]}"
+                    )
+                    log(f"error: {message}")
+                    run.errors.append(message)
+                    failed.add(t.name)
+                    break
+                done[t.name].append(tag)
+                log(
+                    f"{t.name} {tag} (seed {s}): ipTM {scores['iptm']:.3f}, pTM {scores['ptm']:.3f}, "
+                    f"ranking confidence {scores['ranking_confidence']:.3f}, mean pLDDT {scores['mean_plddt']:.1f}, "
+                    f"{time.perf_counter() - start:.1f} s"
+                )
+        del model
+    for t in targets:
+        if done.get(t.name) and t.name not in failed:
+            run.order[t.name] = rank_complex(os.path.join(run.out_dir, t.name), t, done[t.name])
+            log(f"{t.name}: ranked {', '.join(run.order[t.name])} -> {os.path.join(run.out_dir, t.name)}")
+    return run
