@@ -264,7 +264,7 @@ def test_multi_record_file_without_complex_is_separate_chains_said_once(tmp_path
     assert _run(fasta, "--out", out, "--weights", weights / "monomer.ckpt", "--single-sequence") == 0
     err = capsys.readouterr().err
     assert err.count("predicted as separate chains") == 1 and "--complex" in err, err
-    assert (out / "a.pdb").is_file() and (out / "b.pdb").is_file()
+    assert (out / "a" / "ranked_0.pdb").is_file() and (out / "b" / "ranked_0.pdb").is_file()
     assert _run(fasta, "--complex", "--out", tmp_path / "cx", "--weights", weights / "multimer.ckpt") == 0
     assert "separate chains" not in capsys.readouterr().err
     _check_structures(

@@ -134,8 +134,11 @@ def test_predict_reports_the_recycles_run(tmp_path, tiny_ckpt, capsys):
 
 
 def test_predict_rejects_a_negative_tolerance(tmp_path, tiny_ckpt, capsys):
-    assert _predict(tmp_path / "out", tiny_ckpt, "--recycle-early-stop-tolerance", "-1") == 2
-    assert "--recycle-early-stop-tolerance must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        _predict(tmp_path / "out", tiny_ckpt, "--recycle-early-stop-tolerance", "-1")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--recycle-early-stop-tolerance: expected a number >= 0, got '-1'" in err and "Traceback" not in err
 
 
 @pytest.mark.skipif(not default_weights_path().exists(), reason="demo weights missing")
