@@ -49,7 +49,7 @@ from ..memory.chunking import first_chunk_only
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
-from . import cache
+from . import cache, replay
 from .trace import OverLimit, PlanTracker
 from .training_loss import ground_truth_batch, training_loss
 
@@ -245,9 +245,11 @@ def _activation_peak(
         sim = simulated_device(tracker) if torch.device(device).type != "cpu" else contextlib.nullcontext()
         cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
         grad = torch.enable_grad() if training else torch.inference_mode()
+        # inference with the loops cut: a module call that recurs is replayed, not traced (.replay)
+        replayed = replay.install(model, tracker) if cut and not training else contextlib.nullcontext()
         stopped = False
         try:
-            with grad, cut_loops, sim, tracker:
+            with grad, cut_loops, sim, tracker, replayed:
                 out = model(batch)
                 if training:
                     training_loss(config, out, batch).backward()

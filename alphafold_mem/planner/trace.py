@@ -59,6 +59,8 @@ class PlanTracker(StorageTracker):
         self.limit = limit
         self.corrected_peak = 0
         self._segment: Optional[int] = None  # the peak since the watched block began
+        self.frames: list = []  # module calls being recorded (:mod:`.replay`)
+        self._unparking = False
 
     def _check(self) -> None:
         if self.live > self.peak:
@@ -67,10 +69,78 @@ class PlanTracker(StorageTracker):
                 raise OverLimit(self.live)
         if self._segment is not None and self.live > self._segment:
             self._segment = self.live
+        for f in self.frames:
+            if self.live - f.live0 > f.top:
+                f.top = self.live - f.live0
+                f.steps.append((f.top, self._unparking))
+
+    def replay_steps(self, live0: int, steps: tuple, top: int, ops: int) -> None:
+        """Replay a recorded call's new maxima of the total (relative to ``live0``, the total at the
+        call), as :meth:`_check` saw them: the peak, the limit, the watched segment and the calls
+        being recorded around it see the same points in the same order."""
+        for rel, via_unpark in steps:
+            live = live0 + rel
+            if via_unpark:
+                self.peak = max(self.peak, live)
+            elif live > self.peak:
+                self.peak = live
+                if self.limit is not None and live > self.limit:
+                    raise OverLimit(live)
+        if self._segment is not None:
+            self._segment = max(self._segment, live0 + top)
+        for f in self.frames:
+            f.ops += ops
+            for rel, via_unpark in steps:
+                if live0 + rel - f.live0 > f.top:
+                    f.top = live0 + rel - f.live0
+                    f.steps.append((f.top, via_unpark))
+
+    def _track(self, t: Tensor) -> None:
+        if not self.frames:
+            return super()._track(t)
+        st = t.untyped_storage()
+        key = id(st)
+        ref = self._refs.get(key)
+        known = ref is not None and ref() is st
+        super()._track(t)
+        if not known:
+            for f in self.frames:
+                f.new.add(key)
+
+    def _freed(self, key: int, nbytes: int) -> None:
+        for f in self.frames:
+            if key not in f.new:
+                f.dirty = True
+        super()._freed(key, nbytes)
+
+    def _touch(self, t: Tensor) -> None:
+        """A storage parked or unparked: a recorded call may only move its own or its arguments'."""
+        key = id(t.untyped_storage())
+        for f in self.frames:
+            if key not in f.new and key not in f.args:
+                f.dirty = True
+
+    def _host_moved(self) -> None:
+        for f in self.frames:
+            f.host_top = max(f.host_top, self.host - f.host0)
+
+    def park(self, t: Tensor) -> None:
+        self._touch(t)
+        super().park(t)
+        self._host_moved()
+
+    def add_host(self, nbytes: int) -> None:
+        super().add_host(nbytes)
+        self._host_moved()
 
     def unpark(self, t: Tensor) -> None:
+        self._touch(t)
         super().unpark(t)
-        self._check()
+        self._unparking = True
+        try:
+            self._check()
+        finally:
+            self._unparking = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -82,6 +152,8 @@ class PlanTracker(StorageTracker):
             return out  # no tensor (prim.device, sizes, scalars)
         if not outs:
             return out
+        for f in self.frames:
+            f.ops += 1
         ins: list[Tensor] = []
         _storages(args, ins)
         if kwargs:
