@@ -16,8 +16,10 @@ every new storage still alive referenced by an output, no output on a storage th
 nor received. Modules whose replay could skip other code are never replayed: those with forward
 hooks below them (the tracker's per-stack correction, device sharding), an instance ``forward``
 (checkpointing), a device-sharding runner, or running with autograd (training).
-:func:`install` wraps a model's eligible modules for one trace; ``tests/test_planner_replay.py``
-compares replayed estimates with estimates traced without replay.
+A module class may name attribute values it runs alike (``memory_equivalent``, e.g. offload levels
+it does not tell apart): they key alike. :func:`install` wraps a model's eligible modules for one
+trace; ``tests/test_planner_replay.py`` compares replayed estimates with estimates traced without
+replay.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def fingerprint(module: nn.Module) -> Optional[tuple]:
     the module must not be replayed (hooks below it, an instance ``forward``, a sharding runner)."""
     items = []
     for name, m in module.named_modules():
+        same = getattr(type(m), "memory_equivalent", {})  # attribute -> values the module runs alike
         if "forward" in m.__dict__ or getattr(m, "dap", None) is not None:
             return None
         if m is not module and (m._forward_hooks or m._forward_pre_hooks):
@@ -96,6 +99,8 @@ def fingerprint(module: nn.Module) -> Optional[tuple]:
                 continue
             if isinstance(v, Tensor):  # state the key cannot hold
                 return None
+            if v in same.get(k, ()):
+                v = same[k][0]
             try:
                 v = _plain(v)
             except Unkeyable:
