@@ -262,9 +262,10 @@ class _Replayed:
 @contextlib.contextmanager
 def install(model: nn.Module, tracker) -> Iterator[None]:
     """Inside the ``with`` block, every eligible module of ``model`` below the root is replayed when a
-    call recurs (module docstring); nothing is installed when :data:`ENABLED` is false."""
+    call recurs (module docstring); nothing is installed when :data:`ENABLED` is false or
+    ``tracker`` does not record (not a :class:`~.trace.PlanTracker`)."""
     wrapped = []
-    if ENABLED:
+    if ENABLED and hasattr(tracker, "frames"):  # a tracker that records (PlanTracker)
         for m in model.modules():
             if m is model:
                 continue
