@@ -1,9 +1,11 @@
 """The estimator's storage tracker (:class:`PlanTracker`): the counting of
 :class:`~alphafold_mem.memory.tracking.StorageTracker` with three additions for the planner.
 
-* a cheaper dispatch: ops that return no tensor (``prim.device``, sizes) return at once, and the
-  inputs are collected without a general tree flatten; the count is the base tracker's (ops such
-  as ``to``, ``contiguous`` or ``flatten``, which alias or copy, are told apart by storage as there).
+* a cheaper dispatch: ops that return no tensor (``prim.device``, sizes) return at once, the
+  inputs are collected without a general tree flatten, and without autograd ``narrow`` runs as the
+  equal ``as_strided`` view (one fake op instead of ``narrow``, ``slice`` and ``as_strided``); the
+  count is the base tracker's (ops such as ``to``, ``contiguous`` or ``flatten``, which alias or
+  copy, are told apart by storage as there).
 * a limit: with ``limit`` set, the trace stops (:class:`OverLimit`) at the first op after which the
   running device total (or a corrected block peak, below) exceeds it. The peak is at least that
   total, so "does not fit" is decided exactly; the total seen is a lower bound of the peak.
@@ -47,6 +49,21 @@ def _storages(obj: Any, into: list) -> None:
     elif isinstance(obj, dict):
         for x in obj.values():
             _storages(x, into)
+
+
+_NARROW = torch.ops.aten.narrow.default
+_AS_STRIDED = torch.ops.aten.as_strided.default
+
+
+def _narrow_view(x: Tensor, dim: int, start: int, length: int) -> tuple:
+    """The arguments of ``as_strided`` giving the view ``x.narrow(dim, start, length)`` (the same
+    storage, sizes, strides and offset; fake tensors trace it in one op, not three)."""
+    dim %= x.dim()
+    if start < 0:
+        start += x.shape[dim]
+    size = list(x.shape)
+    size[dim] = length
+    return x, size, x.stride(), x.storage_offset() + start * x.stride(dim)
 
 
 class PlanTracker(StorageTracker):
@@ -143,6 +160,8 @@ class PlanTracker(StorageTracker):
             self._unparking = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _NARROW and not kwargs and not torch.is_grad_enabled():
+            func, args = _AS_STRIDED, _narrow_view(*args)
         out = func(*args, **(kwargs or {}))
         if isinstance(out, Tensor):
             outs = (out,)
