@@ -63,3 +63,24 @@ def test_replayed_traces_stop_where_the_traced_ones_do(monkeypatch):
         fast, plain, _ = _both(monkeypatch, cfg, "fp32", "cuda", 1, limit=params + limit, sizes=(40, 5, 17, 1))
         assert fast == plain
         assert any(e.lower_bound for e in plain)
+
+
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        ("narrow", (1, 2, 3)),
+        ("narrow", (-1, -4, 2)),
+        ("unflatten", (-1, (2, 4))),
+        ("unflatten", (0, (-1, 2))),
+        ("unflatten", (1, (2, 1, -1))),
+    ],
+)
+def test_plan_tracker_views_equal_torch_views(op, args):
+    """The tracker's as_strided stand-ins for narrow and unflatten give torch's view: same sizes,
+    strides and offset, on a permuted, offset tensor."""
+    from alphafold_mem.planner.trace import _narrow_view, _unflatten_view
+
+    x = torch.empty(3, 4, 6, 8).permute(0, 2, 1, 3)[1:]  # [2, 6, 4, 8], not contiguous, offset
+    ref = getattr(x, op)(*args)
+    _, size, stride, offset = (_narrow_view if op == "narrow" else _unflatten_view)(x, *args)
+    assert (list(ref.shape), list(ref.stride()), ref.storage_offset()) == (list(size), list(stride), offset)

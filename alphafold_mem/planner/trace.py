@@ -2,8 +2,8 @@
 :class:`~alphafold_mem.memory.tracking.StorageTracker` with three additions for the planner.
 
 * a cheaper dispatch: ops that return no tensor (``prim.device``, sizes) return at once, the
-  inputs are collected without a general tree flatten, and without autograd ``narrow`` runs as the
-  equal ``as_strided`` view (one fake op instead of ``narrow``, ``slice`` and ``as_strided``); the
+  inputs are collected without a general tree flatten, and without autograd ``narrow`` and ``unflatten`` run
+  as the equal ``as_strided`` view (one fake op instead of a chain of decomposed views); the
   count is the base tracker's (ops such as ``to``, ``contiguous`` or ``flatten``, which alias or
   copy, are told apart by storage as there).
 * a limit: with ``limit`` set, the trace stops (:class:`OverLimit`) at the first op after which the
@@ -64,6 +64,26 @@ def _narrow_view(x: Tensor, dim: int, start: int, length: int) -> tuple:
     size = list(x.shape)
     size[dim] = length
     return x, size, x.stride(), x.storage_offset() + start * x.stride(dim)
+
+
+def _unflatten_view(x: Tensor, dim: int, sizes) -> tuple:
+    """The arguments of ``as_strided`` giving the view ``x.unflatten(dim, sizes)``."""
+    dim %= x.dim()
+    sizes = list(sizes)
+    if -1 in sizes:
+        known = 1
+        for n in sizes:
+            known *= n if n != -1 else 1
+        sizes[sizes.index(-1)] = x.shape[dim] // known
+    strides, step = [], x.stride(dim)
+    for n in reversed(sizes):
+        strides.append(step)
+        step *= n
+    shape = [*x.shape[:dim], *sizes, *x.shape[dim + 1 :]]
+    return x, shape, [*x.stride()[:dim], *reversed(strides), *x.stride()[dim + 1 :]], x.storage_offset()
+
+
+_VIEWS = {_NARROW: _narrow_view, torch.ops.aten.unflatten.int: _unflatten_view}
 
 
 class PlanTracker(StorageTracker):
@@ -160,8 +180,8 @@ class PlanTracker(StorageTracker):
             self._unparking = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is _NARROW and not kwargs and not torch.is_grad_enabled():
-            func, args = _AS_STRIDED, _narrow_view(*args)
+        if func in _VIEWS and not kwargs and not torch.is_grad_enabled():
+            func, args = _AS_STRIDED, _VIEWS[func](*args)
         out = func(*args, **(kwargs or {}))
         if isinstance(out, Tensor):
             outs = (out,)
