@@ -124,6 +124,9 @@ class TriangleMultiplication(nn.Module):
     chunk_size: Optional[int] = None
     offload: str = "none"
     kernel_impl: str = "reference"
+    #: offload levels this module runs alike (it reads only ``offload == "buffers"``), for the
+    #: planner's replayed calls (:mod:`alphafold_mem.planner.replay`)
+    memory_equivalent = {"offload": ("none", "idle")}
 
     def __init__(self, c_z: int, c_hidden: int, outgoing: bool):
         super().__init__()

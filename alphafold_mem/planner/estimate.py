@@ -49,7 +49,7 @@ from ..memory.chunking import first_chunk_only, traced_chains
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
-from . import cache
+from . import cache, replay
 from .chains import Chains
 from .trace import OverLimit, PlanTracker
 from .training_loss import ground_truth_batch, training_loss
@@ -257,9 +257,11 @@ def _activation_peak(
         cut_loops = first_chunk_only() if cut else contextlib.nullcontext()
         count = traced_chains(len(chains.lengths) if chains is not None else (1 if config.multimer else None))
         grad = torch.enable_grad() if training else torch.inference_mode()
+        # inference with the loops cut: a module call that recurs is replayed, not traced (.replay)
+        replayed = replay.install(model, tracker) if cut and not training else contextlib.nullcontext()
         stopped = False
         try:
-            with grad, cut_loops, count, sim, tracker:
+            with grad, cut_loops, count, sim, tracker, replayed:
                 out = model(batch)
                 if training:
                     training_loss(config, out, batch).backward()

@@ -1,9 +1,11 @@
 """The estimator's storage tracker (:class:`PlanTracker`): the counting of
 :class:`~alphafold_mem.memory.tracking.StorageTracker` with three additions for the planner.
 
-* a cheaper dispatch: ops that return no tensor (``prim.device``, sizes) return at once, and the
-  inputs are collected without a general tree flatten; the count is the base tracker's (ops such
-  as ``to``, ``contiguous`` or ``flatten``, which alias or copy, are told apart by storage as there).
+* a cheaper dispatch: ops that return no tensor (``prim.device``, sizes) return at once, the
+  inputs are collected without a general tree flatten, and without autograd ``narrow`` and ``unflatten`` run
+  as the equal ``as_strided`` view (one fake op instead of a chain of decomposed views); the
+  count is the base tracker's (ops such as ``to``, ``contiguous`` or ``flatten``, which alias or
+  copy, are told apart by storage as there).
 * a limit: with ``limit`` set, the trace stops (:class:`OverLimit`) at the first op after which the
   running device total (or a corrected block peak, below) exceeds it. The peak is at least that
   total, so "does not fit" is decided exactly; the total seen is a lower bound of the peak.
@@ -49,6 +51,41 @@ def _storages(obj: Any, into: list) -> None:
             _storages(x, into)
 
 
+_NARROW = torch.ops.aten.narrow.default
+_AS_STRIDED = torch.ops.aten.as_strided.default
+
+
+def _narrow_view(x: Tensor, dim: int, start: int, length: int) -> tuple:
+    """The arguments of ``as_strided`` giving the view ``x.narrow(dim, start, length)`` (the same
+    storage, sizes, strides and offset; fake tensors trace it in one op, not three)."""
+    dim %= x.dim()
+    if start < 0:
+        start += x.shape[dim]
+    size = list(x.shape)
+    size[dim] = length
+    return x, size, x.stride(), x.storage_offset() + start * x.stride(dim)
+
+
+def _unflatten_view(x: Tensor, dim: int, sizes) -> tuple:
+    """The arguments of ``as_strided`` giving the view ``x.unflatten(dim, sizes)``."""
+    dim %= x.dim()
+    sizes = list(sizes)
+    if -1 in sizes:
+        known = 1
+        for n in sizes:
+            known *= n if n != -1 else 1
+        sizes[sizes.index(-1)] = x.shape[dim] // known
+    strides, step = [], x.stride(dim)
+    for n in reversed(sizes):
+        strides.append(step)
+        step *= n
+    shape = [*x.shape[:dim], *sizes, *x.shape[dim + 1 :]]
+    return x, shape, [*x.stride()[:dim], *reversed(strides), *x.stride()[dim + 1 :]], x.storage_offset()
+
+
+_VIEWS = {_NARROW: _narrow_view, torch.ops.aten.unflatten.int: _unflatten_view}
+
+
 class PlanTracker(StorageTracker):
     """:class:`StorageTracker` with a limit, a cheaper dispatch and the per-stack correction (module
     docstring). ``limit``: device bytes (activations only, as the tracker counts them) past which the
@@ -59,6 +96,8 @@ class PlanTracker(StorageTracker):
         self.limit = limit
         self.corrected_peak = 0
         self._segment: Optional[int] = None  # the peak since the watched block began
+        self.frames: list = []  # module calls being recorded (:mod:`.replay`)
+        self._unparking = False
 
     def _check(self) -> None:
         if self.live > self.peak:
@@ -67,12 +106,82 @@ class PlanTracker(StorageTracker):
                 raise OverLimit(self.live)
         if self._segment is not None and self.live > self._segment:
             self._segment = self.live
+        for f in self.frames:
+            if self.live - f.live0 > f.top:
+                f.top = self.live - f.live0
+                f.steps.append((f.top, self._unparking))
+
+    def replay_steps(self, live0: int, steps: tuple, top: int, ops: int) -> None:
+        """Replay a recorded call's new maxima of the total (relative to ``live0``, the total at the
+        call), as :meth:`_check` saw them: the peak, the limit, the watched segment and the calls
+        being recorded around it see the same points in the same order."""
+        for rel, via_unpark in steps:
+            live = live0 + rel
+            if via_unpark:
+                self.peak = max(self.peak, live)
+            elif live > self.peak:
+                self.peak = live
+                if self.limit is not None and live > self.limit:
+                    raise OverLimit(live)
+        if self._segment is not None:
+            self._segment = max(self._segment, live0 + top)
+        for f in self.frames:
+            f.ops += ops
+            for rel, via_unpark in steps:
+                if live0 + rel - f.live0 > f.top:
+                    f.top = live0 + rel - f.live0
+                    f.steps.append((f.top, via_unpark))
+
+    def _track(self, t: Tensor) -> None:
+        if not self.frames:
+            return super()._track(t)
+        st = t.untyped_storage()
+        key = id(st)
+        ref = self._refs.get(key)
+        known = ref is not None and ref() is st
+        super()._track(t)
+        if not known:
+            for f in self.frames:
+                f.new.add(key)
+
+    def _freed(self, key: int, nbytes: int) -> None:
+        for f in self.frames:
+            if key not in f.new:
+                f.dirty = True
+        super()._freed(key, nbytes)
+
+    def _touch(self, t: Tensor) -> None:
+        """A storage parked or unparked: a recorded call may only move its own or its arguments'."""
+        key = id(t.untyped_storage())
+        for f in self.frames:
+            if key not in f.new and key not in f.args:
+                f.dirty = True
+
+    def _host_moved(self) -> None:
+        for f in self.frames:
+            f.host_top = max(f.host_top, self.host - f.host0)
+
+    def park(self, t: Tensor) -> None:
+        self._touch(t)
+        super().park(t)
+        self._host_moved()
+
+    def add_host(self, nbytes: int) -> None:
+        super().add_host(nbytes)
+        self._host_moved()
 
     def unpark(self, t: Tensor) -> None:
+        self._touch(t)
         super().unpark(t)
-        self._check()
+        self._unparking = True
+        try:
+            self._check()
+        finally:
+            self._unparking = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in _VIEWS and not kwargs and not torch.is_grad_enabled():
+            func, args = _AS_STRIDED, _VIEWS[func](*args)
         out = func(*args, **(kwargs or {}))
         if isinstance(out, Tensor):
             outs = (out,)
@@ -82,6 +191,8 @@ class PlanTracker(StorageTracker):
             return out  # no tensor (prim.device, sizes, scalars)
         if not outs:
             return out
+        for f in self.frames:
+            f.ops += 1
         ins: list[Tensor] = []
         _storages(args, ins)
         if kwargs:
