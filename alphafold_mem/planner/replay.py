@@ -8,7 +8,8 @@ of its arguments (shapes, strides, dtypes, which arguments share a storage, whic
 tracker counts or has parked): fake tensors carry no values. All of that is the key of a
 recording. A recording keeps, relative to the running total at the call, every new maximum of the
 total (:meth:`PlanTracker._check` points, in order, so a limit stops a replay where it stopped the
-trace) and of the host count, and the outputs: each a view of a new storage (its bytes), of an argument, or an argument itself.
+trace) and of the host count, and the outputs: each a view of a new storage (its bytes), of an
+argument, or an argument itself.
 
 A recording is kept only when its effect is that and nothing more, checked when it is made: no
 storage from before the call freed, parked or left parked inside it (host count back where it was),
