@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from alphafold_mem import AlphaFold, model_config
-from alphafold_mem.weights.af2_entries import af2_entries
+from alphafold_mem.weights.af2_entry_table import af2_entries
 
 PARITY = Path(__file__).parent / "data" / "parity_multimer"
 PREFIX = "alphafold/alphafold_iteration/"

@@ -109,7 +109,7 @@ def test_weights_dir_recognises_multimer_files(tmp_path):
 
 
 def test_full_size_multimer_shapes_are_named_model_1_multimer_v3():
-    from alphafold_mem.weights.af2_entries import af2_entries
+    from alphafold_mem.weights.af2_entry_table import af2_entries
     from alphafold_mem.weights.af2_npz import infer_config
     from alphafold_mem.weights.architecture import choose_preset
 

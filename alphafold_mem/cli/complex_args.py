@@ -62,6 +62,7 @@ def note_separate_chains(args: argparse.Namespace, log) -> None:
 
 def run_complex(args: argparse.Namespace) -> int:
     """Run the complexes of ``args.input`` holding the lock on ``--out``; returns the exit status."""
+    # imported on demand: --help and option errors stay fast (the predict stack loads torch)
     from ..predict import PredictError
     from ..predict.complex_run import predict_complexes
     from ..predict.lock import lock_output_dir

@@ -78,6 +78,7 @@ def resolve(args: argparse.Namespace):
         chains = Chains.from_lengths(args.chains)
         source = "--chains; every chain its own entity"
     else:
+        # only --fasta reads a file: its parsers load on demand
         from ..data.complex import read_complexes
 
         complex_ = read_complexes(args.fasta, one_complex=True)[0]

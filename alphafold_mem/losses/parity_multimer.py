@@ -241,9 +241,10 @@ def multimer_end_to_end(directory: str | os.PathLike) -> dict:
     Raises:
         FileNotFoundError: ``params.npz`` or a file of :func:`load_multimer_vectors` is missing.
     """
+    # on demand: only this check loads weights; the rest of the module reads vectors
     import dataclasses
 
-    from ..weights import load_af2_params
+    from ..weights import load_af2_params  # on demand, as above
 
     d = Path(directory)
     if not (d / "params.npz").is_file():

@@ -58,6 +58,7 @@ def code_version() -> str:
     """``"<alphafold_mem version>+<digest>"``: the digest covers the source files of alphafold_mem and
     of its kernels package (an edited checkout plans afresh) and torch's version (the fake tensors'
     decompositions are torch's)."""
+    # on demand: the kernels package (and its Triton support) loads only when a plan hashes its sources
     from .. import kernels
 
     digest = hashlib.sha256(torch.__version__.encode())

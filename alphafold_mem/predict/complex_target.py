@@ -42,6 +42,7 @@ class ComplexTarget:
 
 def _read_text(path: str) -> str:
     if is_gzip(path):
+        # only gzip inputs need it
         import gzip
 
         with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:

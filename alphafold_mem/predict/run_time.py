@@ -177,6 +177,7 @@ def calibrate(model: torch.nn.Module, device: torch.device, track: bool = False)
     operations (attention, LayerNorm, triangle updates) under its bound memory policy, in fp32;
     ``track``: inside :func:`alphafold_mem.memory.track_peak`, as a CPU forward whose peak is measured
     runs (its dispatch mode slows every op)."""
+    # on demand: the tracker is needed only when a calibration is tracked
     from ..memory import track_peak
 
     n, s = CALIBRATION_SIZES

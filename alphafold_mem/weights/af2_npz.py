@@ -23,7 +23,7 @@ import torch
 from ..config import ModelConfig, model_config
 from ..io import atomic_write
 from ..model.alphafold import AlphaFold
-from .af2_entries import af2_entries
+from .af2_entry_table import af2_entries
 from .keys import ParameterLoadError, key_mismatch
 
 __all__ = [
