@@ -9,6 +9,7 @@ CPU cost is kept small: no recycling, 5EIL and 7DDO cut to their first residues 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -161,7 +162,9 @@ def test_4zhl_two_models_two_predictions_ranked_by_iptm_ptm(tmp_path, weights, c
         msas,
         "--save-features",
     )
-    assert rc == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert err.count("plan: 4zhl: 257 residues (2 chains)") == 1, err  # both models have one config: one plan
     target = out / "4zhl"
     tags = [f"model_{m}_multimer_v3_pred_{k}" for m in (1, 2) for k in (0, 1)]
     preds = _check_scores(target, "4zhl", chains, tags)
@@ -203,6 +206,8 @@ def test_bad_chains_one_line_each_and_the_batch_goes_on(tmp_path, weights, capsy
     # the folder holds monomer and multimer files of model 1: a complex takes the multimer ones
     assert _run(fasta, "--out", out, "--weights-dir", weights, "--models", "1", "--preset", "tiny_multimer") == 1
     err = capsys.readouterr().err
+    weights_lines = [line for line in err.splitlines() if line.startswith("weights:")]
+    assert len(weights_lines) == 1 and "params_model_1_multimer_v3.npz" in weights_lines[0], err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 2, err
     assert "batch.fasta" in errors[0] and "'dna'" in errors[0] and "chain A" in errors[0] and "nucleic" in errors[0]
@@ -270,3 +275,142 @@ def test_multi_record_file_without_complex_is_separate_chains_said_once(tmp_path
     _check_structures(
         tmp_path / "cx" / "two", [("a", "MKVLAAGIHHSTWY"), ("b", "GSHMKLLVEQ")], 1
     )  # ids from the records
+
+
+# -- memory pre-flight (issue: the complex route plans each complex as the monomer route does) -----
+
+
+def test_preflight_peak_of_a_complex_equals_memory_plan_fasta(tmp_path, weights, capsys):
+    """The pre-flight of 7DDO (cut to 40 residues per chain, 31-row MSAs) under --max-memory plans the
+    batch's sizes (N_seq and N_extra from the merged MSA, the multimer's template slots) and finds the
+    peak and policy that ``memory-plan --fasta`` of the same file finds with the same options."""
+    from alphafold_mem import AutoPolicy
+    from alphafold_mem.predict.complex_run import predict_complexes
+    from alphafold_mem.predict.preflight import format_bytes
+
+    fasta = tmp_path / "7ddo.fasta"
+    chains = _cut(DATA / "7ddo.fasta", fasta, 40)
+    msas = _msa_dir(tmp_path / "msas", chains, "7ddo")
+    budget, lines = 2**30, []
+    run = predict_complexes(
+        fasta,
+        tmp_path / "out",
+        one_complex=True,
+        weights=weights / "multimer.ckpt",
+        num_recycles=0,
+        device="cpu",
+        msa_dir=msas,
+        save_features=True,
+        memory_policy=AutoPolicy(precision="fp32", max_memory=budget),
+        log=lines.append,
+    )
+    assert run.exit_code == 0, lines
+    plan = run.plans["7ddo"]
+    rows = np.load(tmp_path / "out" / "7ddo" / "7ddo_features.npz")["msa"].shape[0]
+    assert rows > 16 + 1
+    cfg = model_config("tiny_multimer")
+    n_seq, n_extra = cfg.data.max_msa_clusters, min(rows - cfg.data.max_msa_clusters, cfg.data.max_extra_msa)
+    assert plan.sizes == (80, n_seq, n_extra, cfg.template.max_templates)
+    code = main(
+        ["memory-plan", "--fasta", str(fasta), "--preset", "tiny_multimer", "--n-seq", str(n_seq)]
+        + ["--n-extra", str(n_extra), "--max-memory", f"{budget}B", "--precision", "fp32", "--device", "cpu"]
+        + ["--json", "--no-progress"]
+    )
+    memory_plan = json.loads(capsys.readouterr().out)
+    assert code == 0 and plan.fit.fits
+    assert memory_plan["config"]["chains"] == {"lengths": [40, 40], "entity_ids": [1, 2]}
+    assert [memory_plan["config"][k] for k in ("n_res", "n_seq", "n_extra", "n_templ")] == list(plan.sizes)
+    assert memory_plan["recommended"]["peak_bytes"] == plan.fit.need
+    assert memory_plan["recommended"]["policy"] == json.loads(json.dumps(dataclasses.asdict(plan.fit.policy)))
+    assert memory_plan["config"]["usable_budget_bytes"] == plan.fit.budget
+    plan_lines = [line for line in lines if line.startswith("plan: 7ddo:")]
+    assert len(plan_lines) == 1 and f"predicted peak {format_bytes(plan.fit.need)} of" in plan_lines[0]
+
+
+def test_complex_over_max_memory_is_one_line_and_the_next_runs(tmp_path, weights, capsys):
+    """7DDO (806 residues) does not fit --max-memory 40MiB: one error line naming the file, the complex,
+    the need and what to try; the small complex after it is planned and predicted."""
+    a, c = (seq for _, seq in _fasta_chains(DATA / "7ddo.fasta"))
+    fasta = tmp_path / "batch.fasta"
+    fasta.write_text(f">big\n{a}:{c}\n>small\nMKVLAAGIHH:GSHMKLLVEQ\n")
+    out = tmp_path / "out"
+    assert _run(fasta, "--out", out, "--weights", weights / "multimer.ckpt", "--max-memory", "40MiB") == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert "batch.fasta" in errors[0] and "complex 'big'" in errors[0] and "806 residues need" in errors[0]
+    assert "does not fit" in errors[0] and "--max-memory" in errors[0] and "--low-memory" in errors[0]
+    assert "--dap" not in errors[0]  # complexes run without it
+    assert "budget 0.0391 GiB" in err  # the weights line: --max-memory reached the complex route
+    assert "plan: small: 20 residues (2 chains)" in err and "plan: big" not in err
+    _check_structures(out / "small", [("A", "MKVLAAGIHH"), ("B", "GSHMKLLVEQ")], 1)
+    assert not (out / "big" / "ranked_0.pdb").exists()
+
+
+# -- bad inputs: one line each, the batch goes on --------------------------------------------------
+
+
+def _a3m_rows(query: str, n: int, headers=None) -> str:
+    rng = random.Random(len(query) + n)
+    rows = [query] + ["".join(ch if rng.random() < 0.8 else rng.choice(AA) for ch in query) for _ in range(n)]
+    names = headers or [f"s{i}" for i in range(len(rows))]
+    return "".join(f">{h}\n{row}\n" for h, row in zip(names, rows))
+
+
+def test_alignment_whose_query_is_another_chain_fails_its_complex(tmp_path, weights, capsys):
+    """As a monomer whose MSA query is another sequence: the complex fails in one line naming the
+    file and both chains; the next complex runs."""
+    a, b = "MKVLAAGIHHSTWYKLMNPQ", "GSHMKLLVEQRSTDEFGHIK"
+    fasta = tmp_path / "two.fasta"
+    fasta.write_text(f">swapped\n{a}:{b}\n>good\n{a}:{b}\n")
+    msas = tmp_path / "msas"
+    for folder, query in (("swapped_A", b), ("swapped_B", b), ("good_A", a), ("good_B", b)):
+        (msas / folder).mkdir(parents=True)
+        (msas / folder / "uniref90_hits.a3m").write_text(_a3m_rows(query, 6))
+    out = tmp_path / "out"
+    assert _run(fasta, "--out", out, "--weights", weights / "multimer.ckpt", "--msa-dir", msas) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert str(msas / "swapped_A" / "uniref90_hits.a3m") in errors[0] and "'swapped'" in errors[0]
+    assert "query is the sequence of chain B, not of chain A" in errors[0]
+    _check_structures(out / "good", [("A", a), ("B", b)], 1)
+    assert not (out / "swapped").exists()
+
+
+def test_pairing_a3m_without_taxids_pairs_nothing_and_says_so_once(tmp_path, weights, capsys):
+    """Chain A's pairing.a3m names no species: no row is paired (the query row only), one note names
+    the file, whatever the number of predictions; the complex runs on its unpaired rows."""
+    a, b = "MKVLAAGIHHSTWYKLMNPQ", "GSHMKLLVEQRSTDEFGHIK"
+    fasta = tmp_path / "cx.fasta"
+    fasta.write_text(f">cx\n{a}:{b}\n")
+    msas = tmp_path / "msas"
+    species = ["query"] + [f"UniRef100_P{i:05d}_{9600 + i}" for i in range(6)]
+    for folder, query, headers in (("cx_A", a, None), ("cx_B", b, species)):
+        (msas / folder).mkdir(parents=True)
+        (msas / folder / "uniref90_hits.a3m").write_text(_a3m_rows(query, 6))
+        (msas / folder / "pairing.a3m").write_text(_a3m_rows(query, 6, headers))
+    out = tmp_path / "out"
+    argv = ["--weights", weights / "multimer.ckpt", "--msa-dir", msas, "--save-features"]
+    assert _run(fasta, "--out", out, *argv, "--num-predictions-per-model", "2") == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if "species" in line]
+    assert len(notes) == 1 and notes[0].startswith("note:") and str(msas / "cx_A" / "pairing.a3m") in notes[0], err
+    feats = np.load(out / "cx" / "cx_features.npz")
+    assert int(feats["num_paired_rows"]) == 1 and feats["msa"].shape[0] > 1 + 6
+    assert "error:" not in err
+
+
+def test_weights_dir_without_multimer_files_is_one_line(tmp_path, weights, capsys):
+    """--weights-dir with only monomer files of the models asked for: a complex takes AF2-Multimer
+    files only from a folder, so the run stops in one line naming the folder and what it holds."""
+    mono = tmp_path / "params"
+    mono.mkdir()
+    (mono / "params_model_1.npz").write_bytes((weights / "params_model_1.npz").read_bytes())
+    fasta = tmp_path / "pair.fasta"
+    fasta.write_text(">pair\nMKVLAAGIHH:GSHMKLLVEQ\n")
+    assert _run(fasta, "--complex", "--out", tmp_path / "out", "--weights-dir", mono, "--models", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and str(mono) in err[0], err
+    assert "AF2-Multimer" in err[0] and "af2: models 1" in err[0]
+    assert not (tmp_path / "out" / "pair").exists()

@@ -1,6 +1,8 @@
 """``predict``'s complex flags (``--complex``, ``--num-predictions-per-model``, ``--save-features``)
 and the complex run (:func:`alphafold_mem.predict.complex_run.predict_complexes`): a ``--complex``
-input, or a FASTA input with a record whose chains are joined by ``:``, is predicted as complexes."""
+input, or a FASTA input with a record whose chains are joined by ``:``, is predicted as complexes,
+under the memory options of every prediction (``--memory-policy``, ``--max-memory``, ``--precision``,
+``--chunk-size``, ``--low-memory``, ``--memory-set``: :func:`alphafold_mem.cli.memory_args.predict_request`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import sys
 import traceback
 
+from .memory_args import predict_request
 from .options import positive_int
 
 __all__ = ["add_complex_arguments", "is_complex_run", "note_separate_chains", "run_complex"]
@@ -83,6 +86,7 @@ def run_complex(args: argparse.Namespace) -> int:
         return 2
     try:
         models = parse_model_list(args.models) if args.models is not None else None
+        memory_policy = predict_request(args)  # --memory-policy, --max-memory, ...: as for monomers
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
@@ -104,6 +108,7 @@ def run_complex(args: argparse.Namespace) -> int:
                 device=args.device,
                 msa_dir=args.msa_dir,
                 save_features=args.save_features,
+                memory_policy=memory_policy,
                 log=log,
             )
     except PredictError as exc:

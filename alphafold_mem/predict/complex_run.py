@@ -19,8 +19,13 @@ are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Ou
 * ``<id>_pae.png`` (chain boundaries drawn) and ``<id>_plddt.png`` (coloured by chain): the best prediction's;
 * ``<id>_features.npz`` with ``save_features``: the processed features (AF2's names).
 
-A complex that fails (bad input, bad alignments, a forward that fails) is one ``error:`` line; the
-others still run.
+Before the forwards of a complex under a model, its memory pre-flight (:mod:`.complex_plan`, the
+monomer route's chooser and budget: ``memory_policy`` ``"auto"`` picks the fastest policy predicted to
+fit, a concrete policy is checked) logs its plan line and binds the policy; a complex that does not
+fit under any allowed policy fails at once.
+
+A complex that fails (bad input, bad alignments, a pre-flight that does not fit, a forward that fails)
+is one ``error:`` line; the others still run.
 """
 
 from __future__ import annotations
@@ -35,15 +40,20 @@ from typing import Callable, Optional
 
 import torch
 
+from ..binding import bind
 from ..data.errors import InputError, InputNote
 from ..data.multimer_features import complex_msa_features
+from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
 from ..weights import WeightsError, load_weights
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
 from .complex_features import CHAIN_GAP, complex_batch
 from .complex_outputs import rank_complex, write_prediction
+from .complex_plan import ComplexPlan, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
 from .errors import PredictError
 from .outputs.complex_files import write_features_npz
+from .policy_names import policy_name
+from .preflight import budget_of, format_bytes
 from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["ComplexRun", "complex_members", "predict_complexes"]
@@ -51,12 +61,14 @@ __all__ = ["ComplexRun", "complex_members", "predict_complexes"]
 
 @dataclass
 class ComplexRun:
-    """Results of :func:`predict_complexes`: per complex the prediction names best first, and one
+    """Results of :func:`predict_complexes`: per complex the prediction names best first, its memory
+    pre-flight under the first model that planned it (:class:`~.complex_plan.ComplexPlan`), and one
     error line per rejected or failed complex."""
 
     out_dir: str
     order: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    plans: dict[str, ComplexPlan] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -101,8 +113,9 @@ def _device(device: str) -> torch.device:
         raise PredictError(f"--device {device!r}: {exc}") from None
 
 
-def _load(member: ModelWeights, preset, num_recycles, tolerance, dev, log):
-    """The member's model on ``dev`` (eval), with the run's recycling settings.
+def _load(member: ModelWeights, preset, num_recycles, tolerance, dev, request: PolicyRequest, log):
+    """The member's model on ``dev`` (eval), with the run's recycling settings; one line saying what
+    runs (``request``: the memory request, for the line).
 
     Raises:
         PredictError: unusable or monomer weights (one line naming the file).
@@ -132,9 +145,46 @@ def _load(member: ModelWeights, preset, num_recycles, tolerance, dev, log):
     log(
         f"weights: {member.path} ({loaded.format}, preset {cfg.preset}, "
         f"{'AF2-Multimer' if cfg.multimer else 'monomer, chain gap ' + str(CHAIN_GAP)}); device {dev}, "
-        f"up to {cfg.num_recycles} recycle(s), early stop at {cfg.recycle_early_stop_tolerance} Å"
+        f"{request.precision}, memory policy {_request_name(request)}, budget "
+        f"{format_bytes(budget_of(request, cfg, dev))}, up to {cfg.num_recycles} recycle(s), early stop at "
+        f"{cfg.recycle_early_stop_tolerance} Å"
     )
     return model.to(dev).eval()
+
+
+def _request_name(request: PolicyRequest) -> str:
+    if isinstance(request, MemoryPolicy) and request.chunk_size != "auto":
+        return policy_name(request)
+    return "auto (chosen per complex)"
+
+
+def _plan(t: ComplexTarget, msa_rows: int, model, tag: str, request, dev, run: ComplexRun, planned: dict, log):
+    """The pre-flight of ``t`` under ``model``'s config (planned once per config, whatever its preset's
+    name, the first kept in ``run.plans``): the policy to bind, or ``None`` after one ``error:`` line
+    counted in ``run.errors``."""
+    key = (t.name, dataclasses.replace(model.config, preset=""))  # the name changes no size
+    plan = planned.get(key)
+    if plan is None:
+        try:
+            plan = plan_complex(
+                t, msa_rows, model.config, request, dev, log, model=tag if t.name in run.plans else None
+            )
+        except Exception as exc:  # noqa: BLE001 - the estimate failed: this complex fails, the batch goes on
+            message = f"{t.source}: complex '{t.name}': the memory pre-flight failed: {_one_line(exc)}"
+            log(f"error: {message}")
+            run.errors.append(message)
+            return None
+        planned[key] = plan
+        run.plans.setdefault(t.name, plan)
+        if not plan.fit.fits:
+            message = does_not_fit(t, plan.fit)
+            log(f"error: {message}")
+            run.errors.append(message)
+    return plan.fit.policy
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 def _features(t: ComplexTarget, msa_dir, log) -> dict:
@@ -178,6 +228,7 @@ def predict_complexes(
     device: str = "auto",
     msa_dir=None,
     save_features: bool = False,
+    memory_policy: PolicyRequest = "auto",
     log: Optional[Callable[[str], None]] = None,
 ) -> ComplexRun:
     """Predict and rank every complex of ``inputs`` (module docstring).
@@ -197,15 +248,23 @@ def predict_complexes(
         msa_dir: per-chain alignment folders (:func:`alphafold_mem.data.multimer_features.entity_folder`);
             ``None``: single-sequence.
         save_features: also write ``<id>_features.npz``.
+        memory_policy: ``"auto"``, an :class:`~alphafold_mem.AutoPolicy` (precision, ``max_memory``
+            bytes) or a :class:`~alphafold_mem.MemoryPolicy` (checked; ``chunk_size="auto"`` sized by
+            the planner), as for monomers (:mod:`.preflight`).
         log: one line per message (default: stderr).
 
     Returns:
         :class:`ComplexRun` (``exit_code`` 1 when any complex was rejected or failed).
 
     Raises:
-        PredictError: bad options, unusable or monomer weights, or no complex in the input (one line).
+        PredictError: bad options (``memory_policy`` included), unusable or monomer weights, or no
+            complex in the input (one line).
     """
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        request = as_request(memory_policy)
+    except ValueError as exc:
+        raise PredictError(f"memory_policy: {exc}") from None
     if num_predictions_per_model < 1:
         raise PredictError(f"--num-predictions-per-model must be >= 1, got {num_predictions_per_model}")
     if num_recycles is not None and num_recycles < 0:
@@ -238,12 +297,19 @@ def predict_complexes(
     seeds = [seed + k for k in range(num_predictions_per_model)]
     done: dict[str, list[str]] = {t.name: [] for t in targets if t.name in features}
     failed: set[str] = set()
+    planned: dict = {}
     for member in members:
-        model = _load(member, preset, num_recycles, recycle_early_stop_tolerance, dev, log)
+        model = _load(member, preset, num_recycles, recycle_early_stop_tolerance, dev, request, log)
         tag_model = member.name if member.number else model_name_of(member.path, model.config.preset)
         for t in targets:
             if t.name not in features or t.name in failed:
                 continue
+            policy = _plan(t, features[t.name]["msa"].shape[0], model, tag_model, request, dev, run, planned, log)
+            if policy is None:
+                failed.add(t.name)
+                continue
+            if getattr(model, "memory_policy", None) != policy:
+                bind(model, policy)
             for k, s in enumerate(seeds):
                 tag = f"{tag_model}_pred_{k}"
                 start = time.perf_counter()

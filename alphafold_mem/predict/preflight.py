@@ -28,6 +28,17 @@ from ..planner import Chains, plan
 from ..planner import budget_of as planner_budget
 from ..units import format_gib
 
+#: What a target that does not fit may try (the message's last clause).
+ADVICE = (
+    "try --low-memory, --precision bf16-full, a shallower MSA, --dap P or a larger --max-memory "
+    "(docs/troubleshooting.md, 'Out of memory')"
+)
+#: What a complex that does not fit may try (complexes run without --dap).
+COMPLEX_ADVICE = (
+    "try --low-memory, --precision bf16-full, fewer alignment rows in --msa-dir or a larger --max-memory "
+    "(docs/troubleshooting.md, 'Out of memory')"
+)
+
 
 class DoesNotFit(Exception):
     """A target's predicted peak exceeds the budget under every allowed policy (the message says
@@ -77,11 +88,13 @@ def check(
     device: torch.device,
     dap: int = 1,
     chains: Optional[Chains] = None,
+    advice: str = ADVICE,
 ) -> Preflight:
     """Choose (``"auto"`` / :class:`~alphafold_mem.memory.policy.AutoPolicy`, or ``chunk_size="auto"``)
     or check (a concrete policy) the memory policy of one target with the planner's chooser
     (:func:`alphafold_mem.planner.plan`; ``dap``: the peak of each of that many devices sharing it;
-    ``chains``: the complex a multimer config runs on, ``sizes[0]`` its residues).
+    ``chains``: the complex a multimer config runs on, ``sizes[0]`` its residues; ``advice``: the last
+    clause of the message of a target that does not fit).
 
     Raises:
         ValueError: ``request`` is not a policy request; ``chains`` whose residues are not ``sizes[0]``.
@@ -102,8 +115,7 @@ def check(
         f"{best.candidate.label}, {request.precision}; N_seq {n_seq}, N_extra {n_extra}) but the budget is "
         f"{format_bytes(budget_of(request, config, device))}"
         + (f" less a {format_bytes(choice.margin)} device margin (docs/memory-budget.md)" if choice.margin else "")
-        + "; try --low-memory, --precision bf16-full, a shallower MSA, --dap P or a "
-        "larger --max-memory (docs/troubleshooting.md, 'Out of memory')",
+        + f"; {advice}",
     )
 
 
@@ -120,9 +132,10 @@ def check_complex(
     (:func:`feature_sizes` of its residues, ``msa_depth`` rows of the merged MSA, ``n_templ``
     templates) and :func:`check` on its chains. With a multimer ``config`` the trace runs the
     AF2-Multimer model on the complex's chain features (``alphafold-mem memory-plan --chains`` plans
-    the same); a monomer config plans the chains as one chain of their residues."""
+    the same); a monomer config plans the chains as one chain of their residues. The message of a
+    complex that does not fit ends with :data:`COMPLEX_ADVICE`."""
     sizes = feature_sizes(config, chains.n_res, msa_depth, n_templ)
-    return sizes, check(config, sizes, request, device, dap, chains=chains)
+    return sizes, check(config, sizes, request, device, dap, chains=chains, advice=COMPLEX_ADVICE)
 
 
 def format_bytes(n: float) -> str:
@@ -131,4 +144,14 @@ def format_bytes(n: float) -> str:
     return format_gib(n)
 
 
-__all__ = ["DoesNotFit", "Preflight", "budget_of", "check", "check_complex", "feature_sizes", "format_bytes"]
+__all__ = [
+    "ADVICE",
+    "COMPLEX_ADVICE",
+    "DoesNotFit",
+    "Preflight",
+    "budget_of",
+    "check",
+    "check_complex",
+    "feature_sizes",
+    "format_bytes",
+]
