@@ -83,6 +83,12 @@ SLOW_TESTS = (
     "test_dap.py::test_runs_are_bounded[4]",
     "test_dap_cli.py::test_predict_dap2_writes_what_dap1_writes",
     "test_dap_cli.py::test_predict_failure_on_rank_1_ends_both",
+    # complexes on the launchers (two or three interpreters each): --dap 2 by the command line, the
+    # monomer-weights variant of the in-process DAP run, --devices 2; the fast set keeps the AF2-Multimer
+    # in-process DAP run
+    "test_predict_complex_parallel.py::test_cli_dap_2_writes_what_one_process_writes",
+    "test_predict_complex_parallel.py::test_dap_2_equals_one_process[tiny.ckpt]",
+    "test_predict_complex_parallel.py::test_devices_2_writes_each_complex_once_and_a_failing_one_fails_alone",
     "test_dap_cli.py::test_train_dap2_reproduces_one_device",
     # predict faults: DAP launches (several interpreters each), a concurrent run, repeated signalled runs
     "test_predict_faults_dap.py::test_a_record_too_short_to_share_fails_in_the_preflight_and_the_batch_goes_on",

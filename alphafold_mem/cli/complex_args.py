@@ -7,14 +7,15 @@ under the memory options of every prediction (``--memory-policy``, ``--max-memor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
 
-from .memory_args import predict_request
+from .complex_options import complex_options
 from .options import positive_int
 
-__all__ = ["add_complex_arguments", "is_complex_run", "note_separate_chains", "run_complex"]
+__all__ = ["add_complex_arguments", "is_complex_run", "note_separate_chains", "run_complex", "run_complex_rank"]
 
 
 def add_complex_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,59 +65,59 @@ def note_separate_chains(args: argparse.Namespace, log) -> None:
 
 
 def run_complex(args: argparse.Namespace) -> int:
-    """Run the complexes of ``args.input`` holding the lock on ``--out``; returns the exit status."""
+    """Run the complexes of ``args.input`` holding the lock on ``--out``; returns the exit status.
+    ``--dap P``: in P processes sharing every complex (:mod:`.dap_launch`, the monomer route's
+    launcher); ``--devices N``: the complexes spread over N processes (:mod:`.devices_launch`)."""
+    # imported on demand: --help and option errors stay fast (the predict stack loads torch)
+    from ..predict import PredictError
+    from ..predict.lock import lock_output_dir
+    from ..predict.signals import Interrupted, handle_signals
+    from .dap_launch import run_with_dap
+    from .devices_launch import run_with_devices
+
+    if args.msa:
+        _log("error: --msa with complexes is not supported yet: give per-chain folders in --msa-dir")
+        return 2
+    if args.num_seeds is not None:
+        _log("error: complexes take --num-predictions-per-model K, not --num-seeds")
+        return 2
+    if args.devices != 1:  # complex parallelism: the monomer route's launcher, lock and signals
+        return run_with_devices(args, complexes=True)
+    lead = os.environ.get("RANK", "0") == "0"  # under torchrun the other ranks join rank 0's run
+    try:
+        with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
+            if args.dap > 1:
+                return run_with_dap(args, run_complex_rank)
+            return run_complex_rank(args)
+    except PredictError as exc:  # the lock: --out in use or not writable
+        _log(f"error: {exc}")
+        return 2
+    except Interrupted as exc:
+        _log(f"interrupted ({exc.name}): finished complexes are complete in {args.out}; run again to continue")
+        return exc.exit_code
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_complex_rank(args: argparse.Namespace) -> int:
+    """The complex run in this process (one rank of a ``--dap`` run when one is set up); returns its
+    exit status (2 after one ``error:`` line for a problem with the run as a whole)."""
     # imported on demand: --help and option errors stay fast (the predict stack loads torch)
     from ..predict import PredictError
     from ..predict.complex_run import predict_complexes
-    from ..predict.lock import lock_output_dir
-    from ..predict.signals import Interrupted, handle_signals
-    from ..weights.directory import parse_model_list
 
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    unsupported = [
-        flag for flag, on in (("--dap", args.dap > 1), ("--devices", args.devices > 1), ("--msa", args.msa)) if on
-    ]
-    if unsupported:
-        log(f"error: {', '.join(unsupported)} with complexes is not supported yet: give per-chain folders in --msa-dir")
-        return 2
-    if args.num_seeds is not None:
-        log("error: complexes take --num-predictions-per-model K, not --num-seeds")
-        return 2
     try:
-        models = parse_model_list(args.models) if args.models is not None else None
-        memory_policy = predict_request(args)  # --memory-policy, --max-memory, ...: as for monomers
+        options = complex_options(args)
     except ValueError as exc:
-        log(f"error: {exc}")
+        _log(f"error: {exc}")
         return 2
-    tolerance = args.recycle_early_stop_tolerance or None  # 0 (the flag's default): the model's own
     try:
-        with handle_signals(), lock_output_dir(args.out):
-            run = predict_complexes(
-                args.input,
-                args.out,
-                one_complex=args.complex,
-                weights=args.weights,
-                weights_dir=args.weights_dir,
-                models=models,
-                num_predictions_per_model=args.num_predictions_per_model or 1,
-                seed=args.seed,
-                preset=args.preset,
-                num_recycles=args.num_recycles,
-                recycle_early_stop_tolerance=tolerance,
-                device=args.device,
-                msa_dir=args.msa_dir,
-                save_features=args.save_features,
-                memory_policy=memory_policy,
-                log=log,
-            )
+        run = predict_complexes(args.input, args.out, device=args.device, dap=args.dap, log=_log, **options)
     except PredictError as exc:
-        log(f"error: {exc}")
+        _log(f"error: {exc}")
         if args.debug:
-            log(traceback.format_exc().rstrip())
+            _log(traceback.format_exc().rstrip())
         return 2
-    except Interrupted as exc:
-        log(f"interrupted ({exc.name}): finished complexes are complete in {args.out}; run again to continue")
-        return exc.exit_code
     return run.exit_code

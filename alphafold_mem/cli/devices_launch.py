@@ -16,9 +16,15 @@ them (target parallelism; ``--dap`` shares one target instead).
   ranks exit 0 once their part is written (torchrun would otherwise end rank 0 before it merges);
   their failures are in the merged status. Output directory on a file system every rank sees.
 
+Complexes (``run_with_devices(args, complexes=True)``, from :mod:`.complex_args`) take the same
+route: read once by the launcher, shared longest first (their MSA depth is unknown before their
+features are built, so by residues alone: :func:`alphafold_mem.predict.devices.cost_of`), each rank
+runs :func:`alphafold_mem.predict.complex_run.predict_complexes` on its share, and the parts are
+merged into one summary (a row per complex) and one ``timings.json``.
+
 Exit status as for ``predict``: 0 when every target succeeded or was skipped, 1 when any input was
 rejected, any target failed or a rank failed, 2 for a problem with the run as a whole.
-``--devices`` with ``--dap`` or an ensemble (``--models``/``--num-seeds``) is refused in one line.
+``--devices`` with ``--dap`` or a monomer ensemble (``--models``/``--num-seeds``) is refused in one line.
 """
 
 from __future__ import annotations
@@ -37,9 +43,12 @@ import torch
 
 from ..distributed.launch import die_with_parent
 from ..predict import PredictError, predict
+from ..predict.complex_run import predict_complexes
+from ..predict.complex_target import collect_complexes
 from ..predict.devices import (
     PARTS_DIR,
     launcher_rank,
+    length_of,
     merge,
     rank_part,
     read_part,
@@ -51,6 +60,7 @@ from ..predict.lock import lock_output_dir
 from ..predict.runner import TargetResult
 from ..predict.signals import Interrupted, handle_signals
 from ..predict.targets import collect_targets
+from .complex_options import complex_options
 from .memory_args import predict_request
 from .pipeline_args import pipeline_from_args
 from .predict_options import predict_options
@@ -62,12 +72,13 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _refusal(args: argparse.Namespace) -> str:
+def _refusal(args: argparse.Namespace, complexes: bool) -> str:
     if args.devices < 1:
         return f"--devices must be >= 1, got {args.devices}"
     if args.dap > 1:
         return "--devices with --dap is not supported yet: run --devices N (one target per device) or --dap P"
-    if getattr(args, "models", None) is not None or getattr(args, "num_seeds", None) is not None:
+    ensemble = getattr(args, "models", None) is not None or getattr(args, "num_seeds", None) is not None
+    if ensemble and not complexes:  # a complex run's --models are its AF2-Multimer weights
         return "--devices with an ensemble (--models/--num-seeds) is not supported yet: run the ensemble without it"
     if str(args.device).startswith("cuda:"):
         return f"--devices picks one GPU per rank: give --device cuda or auto, not {args.device}"
@@ -83,8 +94,15 @@ def _device_of(args: argparse.Namespace, local_rank: int) -> str:
     return f"cuda:{local_rank % count}" if count else "cuda"  # no GPU: predict reports it in one line
 
 
-def _collect(args: argparse.Namespace, log: Callable[[str], None]):
-    """The valid targets and the rejected inputs (as results), read and checked once."""
+def _collect(args: argparse.Namespace, log: Callable[[str], None], complexes: bool):
+    """The valid targets (complexes: :class:`~alphafold_mem.predict.complex_target.ComplexTarget`) and
+    the rejected inputs (as results), read and checked once."""
+    if complexes:
+        found, rejected = collect_complexes(args.input, one_complex=args.complex, log=log)
+        if not found and not rejected:
+            raise PredictError(f"{args.input}: no FASTA input with a complex")
+        invalid = [TargetResult(name=n, status="invalid", message=m, order=-1) for n, m in rejected]
+        return found, invalid
     searching = bool(getattr(args, "db", None) or getattr(args, "msa_server", None))
     targets, rejected = collect_targets(
         args.input,
@@ -100,13 +118,16 @@ def _collect(args: argparse.Namespace, log: Callable[[str], None]):
     return targets, results
 
 
-def _predict_share(args: argparse.Namespace, names: list[str], device: str, log: Callable[[str], None]):
-    """:func:`alphafold_mem.predict.predict` with the options of ``args``, on the targets ``names`` only."""
+def _predict_share(args: argparse.Namespace, names: list[str], device: str, log: Callable[[str], None], complexes):
+    """:func:`alphafold_mem.predict.predict` (complexes: :func:`~alphafold_mem.predict.complex_run.predict_complexes`)
+    with the options of ``args``, on the targets ``names`` only."""
+    if complexes:
+        return predict_complexes(args.input, args.out, device=device, targets=names, log=log, **complex_options(args))
     options = predict_options(args, log, memory_policy=predict_request(args), pipeline=pipeline_from_args(args, log))
     return predict(args.input, args.out, device=device, targets=names, **options)
 
 
-def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str, key: str) -> int:
+def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str, key: str, complexes: bool) -> int:
     """One rank: its share, then its part; returns its exit status."""
 
     def log(line: str) -> None:
@@ -116,7 +137,7 @@ def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str
     run, error = None, ""
     if names:
         try:
-            run = _predict_share(args, names, device, log)
+            run = _predict_share(args, names, device, log, complexes)
         except (PredictError, ValueError) as exc:
             error = str(exc)
         except Exception as exc:  # noqa: BLE001 - reported in the part: this rank's targets fail, the others go on
@@ -130,14 +151,14 @@ def _run_rank(args: argparse.Namespace, rank: int, names: list[str], device: str
     return part["exit_code"]
 
 
-def _rank_main(args: argparse.Namespace, rank: int, names: list[str], device: str, threads: int, key: str, parent):
+def _rank_main(args, rank: int, names: list[str], device: str, threads: int, key: str, parent, complexes: bool):
 
     die_with_parent(parent)
     if threads:
         torch.set_num_threads(threads)
     try:
         with handle_signals():
-            code = _run_rank(args, rank, names, device, key)
+            code = _run_rank(args, rank, names, device, key, complexes)
     except Interrupted as exc:
         code = exc.exit_code
     sys.exit(code)
@@ -167,13 +188,13 @@ def _finish(args, assigned, parts, rejected, targets, seconds, missing_reason, p
     if not rejected and len(errors) == 1 and all(p is not None and p.get("error") for p in parts.values()):
         _log(f"error: {errors.pop()}")  # the same run-level error on every rank (weights, options)
         return 2
-    lengths = {t.name: len(t.sequence) for t in targets}
+    lengths = {t.name: length_of(t) for t in targets}
     orders = {t.name: t.order for t in targets}
     run = merge(args.out, assigned, parts, rejected, lengths, orders, seconds, missing_reason, _log, previous)
     return run.exit_code
 
 
-def _local(args, assigned, targets, rejected) -> int:
+def _local(args, assigned, targets, rejected, complexes: bool) -> int:
     import torch.multiprocessing as mp  # spawned ranks only
 
     world = len(assigned)
@@ -188,7 +209,7 @@ def _local(args, assigned, targets, rejected) -> int:
     threads = 0 if devices[0].startswith("cuda") else max(1, (os.cpu_count() or 1) // world)
     ctx = mp.get_context("spawn")
     procs = [
-        ctx.Process(target=_rank_main, args=(args, k, assigned[k], devices[k], threads, key, os.getpid()))
+        ctx.Process(target=_rank_main, args=(args, k, assigned[k], devices[k], threads, key, os.getpid(), complexes))
         for k in range(world)
     ]
     _log(
@@ -225,12 +246,12 @@ def _local(args, assigned, targets, rejected) -> int:
     )
 
 
-def _under_launcher(args, rank, world, key, assigned, targets, rejected) -> int:
+def _under_launcher(args, rank, world, key, assigned, targets, rejected, complexes: bool) -> int:
 
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))
     previous = _previous_timings(args.out) if rank == 0 else None  # before this rank writes its own
     start = time.perf_counter()
-    code = _run_rank(args, rank, assigned[rank], _device_of(args, local), key)
+    code = _run_rank(args, rank, assigned[rank], _device_of(args, local), key, complexes)
     if rank != 0:
         return 0  # rank 0 reports this rank's failures (torchrun would end rank 0 on a non-zero exit)
     own = time.perf_counter() - start
@@ -249,9 +270,10 @@ def _under_launcher(args, rank, world, key, assigned, targets, rejected) -> int:
     )
 
 
-def run_with_devices(args: argparse.Namespace) -> int:
-    """``predict --devices N`` (module docstring); returns the exit status."""
-    problem = _refusal(args)
+def run_with_devices(args: argparse.Namespace, complexes: bool = False) -> int:
+    """``predict --devices N`` (module docstring; ``complexes``: the inputs are complexes); returns the
+    exit status."""
+    problem = _refusal(args, complexes)
     if problem:
         _log(f"error: {problem}")
         return 2
@@ -263,11 +285,11 @@ def run_with_devices(args: argparse.Namespace) -> int:
     lead = rank == 0
     try:
         with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
-            targets, rejected = _collect(args, _log if lead else (lambda line: None))
+            targets, rejected = _collect(args, _log if lead else (lambda line: None), complexes)
             assigned = shares(targets, world)
             if env is None:
-                return _local(args, assigned, targets, rejected)
-            return _under_launcher(args, rank, world, key, assigned, targets, rejected)
+                return _local(args, assigned, targets, rejected, complexes)
+            return _under_launcher(args, rank, world, key, assigned, targets, rejected, complexes)
     except PredictError as exc:
         _log(f"error: {exc}")
         return 2

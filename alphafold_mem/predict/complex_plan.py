@@ -54,15 +54,18 @@ def plan_complex(
     device: torch.device,
     log: Callable[[str], None],
     model: Optional[str] = None,
+    dap: int = 1,
 ) -> ComplexPlan:
     """Plan complex ``t`` (``msa_rows``: rows of its merged MSA) under ``config`` within the budget of
     ``request`` on ``device``, and log its lines (module docstring; ``model``: a name the plan line
-    ends with, ``; model <name>``, for a run whose models differ in size).
+    ends with, ``; model <name>``, for a run whose models differ in size; ``dap``: the peak per device
+    of a DAP group of that size).
 
     Raises:
         ValueError, RuntimeError: the estimate itself failed (the caller fails this complex).
     """
-    sizes, fit = check_complex(config, Chains.of_complex(t.cx), msa_rows, request, device, complex_templates(config))
+    chains = Chains.of_complex(t.cx)
+    sizes, fit = check_complex(config, chains, msa_rows, request, device, complex_templates(config), dap=dap)
     if fit.fits:
         if fit.policy != request:  # the planner chose (auto, or chunk_size="auto"): say what
             log(f"{t.name}: memory policy chosen: {policy_name(fit.policy)}, {chunking(fit.policy)}")

@@ -21,11 +21,17 @@ are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Ou
 
 Before the forwards of a complex under a model, its memory pre-flight (:mod:`.complex_plan`, the
 monomer route's chooser and budget: ``memory_policy`` ``"auto"`` picks the fastest policy predicted to
-fit, a concrete policy is checked) logs its plan line and binds the policy; a complex that does not
-fit under any allowed policy fails at once.
+fit, a concrete policy is checked; under ``dap=P`` per device of the group) logs its plan line and
+binds the policy; a complex that does not fit under any allowed policy fails at once.
 
 A complex that fails (bad input, bad alignments, a pre-flight that does not fit, a forward that fails)
 is one ``error:`` line; the others still run.
+
+Parallel runs reuse the monomer route's machinery: ``dap=P`` shares every complex among P processes
+(:class:`~.parallel.Parallel`: every rank builds the same features and runs the model on its share
+of the representations; rank 0 alone logs and writes; a failure outside the model's collectives
+fails that complex on every rank, one inside them ends the run), and ``targets=`` runs only the
+named complexes (one rank of ``predict --devices N``, :mod:`alphafold_mem.cli.devices_launch`).
 """
 
 from __future__ import annotations
@@ -52,8 +58,10 @@ from .complex_plan import ComplexPlan, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
 from .errors import PredictError
 from .outputs.complex_files import write_features_npz
+from .parallel import Parallel
 from .policy_names import policy_name
 from .preflight import budget_of, format_bytes
+from .results import TargetResult
 from .unknown_residues import fill_unknown_backbone
 
 __all__ = ["ComplexRun", "complex_members", "predict_complexes"]
@@ -62,12 +70,14 @@ __all__ = ["ComplexRun", "complex_members", "predict_complexes"]
 @dataclass
 class ComplexRun:
     """Results of :func:`predict_complexes`: per complex the prediction names best first, its memory
-    pre-flight under the first model that planned it (:class:`~.complex_plan.ComplexPlan`), and one
-    error line per rejected or failed complex."""
+    pre-flight under the first model that planned it (:class:`~.complex_plan.ComplexPlan`), one error
+    line per rejected or failed complex, and one :class:`~.results.TargetResult` per complex (length:
+    every chain's residues; ``mean_plddt``/``ptm``: the best prediction's; a ``--devices`` run's summary rows)."""
 
     out_dir: str
     order: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    results: list[TargetResult] = field(default_factory=list)
     plans: dict[str, ComplexPlan] = field(default_factory=dict)
 
     @property
@@ -158,16 +168,17 @@ def _request_name(request: PolicyRequest) -> str:
     return "auto (chosen per complex)"
 
 
-def _plan(t: ComplexTarget, msa_rows: int, model, tag: str, request, dev, run: ComplexRun, planned: dict, log):
+def _plan(t: ComplexTarget, msa_rows: int, model, tag: str, request, dev, run: ComplexRun, planned: dict, par, log):
     """The pre-flight of ``t`` under ``model``'s config (planned once per config, whatever its preset's
-    name, the first kept in ``run.plans``): the policy to bind, or ``None`` after one ``error:`` line
-    counted in ``run.errors``."""
+    name, the first kept in ``run.plans``; per device of ``par``'s DAP group): the policy to bind, or
+    ``None`` after one ``error:`` line counted in ``run.errors`` (the same answer on every rank: the
+    plan is computed alike on each)."""
     key = (t.name, dataclasses.replace(model.config, preset=""))  # the name changes no size
     plan = planned.get(key)
     if plan is None:
         try:
             plan = plan_complex(
-                t, msa_rows, model.config, request, dev, log, model=tag if t.name in run.plans else None
+                t, msa_rows, model.config, request, dev, log, model=tag if t.name in run.plans else None, dap=par.dap
             )
         except Exception as exc:  # noqa: BLE001 - the estimate failed: this complex fails, the batch goes on
             message = f"{t.source}: complex '{t.name}': the memory pre-flight failed: {_one_line(exc)}"
@@ -198,18 +209,72 @@ def _features(t: ComplexTarget, msa_dir, log) -> dict:
                 log(f"{'note' if issubclass(w.category, InputNote) else 'warning'}: {w.message}")
 
 
-def _forward(model, batch: dict, seed: int, dev) -> dict:
+def _forward(model, batch: dict, seed: int, dev, par: Parallel) -> dict:
     torch.manual_seed(seed)
     with torch.no_grad():
         out = model({k: v.to(dev) for k, v in batch.items()})
         if not model.config.multimer:  # ipTM, ranking confidence, chain-pair ipTM from the PAE head
-            head = model.aux_heads.predicted_aligned_error
+            head = model.aux_heads.predicted_aligned_error  # (DAP: on this rank's rows, as in the forward)
             asym = batch["asym_id"].to(dev)
             out.update(head(out["pair"], batch["seq_mask"].to(dev), keep_logits=False, asym_id=asym))
+        out = par.gather(model, out, tuple(out))  # DAP: the representation-shaped outputs whole
     arrays = {k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy() for k, v in out.items()}
     arrays["aatype"] = batch["aatype"].numpy()
     fill_unknown_backbone(arrays, out)  # an X gets N, CA, C, O as in the monomer outputs
     return arrays
+
+
+def _prepare(t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, par: Parallel, log) -> Optional[dict]:
+    """The complex's features (``None`` when it failed, on every rank: logged and recorded); rank 0
+    creates its folder and writes ``<id>_features.npz`` with ``save_features``."""
+    result = next(r for r in run.results if r.name == t.name)
+    message = None
+    fit = par.check_residues(t.cx.num_res)  # device sharding needs more residues than processes
+    if fit is not None:
+        message = f"{t.source}: complex '{t.name}': {fit.message}"
+    else:
+        try:
+            feats = _features(t, msa_dir, log)
+            if par.writer:
+                target_dir = os.path.join(run.out_dir, t.name)
+                os.makedirs(target_dir, exist_ok=True)
+                if save_features:
+                    write_features_npz(os.path.join(target_dir, f"{t.name}_features.npz"), feats)
+        except (InputError, ValueError, OSError) as exc:
+            message = str(exc) if isinstance(exc, InputError) else f"{t.source}: complex '{t.name}': {exc}"
+    rank, message = par.agree_failure(message)  # DAP: any rank's failure fails the complex on all
+    if message is not None:
+        message = message if rank == 0 else f"{message} (on DAP rank {rank})"
+        log(f"error: {message}")
+        run.errors.append(message)
+        result.status, result.message = "failed", message
+        return None
+    result.msa_depth = int(feats["msa"].shape[0])
+    log(f"complex {t.name}: {t.cx.describe()}, {result.msa_depth} MSA rows, {int(feats['num_paired_rows'])} paired")
+    return feats
+
+
+def _predict_one(t: ComplexTarget, feats: dict, tag: str, s: int, model, member, dev, par: Parallel, out_dir: str):
+    """One prediction of ``t``: ``(scores, None)`` (scores on rank 0 only) or ``(None, error line)``,
+    the same answer on every rank. A failure inside the model's collectives (DAP) is raised: the other
+    ranks wait in a collective, the launcher ends them."""
+    message, scores, phase = None, None, ""
+    try:
+        batch = complex_batch(t.cx, feats, model.config, seed=s)
+        phase = "collectives"
+        arrays = _forward(model, batch, s, dev, par)
+        phase = ""
+        if par.writer:
+            target_dir = os.path.join(out_dir, t.name)
+            scores = write_prediction(target_dir, tag, t, arrays, member=member, seed=s, config=model.config)
+    except (RuntimeError, ValueError, OSError) as exc:
+        if par.active and phase == "collectives":
+            raise
+        message = f"{t.source}: complex '{t.name}': prediction {tag} failed: {' '.join(str(exc).split())[:300]}"
+    rank, message = par.agree_failure(message)
+    if message is not None and rank != 0:
+        message = f"{message} (on DAP rank {rank})"
+    return scores, message
 
 
 def predict_complexes(
@@ -229,6 +294,8 @@ def predict_complexes(
     msa_dir=None,
     save_features: bool = False,
     memory_policy: PolicyRequest = "auto",
+    dap: int = 1,
+    targets: Optional[list[str]] = None,
     log: Optional[Callable[[str], None]] = None,
 ) -> ComplexRun:
     """Predict and rank every complex of ``inputs`` (module docstring).
@@ -251,14 +318,19 @@ def predict_complexes(
         memory_policy: ``"auto"``, an :class:`~alphafold_mem.AutoPolicy` (precision, ``max_memory``
             bytes) or a :class:`~alphafold_mem.MemoryPolicy` (checked; ``chunk_size="auto"`` sized by
             the planner), as for monomers (:mod:`.preflight`).
+        dap: processes sharing every complex (dynamic axial parallelism; every process calls this
+            function in an initialised process group, :mod:`alphafold_mem.cli.dap_launch`); rank 0
+            logs, writes and returns the complete run. A complex of ``dap`` residues or fewer fails.
+        targets: run only the complexes of these names; the inputs are then not reported (whoever
+            chose the names did). ``None``: every complex, rejected ones logged and reported.
         log: one line per message (default: stderr).
 
     Returns:
         :class:`ComplexRun` (``exit_code`` 1 when any complex was rejected or failed).
 
     Raises:
-        PredictError: bad options (``memory_policy`` included), unusable or monomer weights, or no
-            complex in the input (one line).
+        PredictError: bad options (``memory_policy`` included), unusable or monomer weights, no
+            complex in the input, or ``dap > 1`` without a process group (one line).
     """
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     try:
@@ -270,72 +342,65 @@ def predict_complexes(
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
     members = complex_members(models, weights_dir, weights)
-    dev = _device(device)
-    targets, rejected = collect_complexes(inputs, one_complex=one_complex, log=log)
-    if not targets and not rejected:
+    par, dev, log = Parallel.start(dap, _device(device), log)
+    quiet = targets is not None  # one share of a --devices run: the launcher reported the inputs
+    found, rejected = collect_complexes(inputs, one_complex=one_complex, log=(lambda _: None) if quiet else log)
+    if quiet:
+        found, rejected = [t for t in found if t.name in set(targets)], []
+    if not found and not rejected and targets is None:
         raise PredictError(f"{inputs}: no FASTA input with a complex")
     run = ComplexRun(os.fspath(out_dir), errors=[message for _, message in rejected])
-    if msa_dir is None and targets:
-        log(f"note: no --msa-dir: {len(targets)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
+    run.results = [TargetResult(name, status="invalid", message=m, order=-1) for name, m in rejected]
+    run.results += [TargetResult(t.name, length=t.cx.num_res, order=t.order) for t in found]
+    if msa_dir is None and found:
+        log(f"note: no --msa-dir: {len(found)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
     features: dict[str, dict] = {}
-    for t in targets:
-        try:
-            features[t.name] = _features(t, msa_dir, log)
-        except (InputError, ValueError, OSError) as exc:
-            message = str(exc) if isinstance(exc, InputError) else f"{t.source}: complex '{t.name}': {exc}"
-            log(f"error: {message}")
-            run.errors.append(message)
-            continue
-        target_dir = os.path.join(run.out_dir, t.name)
-        os.makedirs(target_dir, exist_ok=True)
-        if save_features:
-            write_features_npz(os.path.join(target_dir, f"{t.name}_features.npz"), features[t.name])
-        log(
-            f"complex {t.name}: {t.cx.describe()}, {features[t.name]['msa'].shape[0]} MSA rows, "
-            f"{int(features[t.name]['num_paired_rows'])} paired"
-        )
+    for t in found:
+        feats = _prepare(t, msa_dir, save_features, run, par, log)
+        if feats is not None:
+            features[t.name] = feats
+    results = {r.name: r for r in run.results}
     seeds = [seed + k for k in range(num_predictions_per_model)]
-    done: dict[str, list[str]] = {t.name: [] for t in targets if t.name in features}
-    failed: set[str] = set()
+    done: dict[str, list[str]] = {name: [] for name in features}
+    best: dict[str, dict] = {}
     planned: dict = {}
     for member in members:
         model = _load(member, preset, num_recycles, recycle_early_stop_tolerance, dev, request, log)
         tag_model = member.name if member.number else model_name_of(member.path, model.config.preset)
-        for t in targets:
-            if t.name not in features or t.name in failed:
+        for t in found:
+            if t.name not in features or results[t.name].status == "failed":
                 continue
-            policy = _plan(t, features[t.name]["msa"].shape[0], model, tag_model, request, dev, run, planned, log)
+            msa_rows = features[t.name]["msa"].shape[0]
+            policy = _plan(t, msa_rows, model, tag_model, request, dev, run, planned, par, log)
             if policy is None:
-                failed.add(t.name)
+                results[t.name].status, results[t.name].message = "failed", run.errors[-1]
                 continue
-            if getattr(model, "memory_policy", None) != policy:
-                bind(model, policy)
+            if getattr(model, "memory_policy", None) != policy or par.active:
+                bind(model, policy, par.mesh if par.active else None)  # DAP: device sharding too
             for k, s in enumerate(seeds):
                 tag = f"{tag_model}_pred_{k}"
                 start = time.perf_counter()
-                try:
-                    batch = complex_batch(t.cx, features[t.name], model.config, seed=s)
-                    arrays = _forward(model, batch, s, dev)
-                    scores = write_prediction(
-                        os.path.join(run.out_dir, t.name), tag, t, arrays, member=member, seed=s, config=model.config
-                    )
-                except (RuntimeError, ValueError, OSError) as exc:
-                    message = (
-                        f"{t.source}: complex '{t.name}': prediction {tag} failed: {' '.join(str(exc).split())[:300]}"
-                    )
+                scores, message = _predict_one(t, features[t.name], tag, s, model, member, dev, par, run.out_dir)
+                seconds = time.perf_counter() - start
+                results[t.name].seconds = round((results[t.name].seconds or 0.0) + seconds, 2)
+                if message is not None:
                     log(f"error: {message}")
                     run.errors.append(message)
-                    failed.add(t.name)
+                    results[t.name].status, results[t.name].message = "failed", message
                     break
                 done[t.name].append(tag)
-                log(
-                    f"{t.name} {tag} (seed {s}): ipTM {scores['iptm']:.3f}, pTM {scores['ptm']:.3f}, "
-                    f"ranking confidence {scores['ranking_confidence']:.3f}, mean pLDDT {scores['mean_plddt']:.1f}, "
-                    f"{time.perf_counter() - start:.1f} s"
-                )
+                if scores is not None:  # rank 0
+                    best.setdefault(t.name, {})[tag] = scores
+                    log(
+                        f"{t.name} {tag} (seed {s}): ipTM {scores['iptm']:.3f}, pTM {scores['ptm']:.3f}, "
+                        f"ranking confidence {scores['ranking_confidence']:.3f}, mean pLDDT "
+                        f"{scores['mean_plddt']:.1f}, {seconds:.1f} s"
+                    )
         del model
-    for t in targets:
-        if done.get(t.name) and t.name not in failed:
+    for t in found:
+        if done.get(t.name) and results[t.name].status != "failed" and par.writer:
             run.order[t.name] = rank_complex(os.path.join(run.out_dir, t.name), t, done[t.name])
+            top = best[t.name][run.order[t.name][0]]
+            results[t.name].mean_plddt, results[t.name].ptm = top["mean_plddt"], top["ptm"]
             log(f"{t.name}: ranked {', '.join(run.order[t.name])} -> {os.path.join(run.out_dir, t.name)}")
     return run

@@ -5,7 +5,9 @@ one summary and ``timings.json`` made from the ranks' parts.
   predicted cost with greedy LPT (longest processing time first: each target, in decreasing cost,
   goes to the rank with the least cost so far; ties to the lower rank). The cost is the leading term
   of the Evoformer's work, ``N_res^2 * (N_seq + N_res)`` (:func:`target_cost`), with ``N_seq`` the
-  MSA's distinct rows capped at the rows a model reads (:data:`MSA_ROWS_READ`). The shares depend
+  MSA's distinct rows capped at the rows a model reads (:data:`MSA_ROWS_READ`); a complex, whose MSA
+  depth is unknown before its features are built, costs ``N_res^2 * (1 + N_res)`` over all its chains
+  (:func:`cost_of`). The shares depend
   only on the inputs, so every rank of a torchrun/SLURM job computes the same ones on its own.
 * **One rank's run**: :func:`alphafold_mem.predict.predict` on the whole input with ``targets=`` the
   rank's share; inputs are rejected (and reported) once, by the launcher or rank 0, never by every
@@ -25,6 +27,7 @@ import time
 from dataclasses import asdict
 from typing import Callable, Optional
 
+from .complex_target import ComplexTarget
 from .outputs import write_json
 from .runner import PredictionRun, TargetResult
 from .targets import Target
@@ -33,7 +36,9 @@ from .timings import keep_skipped
 __all__ = [
     "MSA_ROWS_READ",
     "PARTS_DIR",
+    "cost_of",
     "launcher_rank",
+    "length_of",
     "merge",
     "part_path",
     "shares",
@@ -54,21 +59,34 @@ def target_cost(n_res: int, msa_depth: int) -> int:
     return n_res * n_res * (min(max(msa_depth, 1), MSA_ROWS_READ) + n_res)
 
 
-def shares(targets: list[Target], world: int) -> list[list[str]]:
-    """Target names per rank (``world`` lists, each longest first) by greedy LPT on :func:`target_cost`.
+def length_of(t: Target | ComplexTarget) -> int:
+    """Residues of a target (of a complex: every chain's)."""
+    return t.cx.num_res if isinstance(t, ComplexTarget) else len(t.sequence)
+
+
+def cost_of(t: Target | ComplexTarget) -> int:
+    """:func:`target_cost` of a target; of a complex, by its residues alone (MSA depth 1: its depth is
+    known only once its per-chain alignments are paired, by the rank that runs it)."""
+    if isinstance(t, ComplexTarget):
+        return target_cost(t.cx.num_res, 1)
+    return target_cost(len(t.sequence), t.msa_depth)
+
+
+def shares(targets: list[Target | ComplexTarget], world: int) -> list[list[str]]:
+    """Target names per rank (``world`` lists, each longest first) by greedy LPT on :func:`cost_of`.
 
     Raises:
         ValueError: ``world < 1``.
     """
     if world < 1:
         raise ValueError(f"--devices must be >= 1, got {world}")
-    order = sorted(targets, key=lambda t: (-target_cost(len(t.sequence), t.msa_depth), t.order, t.name))
+    order = sorted(targets, key=lambda t: (-cost_of(t), t.order, t.name))
     load = [0] * world
     out: list[list[str]] = [[] for _ in range(world)]
     for t in order:
         k = min(range(world), key=lambda r: (load[r], r))
         out[k].append(t.name)
-        load[k] += target_cost(len(t.sequence), t.msa_depth)
+        load[k] += cost_of(t)
     return out
 
 

@@ -1,0 +1,37 @@
+"""The keyword arguments of :func:`alphafold_mem.predict.complex_run.predict_complexes` that
+``predict``'s parsed flags give, shared by the one-process run, every rank of ``--dap P``
+(:mod:`.complex_args`) and every rank of ``--devices N`` (:mod:`.devices_launch`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .memory_args import predict_request
+
+__all__ = ["complex_options"]
+
+
+def complex_options(args: argparse.Namespace) -> dict:
+    """``predict_complexes`` keywords from ``args`` (not ``inputs``, ``out_dir``, ``device``, ``dap``,
+    ``targets`` nor ``log``, which the caller chooses).
+
+    Raises:
+        ValueError: a bad ``--models`` list or memory option (one line).
+    """
+    from ..weights.directory import parse_model_list  # heavy: the weights package loads torch
+
+    models = parse_model_list(args.models) if args.models is not None else None
+    return {
+        "one_complex": args.complex,
+        "weights": args.weights,
+        "weights_dir": args.weights_dir,
+        "models": models,
+        "num_predictions_per_model": args.num_predictions_per_model or 1,
+        "seed": args.seed,
+        "preset": args.preset,
+        "num_recycles": args.num_recycles,
+        "recycle_early_stop_tolerance": args.recycle_early_stop_tolerance or None,  # 0 (the default): the model's
+        "msa_dir": args.msa_dir,
+        "save_features": args.save_features,
+        "memory_policy": predict_request(args),  # --memory-policy, --max-memory, ...: as for monomers
+    }
