@@ -28,11 +28,13 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ..memory.tracking import StorageTracker
 from . import opcache
 
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
+_DEVICE = torch.ops.prim.device.default
 
 
 class OverLimit(BaseException):
@@ -188,6 +190,8 @@ class PlanTracker(StorageTracker):
             self._unparking = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _DEVICE and len(args) == 1 and type(args[0]) is FakeTensor:
+            return args[0].fake_device  # what the fake mode and fake tensors answer
         if func in _VIEWS and not kwargs and not torch.is_grad_enabled():
             func, args = _AS_STRIDED, _VIEWS[func](*args)
         out = opcache.serve(func, args, kwargs, torch._C._get_dispatch_mode(_FAKE), _call)
