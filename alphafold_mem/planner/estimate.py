@@ -40,7 +40,6 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..binding import bind
 from ..config import ModelConfig, apply_overrides
@@ -49,7 +48,7 @@ from ..memory.chunking import first_chunk_only, traced_chains
 from ..memory.offload import simulated_device
 from ..memory.policy import MemoryPolicy
 from ..model.alphafold import AlphaFold
-from . import cache, replay
+from . import cache, opcache, replay
 from .chains import Chains
 from .trace import OverLimit, PlanTracker
 from .training_loss import ground_truth_batch, training_loss
@@ -207,7 +206,7 @@ def _fake_model(config: ModelConfig, dtype: torch.dtype):
     """``(mode, model)``: one FakeTensorMode per thread and the fake model of ``config`` in it,
     built once (rebinding a policy changes no parameter)."""
     if not hasattr(_fakes, "mode"):
-        _fakes.mode, _fakes.models = FakeTensorMode(allow_non_fake_inputs=True), {}
+        _fakes.mode, _fakes.models = opcache.PlanFakeMode(allow_non_fake_inputs=True), {}
     key = (config, dtype)
     if key not in _fakes.models:
         with torch.device("meta"):
@@ -240,6 +239,7 @@ def _activation_peak(
     module paths of the stacks (:data:`_STACK_MODULES`) that run one block standing for longer ones
     (:class:`~alphafold_mem.planner.trace.PlanTracker`'s per-stack correction)."""
     mode, model = _fake_model(config, dtype)
+    mode.cache_enabled = training or not opcache.ENABLED  # inference: the tracker's recipes serve (.opcache)
     with mode:
         # under DAP this process plays rank 0 of a simulated group: every collective allocates its
         # buffers as on a real group and communicates nothing; training gathers the outputs (the loss

@@ -5,7 +5,8 @@
   inputs are collected without a general tree flatten, and without autograd ``narrow`` and ``unflatten`` run
   as the equal ``as_strided`` view (one fake op instead of a chain of decomposed views); the
   count is the base tracker's (ops such as ``to``, ``contiguous`` or ``flatten``, which alias or
-  copy, are told apart by storage as there).
+  copy, are told apart by storage as there); in inference an op whose arguments' metadata were
+  seen before is served from a recipe, not run through the fake mode (:mod:`.opcache`).
 * a limit: with ``limit`` set, the trace stops (:class:`OverLimit`) at the first op after which the
   running device total (or a corrected block peak, below) exceeds it. The peak is at least that
   total, so "does not fit" is decided exactly; the total seen is a lower bound of the peak.
@@ -27,8 +28,13 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ..memory.tracking import StorageTracker
+from . import opcache
+
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
+_DEVICE = torch.ops.prim.device.default
 
 
 class OverLimit(BaseException):
@@ -84,6 +90,10 @@ def _unflatten_view(x: Tensor, dim: int, sizes) -> tuple:
 
 
 _VIEWS = {_NARROW: _narrow_view, torch.ops.aten.unflatten.int: _unflatten_view}
+
+
+def _call(func, args, kwargs):
+    return func(*args, **(kwargs or {}))
 
 
 class PlanTracker(StorageTracker):
@@ -180,9 +190,11 @@ class PlanTracker(StorageTracker):
             self._unparking = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _DEVICE and len(args) == 1 and type(args[0]) is FakeTensor:
+            return args[0].fake_device  # what the fake mode and fake tensors answer
         if func in _VIEWS and not kwargs and not torch.is_grad_enabled():
             func, args = _AS_STRIDED, _VIEWS[func](*args)
-        out = func(*args, **(kwargs or {}))
+        out = opcache.serve(func, args, kwargs, torch._C._get_dispatch_mode(_FAKE), _call)
         if isinstance(out, Tensor):
             outs = (out,)
         elif isinstance(out, (tuple, list)):
