@@ -29,7 +29,8 @@ def add_complex_arguments(p: argparse.ArgumentParser) -> None:
         "_scores.json/_pae.json, ranked_<r>.pdb/.cif by 0.8*ipTM+0.2*pTM, ranking_debug.json "
         "(AF2-Multimer's keys), <id>_scores.json and <id>_pae.json. --msa-dir holds one folder per chain "
         "(<id>_<chain>, record id, chain id or entity number) with its alignments and pairing.a3m or "
-        "uniprot_hits.sto.",
+        "uniprot_hits.sto, and its template hits (pdb70_hits.hhr, hmm_output.sto, pdb_hits.sto; used with "
+        "--mmcif-dir, or searched per chain with --template-db).",
     )
     g.add_argument("--complex", action="store_true", help="every record of an input file is one chain of one complex")
     g.add_argument(

@@ -34,4 +34,24 @@ def complex_options(args: argparse.Namespace) -> dict:
         "msa_dir": args.msa_dir,
         "save_features": args.save_features,
         "memory_policy": predict_request(args),  # --memory-policy, --max-memory, ...: as for monomers
+        "pipeline": _template_pipeline(args),
     }
+
+
+def _template_pipeline(args: argparse.Namespace):
+    """:class:`~alphafold_mem.predict.stages.PipelineOptions` of the template flags (``--template-db``,
+    ``--mmcif-dir``, ``--max-template-date``, ``--obsolete``, ``--max-templates``), or None without
+    ``--template-db`` and ``--mmcif-dir``."""
+    if not (getattr(args, "template_db", None) or getattr(args, "mmcif_dir", None)):
+        return None
+    from ..predict.stages import PipelineOptions  # heavy: the predict package loads torch
+
+    return PipelineOptions(
+        template_db=args.template_db,
+        mmcif_dirs=tuple(args.mmcif_dir),
+        max_template_date=args.max_template_date,
+        obsolete=args.obsolete,
+        max_templates=args.max_templates,
+        cpus=args.cpus,
+        progress=args.progress,
+    )

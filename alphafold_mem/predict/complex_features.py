@@ -10,13 +10,15 @@ Steps (AF2-Multimer ``modules_multimer``: ``sample_msa``, ``make_masked_msa``,
 2. BERT masking of the centres, only where ``bert_mask`` is 1 (the diagonal chain blocks);
 3. every extra row joins the centre it agrees with most; cluster profiles and mean deletions;
 4. ``msa_feat [N_clust, N_res, 49]``, ``target_feat = one_hot(aatype, 21)``, ``extra_msa``,
-   ``extra_msa_mask``, ``extra_deletion_matrix`` (raw counts), the chain features, and empty
-   templates (no template search for complexes here: every slot is zero padding).
+   ``extra_msa_mask``, ``extra_deletion_matrix`` (raw counts), the chain features, and the
+   templates: ``processed``'s ``template_*`` (per chain, :mod:`.complex_templates`) fitted to the
+   config's slots, or every slot zero padding when the complex has none.
 
 Monomer weights (ColabFold's route for AF2 ``_ptm`` models): the same MSA, AF2's monomer inputs
 (``target_feat`` of 22 channels, ``extra_has_deletion`` / ``extra_deletion_value``), and
 ``residue_index`` numbered through the complex with a gap of :data:`CHAIN_GAP` residues before every
-chain after the first, so that the relative position encoding sees the chains as far apart.
+chain after the first, so that the relative position encoding sees the chains as far apart, and empty
+templates (the monomer template stack would join templates of different chains).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ..data.features.msa import (
     summarize_clusters,
 )
 from ..data.features.templates import empty_template_features
-from ..data.multimer_templates import assemble_templates
+from ..data.multimer_templates import TEMPLATE_KEYS, assemble_templates
 from ..geometry import all_atom
 
 __all__ = ["CHAIN_GAP", "complex_batch"]
@@ -54,7 +56,9 @@ def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed
         cx: the complex the features were made from.
         processed: :func:`~alphafold_mem.data.multimer_features.make_multimer_msa_features` output
             (``msa``, ``deletion_matrix``, ``bert_mask`` ``[N_seq, N_res]``, ``aatype``,
-            ``residue_index``, ``asym_id``, ``entity_id``, ``sym_id`` ``[N_res]``...).
+            ``residue_index``, ``asym_id``, ``entity_id``, ``sym_id`` ``[N_res]``...), optionally
+            with ``template_aatype [T, N_res]``, ``template_all_atom_positions [T, N_res, 37, 3]``,
+            ``template_all_atom_mask [T, N_res, 37]`` (:func:`~.complex_templates.complex_templates`).
         config: a multimer :class:`~alphafold_mem.config.ModelConfig` (``config.data`` sizes and
             masking fractions, ``config.template``).
         seed: seed of the cluster sampling and masking.
@@ -107,9 +111,23 @@ def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed
     if not config.multimer:
         return _monomer_inputs(out, processed, del_e[:n_extra], config)
     if config.template.enabled:
-        templates = assemble_templates(cx, {}, max_templates=config.template.max_templates)
+        templates = _template_slots(cx, processed, config.template.max_templates)
         out.update({k: torch.from_numpy(v) for k, v in templates.items()})
     return out
+
+
+def _template_slots(cx: Complex, processed: Mapping[str, np.ndarray], slots: int) -> dict[str, np.ndarray]:
+    """``processed``'s template features cut or zero-padded to ``slots`` templates (all padding when
+    it has none)."""
+    empty = assemble_templates(cx, {}, max_templates=slots)
+    if "template_aatype" not in processed:
+        return empty
+    for key in TEMPLATE_KEYS:
+        value = np.asarray(processed[key])[:slots]
+        empty[key][: value.shape[0]] = value
+    mask = np.asarray(processed.get("template_mask", np.ones(len(processed["template_aatype"]))), np.float32)
+    empty["template_mask"][: min(slots, mask.shape[0])] = mask[:slots]
+    return empty
 
 
 def _monomer_inputs(out: dict, processed: Mapping[str, np.ndarray], extra_deletions: np.ndarray, config) -> dict:

@@ -49,7 +49,9 @@ def _chains_record(t: ComplexTarget) -> list[dict]:
     ]
 
 
-def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, *, member, seed: int, config) -> dict:
+def write_prediction(
+    target_dir: str, tag: str, t: ComplexTarget, arrays: dict, *, member, seed: int, config, templates=None
+) -> dict:
     """Write ``<tag>.pdb`` (when the chain ids fit), ``<tag>.cif``, ``<tag>_scores.json`` and
     ``<tag>_pae.json`` of one prediction into ``target_dir``; returns the scores record.
 
@@ -59,6 +61,7 @@ def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, 
             ``predicted_aligned_error [N_res, N_res]``, ``max_predicted_aligned_error``, ``num_recycles``).
         member: the :class:`~alphafold_mem.weights.directory.ModelWeights` that made it.
         seed: its seed; config: the model config it ran with.
+        templates: the scores' ``templates`` entry (:func:`~.complex_templates.template_scores`), if any.
     """
     os.makedirs(target_dir, exist_ok=True)
     plddt = np.asarray(arrays["plddt"], np.float64)
@@ -87,6 +90,8 @@ def write_prediction(target_dir: str, tag: str, t: ComplexTarget, arrays: dict, 
         "recycle_early_stop_tolerance": config.recycle_early_stop_tolerance,
         "plddt": [round(float(x), 2) for x in plddt],
     }
+    if templates is not None:
+        scores["templates"] = templates
     pos, mask = arrays["final_atom_positions"], arrays["final_atom_mask"]
     route = "AF2-Multimer" if config.multimer else f"monomer weights, residue-index gap {CHAIN_GAP} between chains"
     method = f"{route}, weights {os.path.basename(member.path)} (preset {config.preset}); seed {seed}"
@@ -183,6 +188,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             "mean_plddt": best["mean_plddt"],
             "chain_plddt": best["chain_plddt"],
             "chain_pair_iptm": best["chain_pair_iptm"],
+            "templates": best.get("templates"),
             "rank_by": "0.8*iptm+0.2*ptm",
             "order": order,
             "predictions": listing,

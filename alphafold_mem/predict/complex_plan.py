@@ -3,7 +3,7 @@ one model, its peak is predicted for the run's memory request and device
 (:func:`~.preflight.check_complex`, the chooser ``alphafold-mem memory-plan --fasta`` uses) at the
 sizes its batch will have (:func:`~.complex_features.complex_batch`): the merged MSA's rows split into
 ``min(rows, max_msa_clusters)`` cluster centres and at most ``max_extra_msa`` extra rows, and
-``max_templates`` empty template slots under a multimer config (one placeholder under monomer weights).
+``max_templates`` template slots (filled or padding) under a multimer config (one placeholder under monomer weights).
 
 Lines logged: ``<id>: memory policy chosen: <policy>, <chunking>`` when the planner chose, then
 ``plan: <id>: <N> residues (<k> chains), N_seq <s>, N_extra <e>, N_templ <t>, predicted peak <GiB>

@@ -3,7 +3,8 @@
 
 Every complex of the input (:mod:`.complex_target`) gets its processed features once (per-chain MSAs
 from ``msa_dir`` paired by species, AF2-Multimer's rule: :mod:`alphafold_mem.data.multimer_features`;
-without ``msa_dir``: single-sequence), then every model (``--models`` from ``--weights-dir``, or the one
+without ``msa_dir``: single-sequence; templates per chain from its folder's hits or a ``--template-db``
+search, :mod:`.complex_templates`), then every model (``--models`` from ``--weights-dir``, or the one
 ``--weights`` file; one model's weights resident at a time) predicts it ``num_predictions_per_model``
 times with seeds ``seed``, ``seed + 1``, ... (AF2-Multimer's default is 5 per model). The predictions
 are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Outputs of complex
@@ -56,6 +57,7 @@ from .complex_features import CHAIN_GAP, complex_batch
 from .complex_outputs import rank_complex, write_prediction
 from .complex_plan import ComplexPlan, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
+from .complex_templates import complex_templates, template_scores
 from .errors import PredictError
 from .outputs.complex_files import write_features_npz
 from .parallel import Parallel
@@ -71,14 +73,16 @@ __all__ = ["ComplexRun", "complex_members", "predict_complexes"]
 class ComplexRun:
     """Results of :func:`predict_complexes`: per complex the prediction names best first, its memory
     pre-flight under the first model that planned it (:class:`~.complex_plan.ComplexPlan`), one error
-    line per rejected or failed complex, and one :class:`~.results.TargetResult` per complex (length:
-    every chain's residues; ``mean_plddt``/``ptm``: the best prediction's; a ``--devices`` run's summary rows)."""
+    line per rejected or failed complex, one :class:`~.results.TargetResult` per complex (length:
+    every chain's residues; ``mean_plddt``/``ptm``: the best prediction's; a ``--devices`` run's summary
+    rows), and per complex its templates record (:func:`~.complex_templates.complex_templates`)."""
 
     out_dir: str
     order: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     results: list[TargetResult] = field(default_factory=list)
     plans: dict[str, ComplexPlan] = field(default_factory=dict)
+    templates: dict[str, dict] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -224,9 +228,9 @@ def _forward(model, batch: dict, seed: int, dev, par: Parallel) -> dict:
     return arrays
 
 
-def _prepare(t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, par: Parallel, log) -> Optional[dict]:
-    """The complex's features (``None`` when it failed, on every rank: logged and recorded); rank 0
-    creates its folder and writes ``<id>_features.npz`` with ``save_features``."""
+def _prepare(t: ComplexTarget, msa_dir, pipeline, save_features: bool, run: ComplexRun, par: Parallel, log):
+    """The complex's features, templates included (``None`` when it failed, on every rank: logged and
+    recorded); rank 0 creates its folder and writes ``<id>_features.npz`` with ``save_features``."""
     result = next(r for r in run.results if r.name == t.name)
     message = None
     fit = par.check_residues(t.cx.num_res)  # device sharding needs more residues than processes
@@ -235,6 +239,8 @@ def _prepare(t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, pa
     else:
         try:
             feats = _features(t, msa_dir, log)
+            templates, run.templates[t.name] = complex_templates(t.cx, msa_dir, pipeline, run.out_dir, log)
+            feats.update(templates)
             if par.writer:
                 target_dir = os.path.join(run.out_dir, t.name)
                 os.makedirs(target_dir, exist_ok=True)
@@ -250,11 +256,15 @@ def _prepare(t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, pa
         result.status, result.message = "failed", message
         return None
     result.msa_depth = int(feats["msa"].shape[0])
-    log(f"complex {t.name}: {t.cx.describe()}, {result.msa_depth} MSA rows, {int(feats['num_paired_rows'])} paired")
+    used = template_scores(run.templates.get(t.name), None)["used"]
+    log(
+        f"complex {t.name}: {t.cx.describe()}, {result.msa_depth} MSA rows, {int(feats['num_paired_rows'])} "
+        f"paired, {len(used)} template(s){' (' + ', '.join(used) + ')' if used else ''}"
+    )
     return feats
 
 
-def _predict_one(t: ComplexTarget, feats: dict, tag: str, s: int, model, member, dev, par: Parallel, out_dir: str):
+def _predict_one(t: ComplexTarget, feats: dict, tag: str, s: int, model, member, dev, par: Parallel, run: ComplexRun):
     """One prediction of ``t``: ``(scores, None)`` (scores on rank 0 only) or ``(None, error line)``,
     the same answer on every rank. A failure inside the model's collectives (DAP) is raised: the other
     ranks wait in a collective, the launcher ends them."""
@@ -265,8 +275,11 @@ def _predict_one(t: ComplexTarget, feats: dict, tag: str, s: int, model, member,
         arrays = _forward(model, batch, s, dev, par)
         phase = ""
         if par.writer:
-            target_dir = os.path.join(out_dir, t.name)
-            scores = write_prediction(target_dir, tag, t, arrays, member=member, seed=s, config=model.config)
+            target_dir = os.path.join(run.out_dir, t.name)
+            templates = template_scores(run.templates.get(t.name), model.config)
+            scores = write_prediction(
+                target_dir, tag, t, arrays, member=member, seed=s, config=model.config, templates=templates
+            )
     except (RuntimeError, ValueError, OSError) as exc:
         if par.active and phase == "collectives":
             raise
@@ -292,6 +305,7 @@ def predict_complexes(
     recycle_early_stop_tolerance: Optional[float] = None,
     device: str = "auto",
     msa_dir=None,
+    pipeline=None,
     save_features: bool = False,
     memory_policy: PolicyRequest = "auto",
     dap: int = 1,
@@ -314,6 +328,8 @@ def predict_complexes(
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         msa_dir: per-chain alignment folders (:func:`alphafold_mem.data.multimer_features.entity_folder`);
             ``None``: single-sequence.
+        pipeline: :class:`~.stages.PipelineOptions` whose template options apply per chain
+            (``template_db``, ``mmcif_dirs``, ``max_templates``...); ``None``: no templates.
         save_features: also write ``<id>_features.npz``.
         memory_policy: ``"auto"``, an :class:`~alphafold_mem.AutoPolicy` (precision, ``max_memory``
             bytes) or a :class:`~alphafold_mem.MemoryPolicy` (checked; ``chunk_size="auto"`` sized by
@@ -329,8 +345,9 @@ def predict_complexes(
         :class:`ComplexRun` (``exit_code`` 1 when any complex was rejected or failed).
 
     Raises:
-        PredictError: bad options (``memory_policy`` included), unusable or monomer weights, no
-            complex in the input, or ``dap > 1`` without a process group (one line).
+        PredictError: bad options (``memory_policy`` included; a template search under ``dap > 1``),
+            unusable or monomer weights, no complex in the input, or ``dap > 1`` without a process
+            group (one line).
     """
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     try:
@@ -341,6 +358,8 @@ def predict_complexes(
         raise PredictError(f"--num-predictions-per-model must be >= 1, got {num_predictions_per_model}")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
+    if dap > 1 and pipeline is not None and pipeline.template_db is not None:
+        raise PredictError("--dap does not run the template search: search first, then give the hits in --msa-dir")
     members = complex_members(models, weights_dir, weights)
     par, dev, log = Parallel.start(dap, _device(device), log)
     quiet = targets is not None  # one share of a --devices run: the launcher reported the inputs
@@ -356,7 +375,7 @@ def predict_complexes(
         log(f"note: no --msa-dir: {len(found)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
     features: dict[str, dict] = {}
     for t in found:
-        feats = _prepare(t, msa_dir, save_features, run, par, log)
+        feats = _prepare(t, msa_dir, pipeline, save_features, run, par, log)
         if feats is not None:
             features[t.name] = feats
     results = {r.name: r for r in run.results}
@@ -380,7 +399,7 @@ def predict_complexes(
             for k, s in enumerate(seeds):
                 tag = f"{tag_model}_pred_{k}"
                 start = time.perf_counter()
-                scores, message = _predict_one(t, features[t.name], tag, s, model, member, dev, par, run.out_dir)
+                scores, message = _predict_one(t, features[t.name], tag, s, model, member, dev, par, run)
                 seconds = time.perf_counter() - start
                 results[t.name].seconds = round((results[t.name].seconds or 0.0) + seconds, 2)
                 if message is not None:

@@ -141,28 +141,34 @@ class PipelineOptions:
     def templates(self, t):
         """:class:`~alphafold_mem.data.templates_from_hits.TemplateSelection` for target ``t`` (or None
         without hits or mmCIF directories, or with a hit file that cannot be read: a warning line)."""
-        hits_path = self._hits.get(t.name)
+        return self.templates_from(t.name, t.sequence, self._hits.get(t.name))
+
+    def templates_from(self, name: str, sequence: str, hits_path: Optional[str], log=None):
+        """:class:`~alphafold_mem.data.templates_from_hits.TemplateSelection` of ``sequence`` from the
+        hit file ``hits_path`` (None without hits or mmCIF directories, or with a hit file that cannot
+        be read: a warning line); ``name`` labels the log lines (``log``, default: the pipeline's)."""
+        log = log or self.log
         if hits_path is None:
             return None
         if not self.mmcif_dirs:
-            self.log(f"note: {t.name}: template hits in {hits_path} but no --mmcif-dir; running without templates")
+            log(f"note: {name}: template hits in {hits_path} but no --mmcif-dir; running without templates")
             return None
         if self.obsolete and "obsolete" not in self._cache:
             self._cache["obsolete"] = parse_obsolete(self.obsolete)
         selection = templates_from_hit_file(  # an unreadable hit file: one warning, no templates
-            t.sequence,
+            sequence,
             hits_path,
             self.mmcif_dirs,
             max_templates=self.max_templates,
             max_template_date=self.max_template_date,
             obsolete=self._cache.get("obsolete"),
-            log=self.log,
+            log=log,
             structure_cache=self._cache.setdefault("structures", {}),
         )
         if selection is None:
             return None
-        self.log(
-            f"templates: {t.name}: {len(selection.used)} used ({', '.join(selection.used) or 'none'}), "
+        log(
+            f"templates: {name}: {len(selection.used)} used ({', '.join(selection.used) or 'none'}), "
             f"{len(selection.dropped)} dropped, from {hits_path}"
         )
         return selection
