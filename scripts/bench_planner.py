@@ -4,19 +4,19 @@ fresh process, first and second time.
 
 Usage::
 
-    python scripts/bench_planner.py [--cases 10000-all,30000-dap8,...] [--budget 80GB]
+    python scripts/bench_planner.py [--cases 10000-all,30000-dap8,...] [--max-memory 80GiB]
 
 Each command runs in a fresh interpreter; its CPU time is user + sys of that child process
 (``resource.getrusage(RUSAGE_CHILDREN)`` before and after), its wall time the elapsed seconds. The
 estimate cache (``ALPHAFOLD_MEM_PLAN_CACHE``, :mod:`alphafold_mem.planner.cache`) is a fresh
 temporary folder for each case: the first run finds it empty, the second finds what the first
-wrote. ``--device cuda`` is planned on any machine (nothing runs on a GPU; ``--budget`` stands for
-the device's memory). The pre-flight rows time :func:`alphafold_mem.predict.preflight.check` alone
+wrote. ``--device cuda`` is planned on any machine (nothing runs on a GPU; ``--max-memory`` stands
+for the device's memory). The pre-flight rows time :func:`alphafold_mem.predict.preflight.check` alone
 inside the child (``time.process_time`` around the call, after the imports) for model_1, the
 ``auto`` policy and this machine's free memory, as ``alphafold-mem predict`` calls it per target.
 
-Columns: ``case``; ``command`` (the memory-plan options, ``--budget`` as in the heading unless
-shown, or the pre-flight's sizes); ``cache`` (``cold``: empty; ``warm``: filled by the row above);
+Columns: ``case``; ``command`` (the memory-plan options, ``--max-memory`` as in the heading
+unless shown, or the pre-flight's sizes); ``cache`` (``cold``: empty; ``warm``: filled by the row above);
 ``CPU s`` (user + sys of the process, or of the pre-flight call); ``wall s`` (of the whole process);
 ``exit`` (memory-plan's exit status: 0 a policy fits, 1 none does).
 """
@@ -34,13 +34,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: memory-plan cases: name -> options (``--budget`` added from the command line unless given here)
+#: memory-plan cases: name -> options (``--max-memory`` added from the command line unless given here)
 CASES = {
     "10000-all": ("--n-res", "10000", "--device", "cuda", "--all"),
     "10000": ("--n-res", "10000", "--device", "cuda"),
     "30000-dap8": ("--n-res", "30000", "--dap", "8", "--device", "cuda"),
     # a budget some candidates fit: the search walks the ladder (bisects the chunk sizes)
-    "30000-dap8-141GB": ("--n-res", "30000", "--dap", "8", "--device", "cuda", "--budget", "141GB"),
+    "30000-dap8-131GiB": ("--n-res", "30000", "--dap", "8", "--device", "cuda", "--max-memory", "131GiB"),
     "30000": ("--n-res", "30000", "--device", "cuda"),
     "30000-cpu": ("--n-res", "30000", "--device", "cpu"),
     "30000-dap8-cpu": ("--n-res", "30000", "--dap", "8", "--device", "cpu"),
@@ -75,7 +75,9 @@ def _child(argv: list[str], cache: str) -> tuple[float, float, int, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {','.join(CASES)}")
-    ap.add_argument("--budget", default="80GB", help="memory-plan's --budget (default 80GB)")
+    ap.add_argument(
+        "--max-memory", "--budget", dest="budget", default="80GiB", help="memory-plan's --max-memory (default 80GiB)"
+    )
     ap.add_argument("--preflight-n-res", type=int, default=1000, help="the pre-flight target's length (default 1000)")
     ap.add_argument("--msa-depth", type=int, default=5000, help="the pre-flight target's MSA depth (default 5000)")
     args = ap.parse_args(argv)
@@ -84,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     python = sys.executable
-    print(f"# memory-plan --budget {args.budget}; preset model_1; each row a fresh process")
+    print(f"# memory-plan --max-memory {args.budget}; preset model_1; each row a fresh process")
     print()
     print("| case | command | cache | CPU s | wall s | exit |")
     print("|---|---|---|---:|---:|---:|")
     for name in names:
-        opts = [*CASES[name], *(() if "--budget" in CASES[name] else ("--budget", args.budget)), "--quiet"]
+        opts = [*CASES[name], *(() if "--max-memory" in CASES[name] else ("--max-memory", args.budget)), "--quiet"]
         with tempfile.TemporaryDirectory(prefix="plans-") as cache:
             for state in ("cold", "warm"):
                 cpu, wall, code, _ = _child([python, "-m", "alphafold_mem.cli", "memory-plan", *opts], cache)
