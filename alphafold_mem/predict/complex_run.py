@@ -3,9 +3,10 @@
 
 Every complex of the input (:mod:`.complex_target`) gets its processed features once (per-chain MSAs
 from ``msa_dir`` paired by species, AF2-Multimer's rule: :mod:`alphafold_mem.data.multimer_features`;
-without ``msa_dir``: single-sequence), then every model (``--models`` from ``--weights-dir``, or the one
-``--weights`` file; one model's weights resident at a time) predicts it ``num_predictions_per_model``
-times with seeds ``seed``, ``seed + 1``, ... (AF2-Multimer's default is 5 per model). The predictions
+with ``msa_search``, from an MSA server or a local search, :mod:`.complex_msas`; else single-sequence),
+then every model (``--models`` from ``--weights-dir``, or the one ``--weights`` file; one model's
+weights resident at a time) predicts it ``num_predictions_per_model`` times with seeds ``seed``,
+``seed + 1``, ... (AF2-Multimer's default is 5 per model). The predictions
 are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Outputs of complex
 ``<id>`` go to ``<out>/<id>/`` (AF2's layout; files: :mod:`.complex_outputs`):
 
@@ -50,9 +51,11 @@ from ..binding import bind
 from ..data.errors import InputError, InputNote
 from ..data.multimer_features import complex_msa_features
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
+from ..search.settings import SearchError
 from ..weights import WeightsError, load_weights
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
 from .complex_features import CHAIN_GAP, complex_batch
+from .complex_msas import ComplexSearch
 from .complex_outputs import rank_complex, write_prediction
 from .complex_plan import ComplexPlan, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
@@ -224,9 +227,12 @@ def _forward(model, batch: dict, seed: int, dev, par: Parallel) -> dict:
     return arrays
 
 
-def _prepare(t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, par: Parallel, log) -> Optional[dict]:
+def _prepare(
+    t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, par: Parallel, log, search=None
+) -> Optional[dict]:
     """The complex's features (``None`` when it failed, on every rank: logged and recorded); rank 0
-    creates its folder and writes ``<id>_features.npz`` with ``save_features``."""
+    creates its folder and writes ``<id>_features.npz`` with ``save_features``; with ``search``
+    (:class:`~.complex_msas.ComplexSearch`) its alignments are searched first."""
     result = next(r for r in run.results if r.name == t.name)
     message = None
     fit = par.check_residues(t.cx.num_res)  # device sharding needs more residues than processes
@@ -234,12 +240,16 @@ def _prepare(t: ComplexTarget, msa_dir, save_features: bool, run: ComplexRun, pa
         message = f"{t.source}: complex '{t.name}': {fit.message}"
     else:
         try:
+            if search is not None:
+                msa_dir = search.alignments(t.cx, run.out_dir, log)
             feats = _features(t, msa_dir, log)
             if par.writer:
                 target_dir = os.path.join(run.out_dir, t.name)
                 os.makedirs(target_dir, exist_ok=True)
                 if save_features:
                     write_features_npz(os.path.join(target_dir, f"{t.name}_features.npz"), feats)
+        except SearchError as exc:
+            message = f"{t.source}: complex '{t.name}': {'MSA server' if search.msa_server else 'search'}: {exc}"
         except (InputError, ValueError, OSError) as exc:
             message = str(exc) if isinstance(exc, InputError) else f"{t.source}: complex '{t.name}': {exc}"
     rank, message = par.agree_failure(message)  # DAP: any rank's failure fails the complex on all
@@ -292,6 +302,7 @@ def predict_complexes(
     recycle_early_stop_tolerance: Optional[float] = None,
     device: str = "auto",
     msa_dir=None,
+    msa_search: Optional[ComplexSearch] = None,
     save_features: bool = False,
     memory_policy: PolicyRequest = "auto",
     dap: int = 1,
@@ -313,7 +324,9 @@ def predict_complexes(
         recycle_early_stop_tolerance: Å (default: the model config's, 0.5 for AF2-Multimer).
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         msa_dir: per-chain alignment folders (:func:`alphafold_mem.data.multimer_features.entity_folder`);
-            ``None``: single-sequence.
+            ``None``: single-sequence unless ``msa_search``.
+        msa_search: :class:`~.complex_msas.ComplexSearch`: each complex's alignments from an MSA server or
+            jackhmmer, written under ``<out_dir>/<id>/msas/`` (not with ``msa_dir`` nor ``dap > 1``).
         save_features: also write ``<id>_features.npz``.
         memory_policy: ``"auto"``, an :class:`~alphafold_mem.AutoPolicy` (precision, ``max_memory``
             bytes) or a :class:`~alphafold_mem.MemoryPolicy` (checked; ``chunk_size="auto"`` sized by
@@ -341,6 +354,8 @@ def predict_complexes(
         raise PredictError(f"--num-predictions-per-model must be >= 1, got {num_predictions_per_model}")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
+    if msa_search is not None and (msa_dir is not None or dap > 1):
+        raise PredictError(f"complexes take --msa-server/--db without {'--msa-dir' if msa_dir else '--dap'}")
     members = complex_members(models, weights_dir, weights)
     par, dev, log = Parallel.start(dap, _device(device), log)
     quiet = targets is not None  # one share of a --devices run: the launcher reported the inputs
@@ -352,11 +367,13 @@ def predict_complexes(
     run = ComplexRun(os.fspath(out_dir), errors=[message for _, message in rejected])
     run.results = [TargetResult(name, status="invalid", message=m, order=-1) for name, m in rejected]
     run.results += [TargetResult(t.name, length=t.cx.num_res, order=t.order) for t in found]
-    if msa_dir is None and found:
+    if msa_dir is None and msa_search is None and found:
         log(f"note: no --msa-dir: {len(found)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
+    if msa_search is not None:
+        msa_search.note_public_server(len(found), log)
     features: dict[str, dict] = {}
     for t in found:
-        feats = _prepare(t, msa_dir, save_features, run, par, log)
+        feats = _prepare(t, msa_dir, save_features, run, par, log, msa_search)
         if feats is not None:
             features[t.name] = feats
     results = {r.name: r for r in run.results}
