@@ -46,11 +46,13 @@ def _result_tar(files: dict) -> bytes:
 
 
 class StandIn:
-    """The documented protocol: POST /ticket/msa (form q, mode), GET /ticket/<id>, GET /result/download/<id>.
+    """The documented protocol: POST /ticket/msa (form q, mode), GET /ticket/<id>, GET /result/download/<id>;
+    and the paired mode, POST /ticket/pair (form q with one record per sequence, mode).
 
-    ``plans`` maps a sequence to the statuses the server gives: the submission's first, then one per poll;
-    ``RATELIMIT`` answers to a submission are consumed one per submission. ``results`` maps a sequence to
-    its result files. ``log`` records (method, path, form)."""
+    ``plans`` maps a sequence (paired mode: the tuple of the query's sequences) to the statuses the server
+    gives: the submission's first, then one per poll; ``RATELIMIT`` answers to a submission are consumed one
+    per submission. ``results`` maps a sequence (or tuple) to its result files. ``log`` records (method,
+    path, form)."""
 
     def __init__(self, plans: dict, results: dict):
         self.plans = {k: list(v) for k, v in plans.items()}
@@ -76,7 +78,8 @@ class StandIn:
             def do_POST(self):
                 form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
                 outer.log.append(("POST", self.path, form))
-                sequence = form["q"][0].split("\n")[1]
+                sequences = tuple(form["q"][0].split("\n")[1::2])
+                sequence = sequences if self.path == "/ticket/pair" else sequences[0]
                 plan = outer.plans[sequence]
                 status = plan.pop(0)
                 if status == "RATELIMIT":

@@ -28,11 +28,19 @@ def add_complex_arguments(p: argparse.ArgumentParser) -> None:
         "--models 1,2,...); outputs of complex <id> go to <out>/<id>/: <model>_pred_<k>.pdb/.cif/"
         "_scores.json/_pae.json, ranked_<r>.pdb/.cif by 0.8*ipTM+0.2*pTM, ranking_debug.json "
         "(AF2-Multimer's keys), <id>_scores.json and <id>_pae.json. --msa-dir holds one folder per chain "
-        "(<id>_<chain>, record id, chain id or entity number) with its alignments and pairing.a3m or "
-        "uniprot_hits.sto, and its template hits (pdb70_hits.hhr, hmm_output.sto, pdb_hits.sto; used with "
-        "--mmcif-dir, or searched per chain with --template-db).",
+        "(<id>_<chain>, record id, chain id or entity number) with its alignments and pairing.a3m, "
+        "uniprot_hits.sto or prepaired.a3m (rows paired already), and its template hits (pdb70_hits.hhr, "
+        "hmm_output.sto, pdb_hits.sto; used with --mmcif-dir, or searched per chain with --template-db); "
+        "without it, --msa-server (unpaired MSAs and the server's paired rows) or --db (jackhmmer; with "
+        "--uniprot-db, AF2's pairing search) searches once per distinct chain sequence, into <out>/<id>/msas/.",
     )
     g.add_argument("--complex", action="store_true", help="every record of an input file is one chain of one complex")
+    g.add_argument(
+        "--uniprot-db",
+        metavar="FASTA",
+        help="complexes with --db: UniProt FASTA for AF2's pairing search (jackhmmer, up to 50000 rows, kept as "
+        "<out>/<id>/msas/<id>_<chain>/uniprot_hits.sto; rows paired by species)",
+    )
     g.add_argument(
         "--num-predictions-per-model",
         type=positive_int,
@@ -81,6 +89,9 @@ def run_complex(args: argparse.Namespace) -> int:
         return 2
     if args.num_seeds is not None:
         _log("error: complexes take --num-predictions-per-model K, not --num-seeds")
+        return 2
+    if args.dap > 1 and (args.db or args.msa_server):  # P ranks would search (or ask the server) at once
+        _log("error: --dap does not search: run once without --dap, then predict --dap with --msa-dir <out>/<id>/msas")
         return 2
     if args.devices != 1:  # complex parallelism: the monomer route's launcher, lock and signals
         return run_with_devices(args, complexes=True)

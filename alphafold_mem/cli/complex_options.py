@@ -16,10 +16,26 @@ def complex_options(args: argparse.Namespace) -> dict:
     ``targets`` nor ``log``, which the caller chooses).
 
     Raises:
-        ValueError: a bad ``--models`` list or memory option (one line).
+        ValueError: a bad ``--models`` list, memory or search option (one line).
     """
     from ..weights.directory import parse_model_list  # heavy: the weights package loads torch
 
+    search = None
+    if args.db or getattr(args, "msa_server", None) or getattr(args, "uniprot_db", None):
+        from ..predict.complex_msas import ComplexSearch  # heavy: the predict package loads torch
+
+        search = ComplexSearch(
+            msa_server=args.msa_server,
+            msa_server_mode=args.msa_server_mode,
+            msa_server_pairing=args.msa_server_pairing,
+            databases=tuple(args.db),
+            uniprot_db=args.uniprot_db,
+            cpus=args.cpus,
+            iterations=args.iterations,
+            max_sequences=args.max_seqs,
+            z=args.z,
+            progress=args.progress,
+        )
     models = parse_model_list(args.models) if args.models is not None else None
     return {
         "one_complex": args.complex,
@@ -32,6 +48,7 @@ def complex_options(args: argparse.Namespace) -> dict:
         "num_recycles": args.num_recycles,
         "recycle_early_stop_tolerance": args.recycle_early_stop_tolerance or None,  # 0 (the default): the model's
         "msa_dir": args.msa_dir,
+        "msa_search": search,  # --msa-server or --db (with --uniprot-db): each complex's alignments searched
         "save_features": args.save_features,
         "memory_policy": predict_request(args),  # --memory-policy, --max-memory, ...: as for monomers
         "pipeline": _template_pipeline(args),

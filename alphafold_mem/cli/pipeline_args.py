@@ -80,7 +80,7 @@ def add_relax_arguments(g) -> None:
 
 
 def add_msa_server_arguments(g) -> None:
-    """``--msa-server URL``, ``--msa-server-mode``."""
+    """``--msa-server URL``, ``--msa-server-mode``, ``--msa-server-pairing``."""
     g.add_argument(
         "--msa-server",
         metavar="URL",
@@ -92,6 +92,13 @@ def add_msa_server_arguments(g) -> None:
         choices=tuple(MODES),
         default="env",
         help="env: UniRef30 and ColabFoldDB (ColabFold's default); all: UniRef30 only (default: env)",
+    )
+    g.add_argument(
+        "--msa-server-pairing",
+        choices=("greedy", "complete"),
+        default="greedy",
+        help="complexes: the server's paired mode pairs rows where two or more chains (greedy, ColabFold's "
+        "default) or all chains (complete) have a hit of one species (default: greedy)",
     )
 
 
@@ -108,6 +115,8 @@ def pipeline_from_args(args: argparse.Namespace, log):
     from ..predict.stages import PipelineOptions  # heavy: the predict package loads torch
 
     server = getattr(args, "msa_server", None)
+    if getattr(args, "uniprot_db", None):
+        raise ValueError("--uniprot-db is the pairing search of complexes; a monomer is not paired")
     wanted = args.db or args.template_db or args.mmcif_dir or args.relax or server
     if not wanted:
         return None

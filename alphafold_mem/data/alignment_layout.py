@@ -6,6 +6,7 @@
         mgnify_hits.sto | mgnify_hits.a3m         jackhmmer, MGnify (first 501 rows used)
         pdb70_hits.hhr | hmm_output.sto | pdb_hits.sto   template hits (HHsearch / hmmsearch)
         uniprot_hits.sto, pairing.a3m             multimer pairing only: not used by the monomer pipeline
+        prepaired.a3m                             multimer rows paired already (an MSA server's paired mode)
 
 :func:`alignment_files` lists a folder's MSAs in AF2's merge order (``DataPipeline.process``:
 UniRef90, BFD, MGnify; other alignments after them in name order) and :func:`msa_row_cap` gives
@@ -34,7 +35,7 @@ __all__ = [
 
 MSA_ROW_CAPS = {"uniref90": 10_000, "mgnify": 501}
 TEMPLATE_HIT_NAMES = ("pdb70_hits.hhr", "hmm_output.sto", "pdb_hits.sto")
-_PAIRING_ONLY = ("pairing.", "uniprot_hits.")
+_PAIRING_ONLY = ("pairing.", "uniprot_hits.", "prepaired.")
 
 
 def msa_row_cap(path) -> Optional[int]:
@@ -46,7 +47,7 @@ def msa_row_cap(path) -> Optional[int]:
 def alignment_names(names) -> list[tuple[str, Optional[int]]]:
     """The MSA file names among ``names`` (alignment suffixes of :mod:`.formats`, optionally ``.gz``) in
     AF2 merge order, with their row caps. Template hit files and multimer-only files (``pairing.a3m``,
-    ``uniprot_hits.sto``) are left out."""
+    ``uniprot_hits.sto``, ``prepaired.a3m``) are left out."""
     files = [
         n
         for n in sorted(names)

@@ -16,6 +16,10 @@ Each chain brings a *pairing* alignment (AF2: ``uniprot_hits.sto``; ColabFold / 
 Equally similar rows of one species keep the alignment's order, so the result does not depend on
 how species are named (AF2 sorts without a stable sort: its order of such ties is arbitrary).
 Rows without a species (the query, headers of other layouts) are never paired.
+
+A *pre-paired* alignment (:func:`prepaired_msa`: an MSA server's paired mode, ``prepaired.a3m``) is
+already row-aligned with the other chains': row ``k`` of every chain is one pair, taken as is
+(:func:`prepaired_rows`); nothing is dropped or reordered.
 """
 
 from __future__ import annotations
@@ -38,7 +42,9 @@ __all__ = [
     "PairingMsa",
     "species_id",
     "pairing_msa",
+    "prepaired_msa",
     "pair_rows",
+    "prepaired_rows",
     "gather_paired",
 ]
 
@@ -83,12 +89,14 @@ class PairingMsa:
         deletion_matrix: ``[N_seq, N_res]`` float32 deletion counts.
         species: ``N_seq`` species ids (:func:`species_id`); ``""`` for row 0 and rows without one.
         path: the source file, or ``None``.
+        prepaired: the rows are paired with the other chains' already (:func:`prepaired_msa`).
     """
 
     msa: np.ndarray
     deletion_matrix: np.ndarray
     species: tuple[str, ...]
     path: str | None = None
+    prepaired: bool = False
 
     @property
     def num_species_rows(self) -> int:
@@ -126,6 +134,28 @@ def pairing_msa(sequence: str, msa: Msa | None, *, max_hits: int = MAX_PAIRING_H
     return PairingMsa(
         msa_to_tokens(rows), np.stack(dels).astype(np.float32), tuple(species), None if msa is None else msa.path
     )
+
+
+def prepaired_msa(sequence: str, msa: Msa) -> PairingMsa:
+    """A chain's pre-paired :class:`PairingMsa`: every row of ``msa`` in its order (row 0 = the query,
+    written as ``sequence``), no species, ``prepaired=True``."""
+    rows = [sequence.upper(), *msa.sequences[1:]]
+    dels = np.zeros((len(rows), len(sequence)), np.float32)
+    dels[1:] = msa.deletion_matrix[1:]
+    return PairingMsa(msa_to_tokens(rows), dels, ("",) * len(rows), msa.path, prepaired=True)
+
+
+def prepaired_rows(chains: Sequence[PairingMsa]) -> np.ndarray:
+    """The paired block of pre-paired chains as row numbers (``[N_rows, N_chains]``: row ``k`` of each).
+
+    Raises:
+        ValueError: the chains' alignments have different numbers of rows (one line naming the files).
+    """
+    depths = {len(c.msa) for c in chains}
+    if len(depths) != 1:
+        listed = ", ".join(f"{c.path}: {len(c.msa)}" for c in chains)
+        raise ValueError(f"pre-paired alignments must have as many rows each (row k of each is one pair): {listed}")
+    return np.repeat(np.arange(depths.pop(), dtype=np.int64)[:, None], len(chains), axis=1)
 
 
 def _rows_by_species(chain: PairingMsa) -> dict[str, list[int]]:

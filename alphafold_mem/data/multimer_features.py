@@ -5,8 +5,9 @@ Steps, per :func:`make_multimer_msa_features`:
 1. every entity has one unpaired MSA (row 0 = its query) and one pairing alignment
    (:class:`EntityMsa`); identical chains share them;
 2. pairing (:mod:`.msa_pairing`) when the complex has two or more entities (homomers and
-   monomers are not paired): the paired block is ``[N_pairs, N_res]`` over all chains, and every
-   chain's unpaired rows that repeat a row of its paired segment are dropped (the query among them);
+   monomers are not paired): the paired block is ``[N_pairs, N_res]`` over all chains (by species,
+   or, when every entity's alignment is pre-paired, row ``k`` of each as is), and every chain's
+   unpaired rows that repeat a row of its paired segment are dropped (the query among them);
 3. cropping (AF2 ``_crop_single_chain``, ``msa_crop_size`` 2048): the paired block keeps at most
    ``msa_crop_size // 2`` rows; each chain keeps at most ``msa_crop_size`` minus its non-gap paired
    rows of its unpaired MSA (without pairing: ``msa_crop_size``);
@@ -30,11 +31,12 @@ from .errors import InputError, warn_input
 from .features.msa import GAP, make_msa_features
 from .features.pipeline import sequence_to_aatype
 from .msa import Msa, parse_msa, query_problem
-from .msa_pairing import PairingMsa, gather_paired, pair_rows, pairing_msa
+from .msa_pairing import PairingMsa, gather_paired, pair_rows, pairing_msa, prepaired_msa, prepaired_rows
 
 __all__ = [
     "MSA_CROP_SIZE",
     "PAIRING_FILES",
+    "PREPAIRED_FILE",
     "EntityMsa",
     "check_alignment_query",
     "entity_msa",
@@ -49,6 +51,9 @@ __all__ = [
 MSA_CROP_SIZE = 2048
 #: Pairing alignments of a chain folder, first found wins (ColabFold/Protenix, then AF2/OpenFold).
 PAIRING_FILES = ("pairing.a3m", "pairing.a3m.gz", "uniprot_hits.sto", "uniprot_hits.sto.gz", "uniprot_hits.a3m")
+#: A chain folder's pre-paired rows (an MSA server's paired mode): row ``k`` of every chain's file is one
+#: pair; used instead of :data:`PAIRING_FILES` when present.
+PREPAIRED_FILE = "prepaired.a3m"
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,21 +93,31 @@ def check_alignment_query(cx: Complex, entity_id: int, msa: Msa) -> None:
     raise InputError(problem, file=msa.path, record=chain.record, line=1)
 
 
-def entity_msa(cx: Complex, entity_id: int, unpaired: Sequence[Msa] = (), pairing: Msa | None = None) -> EntityMsa:
-    """An :class:`EntityMsa` from parsed alignments (each checked by :func:`check_alignment_query`)."""
+def entity_msa(
+    cx: Complex, entity_id: int, unpaired: Sequence[Msa] = (), pairing: Msa | None = None, *, prepaired: bool = False
+) -> EntityMsa:
+    """An :class:`EntityMsa` from parsed alignments (each checked by :func:`check_alignment_query`);
+    ``prepaired``: ``pairing`` holds rows paired already (:func:`~.msa_pairing.prepaired_msa`)."""
     sequence = cx.entities[entity_id]
     for msa in (*unpaired, *([pairing] if pairing is not None else [])):
         check_alignment_query(cx, entity_id, msa)
     record = cx.chains_of(entity_id)[0].record
     feats = make_msa_features(sequence, unpaired, name=record)
-    return EntityMsa(feats["msa"], feats["deletion_matrix"], pairing_msa(sequence, pairing, name=record))
+    if prepaired and pairing is not None:
+        paired = prepaired_msa(sequence, pairing)
+    else:
+        paired = pairing_msa(sequence, pairing, name=record)
+    return EntityMsa(feats["msa"], feats["deletion_matrix"], paired)
 
 
 def load_entity_msa(cx: Complex, entity_id: int, folder) -> EntityMsa:
     """:func:`entity_msa` from a chain folder: its unpaired MSAs in AF2's order and caps
-    (:func:`~.alignment_layout.alignment_files`) and the first of :data:`PAIRING_FILES` found."""
+    (:func:`~.alignment_layout.alignment_files`) and :data:`PREPAIRED_FILE` or else the first of
+    :data:`PAIRING_FILES` found."""
     folder = Path(folder)
     unpaired = [parse_msa(p, max_sequences=cap) for p, cap in alignment_files(folder)]
+    if (folder / PREPAIRED_FILE).is_file():
+        return entity_msa(cx, entity_id, unpaired, parse_msa(folder / PREPAIRED_FILE), prepaired=True)
     found = next((folder / n for n in PAIRING_FILES if (folder / n).is_file()), None)
     pairing = parse_msa(found) if found is not None else None
     return entity_msa(cx, entity_id, unpaired, pairing)
@@ -171,6 +186,32 @@ def _warn_mixed_species(cx: Complex, entity_msas: Mapping[int, EntityMsa]) -> No
         )
 
 
+def _paired_rows(cx: Complex, entity_msas: Mapping[int, EntityMsa]) -> np.ndarray:
+    """:func:`~.msa_pairing.prepaired_rows` when every entity's pairing alignment is pre-paired, else
+    :func:`~.msa_pairing.pair_rows` (by species).
+
+    Raises:
+        InputError: some entities pre-paired and others not, or pre-paired alignments of different depths.
+    """
+    chains = [entity_msas[c.entity_id].pairing for c in cx.chains]
+    kinds = {c.prepaired for c in chains}
+    if kinds == {True}:
+        try:
+            return prepaired_rows(chains)
+        except ValueError as exc:
+            raise InputError(str(exc), file=cx.path, record=cx.name) from None
+    if True in kinds:
+        ids = ", ".join(c.chain_id for c, p in zip(cx.chains, chains) if not p.prepaired)
+        raise InputError(
+            f"chain(s) {ids} have no {PREPAIRED_FILE} while other chains do: pre-paired rows pair only "
+            "with pre-paired rows; give every chain one, or none",
+            file=cx.path,
+            record=cx.name,
+        )
+    _warn_mixed_species(cx, entity_msas)
+    return pair_rows(chains)
+
+
 def _unpaired_crop(paired: np.ndarray | None, num_unpaired: int, crop: int) -> int:
     """AF2 ``_crop_single_chain``: the unpaired rows one chain keeps, ``paired`` = its segment of the
     (already cropped) paired block, ``None`` without pairing."""
@@ -219,8 +260,7 @@ def make_multimer_msa_features(
     paired_msa = paired_del = None
     segments: dict[int, np.ndarray] = {}  # asym_id -> paired segment (tokens)
     if pair:
-        _warn_mixed_species(cx, entity_msas)
-        rows = pair_rows([entity_msas[c.entity_id].pairing for c in cx.chains])
+        rows = _paired_rows(cx, entity_msas)
         keep_paired = min(len(rows), msa_crop_size // 2)
         paired_msa = np.full((len(rows), n_res), GAP, np.int64)
         paired_del = np.zeros((len(rows), n_res), np.float32)

@@ -3,8 +3,9 @@
 
 Every complex of the input (:mod:`.complex_target`) gets its processed features once (per-chain MSAs
 from ``msa_dir`` paired by species, AF2-Multimer's rule: :mod:`alphafold_mem.data.multimer_features`;
-without ``msa_dir``: single-sequence; templates per chain from its folder's hits or a ``--template-db``
-search, :mod:`.complex_templates`), then every model (``--models`` from ``--weights-dir``, or the one
+without ``msa_dir``: from ``msa_search`` (an MSA server or a local search, :mod:`.complex_msas`),
+else single-sequence; templates per chain from its folder's hits or a ``--template-db`` search,
+:mod:`.complex_templates`), then every model (``--models`` from ``--weights-dir``, or the one
 ``--weights`` file; one model's weights resident at a time) predicts it ``num_predictions_per_model``
 times with seeds ``seed``, ``seed + 1``, ... (AF2-Multimer's default is 5 per model). The predictions
 are ranked by ``ranking_confidence = 0.8 * ipTM + 0.2 * pTM`` (AF2-Multimer). Outputs of complex
@@ -51,9 +52,11 @@ from ..binding import bind
 from ..data.errors import InputError, InputNote
 from ..data.multimer_features import complex_msa_features
 from ..memory.policy import MemoryPolicy, PolicyRequest, as_request
+from ..search.settings import SearchError
 from ..weights import WeightsError, load_weights
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
 from .complex_features import CHAIN_GAP, complex_batch
+from .complex_msas import ComplexSearch
 from .complex_outputs import rank_complex, write_prediction
 from .complex_plan import ComplexPlan, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
@@ -228,9 +231,12 @@ def _forward(model, batch: dict, seed: int, dev, par: Parallel) -> dict:
     return arrays
 
 
-def _prepare(t: ComplexTarget, msa_dir, pipeline, save_features: bool, run: ComplexRun, par: Parallel, log):
+def _prepare(
+    t: ComplexTarget, msa_dir, pipeline, save_features: bool, run: ComplexRun, par: Parallel, log, search=None
+) -> Optional[dict]:
     """The complex's features, templates included (``None`` when it failed, on every rank: logged and
-    recorded); rank 0 creates its folder and writes ``<id>_features.npz`` with ``save_features``."""
+    recorded); rank 0 creates its folder and writes ``<id>_features.npz`` with ``save_features``; with
+    ``search`` (:class:`~.complex_msas.ComplexSearch`) its alignments are searched first."""
     result = next(r for r in run.results if r.name == t.name)
     message = None
     fit = par.check_residues(t.cx.num_res)  # device sharding needs more residues than processes
@@ -238,6 +244,8 @@ def _prepare(t: ComplexTarget, msa_dir, pipeline, save_features: bool, run: Comp
         message = f"{t.source}: complex '{t.name}': {fit.message}"
     else:
         try:
+            if search is not None:
+                msa_dir = search.alignments(t.cx, run.out_dir, log)
             feats = _features(t, msa_dir, log)
             templates, run.templates[t.name] = complex_templates(t.cx, msa_dir, pipeline, run.out_dir, log)
             feats.update(templates)
@@ -246,6 +254,8 @@ def _prepare(t: ComplexTarget, msa_dir, pipeline, save_features: bool, run: Comp
                 os.makedirs(target_dir, exist_ok=True)
                 if save_features:
                     write_features_npz(os.path.join(target_dir, f"{t.name}_features.npz"), feats)
+        except SearchError as exc:
+            message = f"{t.source}: complex '{t.name}': {'MSA server' if search.msa_server else 'search'}: {exc}"
         except (InputError, ValueError, OSError) as exc:
             message = str(exc) if isinstance(exc, InputError) else f"{t.source}: complex '{t.name}': {exc}"
     rank, message = par.agree_failure(message)  # DAP: any rank's failure fails the complex on all
@@ -306,6 +316,7 @@ def predict_complexes(
     device: str = "auto",
     msa_dir=None,
     pipeline=None,
+    msa_search: Optional[ComplexSearch] = None,
     save_features: bool = False,
     memory_policy: PolicyRequest = "auto",
     dap: int = 1,
@@ -327,9 +338,11 @@ def predict_complexes(
         recycle_early_stop_tolerance: Å (default: the model config's, 0.5 for AF2-Multimer).
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         msa_dir: per-chain alignment folders (:func:`alphafold_mem.data.multimer_features.entity_folder`);
-            ``None``: single-sequence.
+            ``None``: single-sequence unless ``msa_search``.
         pipeline: :class:`~.stages.PipelineOptions` whose template options apply per chain
             (``template_db``, ``mmcif_dirs``, ``max_templates``...); ``None``: no templates.
+        msa_search: :class:`~.complex_msas.ComplexSearch`: each complex's alignments from an MSA server or
+            jackhmmer, written under ``<out_dir>/<id>/msas/`` (not with ``msa_dir`` nor ``dap > 1``).
         save_features: also write ``<id>_features.npz``.
         memory_policy: ``"auto"``, an :class:`~alphafold_mem.AutoPolicy` (precision, ``max_memory``
             bytes) or a :class:`~alphafold_mem.MemoryPolicy` (checked; ``chunk_size="auto"`` sized by
@@ -360,6 +373,8 @@ def predict_complexes(
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
     if dap > 1 and pipeline is not None and pipeline.template_db is not None:
         raise PredictError("--dap does not run the template search: search first, then give the hits in --msa-dir")
+    if msa_search is not None and (msa_dir is not None or dap > 1):
+        raise PredictError(f"complexes take --msa-server/--db without {'--msa-dir' if msa_dir else '--dap'}")
     members = complex_members(models, weights_dir, weights)
     par, dev, log = Parallel.start(dap, _device(device), log)
     quiet = targets is not None  # one share of a --devices run: the launcher reported the inputs
@@ -371,11 +386,13 @@ def predict_complexes(
     run = ComplexRun(os.fspath(out_dir), errors=[message for _, message in rejected])
     run.results = [TargetResult(name, status="invalid", message=m, order=-1) for name, m in rejected]
     run.results += [TargetResult(t.name, length=t.cx.num_res, order=t.order) for t in found]
-    if msa_dir is None and found:
+    if msa_dir is None and msa_search is None and found:
         log(f"note: no --msa-dir: {len(found)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
+    if msa_search is not None:
+        msa_search.note_public_server(len(found), log)
     features: dict[str, dict] = {}
     for t in found:
-        feats = _prepare(t, msa_dir, pipeline, save_features, run, par, log)
+        feats = _prepare(t, msa_dir, pipeline, save_features, run, par, log, msa_search)
         if feats is not None:
             features[t.name] = feats
     results = {r.name: r for r in run.results}

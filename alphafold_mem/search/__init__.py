@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below, for type checkers and documentation tools
-    from .msa_server import MsaServerError, MsaServerOptions, fetch_server_msa
+    from .msa_server import MsaServerError, MsaServerOptions, fetch_server_msa, fetch_server_pairs
     from .settings import HMMSEARCH_OPTIONS, PUBLIC_SERVER, JackhmmerSettings, SearchError
     from .stage import SearchOptions, SearchOutcome, database_name, search_target
 
@@ -26,6 +26,7 @@ __getattr__, __dir__ = lazy_exports(
         "MsaServerError": ".msa_server",
         "MsaServerOptions": ".msa_server",
         "fetch_server_msa": ".msa_server",
+        "fetch_server_pairs": ".msa_server",
         "HMMSEARCH_OPTIONS": ".settings",
         "PUBLIC_SERVER": ".settings",
         "JackhmmerSettings": ".settings",
@@ -49,4 +50,5 @@ __all__ = [
     "MsaServerOptions",
     "PUBLIC_SERVER",
     "fetch_server_msa",
+    "fetch_server_pairs",
 ]

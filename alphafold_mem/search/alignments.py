@@ -69,7 +69,7 @@ def write_stockholm(path, names: Sequence[str], rows: Sequence[str], title: str 
         k = seen.get(base, 0)
         seen[base] = k + 1
         ids.append(base if k == 0 else f"{base}_{k + 1}")
-    width = max(len(i) for i in ids) + 2
+    width = max(len(i) for i in [*ids, "#=GC RF"]) + 2  # a short query-only id still leaves a space
     with atomic_write(path) as tmp, open(tmp, "w") as fh:
         fh.write("# STOCKHOLM 1.0\n")
         if title:

@@ -9,6 +9,12 @@ Protocol (one ticket per sequence)::
     GET  {url}/result/download/{id}  ->  tar.gz with uniref.a3m (and, mode env,
                                          bfd.mgnify30.metaeuk30.smag30.a3m: ColabFoldDB), pdb70.m8, ...
 
+Paired mode (complexes, :func:`fetch_server_pairs`; one ticket for the distinct sequences of a complex)::
+
+    POST {url}/ticket/pair         form q=">101\n<seq 1>\n>102\n<seq 2>\n...", mode=pairgreedy|paircomplete
+    GET  {url}/result/download/{id}  ->  tar.gz with pair.a3m: one block per sequence (query first, blocks
+                                         separated by NUL), row k of every block paired by the server
+
 A submission answered ``RATELIMIT`` or ``UNKNOWN`` is sent again after a wait (growing, bounded number of times);
 ``PENDING``/``RUNNING`` are polled with a growing interval; ``ERROR`` and ``MAINTENANCE`` fail the target. Each
 state change is one log line; a failure is one :class:`MsaServerError` line.
@@ -46,7 +52,20 @@ from ..data.msa import parse_msa
 from ..version import __version__
 from .settings import MODES, PUBLIC_SERVER, TERMS, SearchError
 
-__all__ = ["MsaServerError", "MsaServerOptions", "PUBLIC_SERVER", "MODES", "fetch_server_msa", "cache_key"]
+__all__ = [
+    "MsaServerError",
+    "MsaServerOptions",
+    "PUBLIC_SERVER",
+    "MODES",
+    "PAIRINGS",
+    "fetch_server_msa",
+    "fetch_server_pairs",
+    "cache_key",
+]
+
+#: Pairing strategies of the paired mode -> the server's mode names (ColabFold's; greedy is its default:
+#: rows where any two or more chains have a hit of one species, complete: rows where every chain has one).
+PAIRINGS = {"greedy": "pairgreedy", "complete": "paircomplete"}
 
 _WAITING = ("PENDING", "RUNNING", "UNKNOWN")
 
@@ -68,6 +87,7 @@ class MsaServerOptions:
         submit_attempts: submissions answered RATELIMIT/UNKNOWN before the target fails.
         timeout: seconds one ticket may take from submission to result.
         request_timeout: seconds one HTTP request may stay silent.
+        pairing: the paired mode's strategy (:data:`PAIRINGS`), for complexes.
     """
 
     url: str = PUBLIC_SERVER
@@ -77,8 +97,11 @@ class MsaServerOptions:
     submit_attempts: int = 8
     timeout: float = 3600.0
     request_timeout: float = 60.0
+    pairing: str = "greedy"
 
     def __post_init__(self):
+        if self.pairing not in PAIRINGS:
+            raise ValueError(f"MSA server pairing {self.pairing!r}: choose one of {', '.join(PAIRINGS)}")
         if self.mode not in MODES:
             raise ValueError(f"MSA server mode {self.mode!r}: choose one of {', '.join(MODES)}")
         if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
@@ -128,22 +151,107 @@ def fetch_server_msa(
         return paths
     client = _Client(options, name, log, sleep or _sleep)
     t0 = time.monotonic()
-    ticket, status = client.submit(sequence)
+    ticket, status = client.submit("ticket/msa", f">101\n{sequence}\n", options.mode)
     client.wait(ticket, status, t0)
     payload = client.get(f"result/download/{ticket}")
+    record = {"sequence": sequence, "mode": options.mode, "server": options.url, "ticket": ticket, "files": wanted}
+    queries = dict.fromkeys(wanted, sequence)
+    _store(folder, record, lambda tmp: _unpack(payload, wanted, tmp, client.host), queries, client)
+    log(f"msa-server: {name}: ticket {ticket} done in {time.monotonic() - t0:.0f} s -> {', '.join(paths)}")
+    return paths
+
+
+def fetch_server_pairs(
+    name: str,
+    sequences,
+    cache_dir,
+    options: MsaServerOptions,
+    *,
+    log: Callable[[str], None] = print,
+    sleep: Callable[[float], None] | None = None,
+) -> list[str]:
+    """The server's paired rows of a complex's distinct ``sequences`` (paired mode, one ticket), cached.
+
+    Args:
+        name: complex id (for the log lines); sequences: the distinct chain sequences, two or more.
+        cache_dir: the cache root; results go to ``cache_dir/pair_<key>/`` (``key`` over the pairing
+            strategy and the sequences in order).
+        options: :class:`MsaServerOptions` (``pairing`` picks the server's mode).
+
+    Returns:
+        One A3M path per sequence, in order (``pair_<k>.a3m``, query first); row ``j`` of every file is
+        one pair (rows as the server wrote them, the query's row 0 included).
+
+    Raises:
+        MsaServerError: as :func:`fetch_server_msa`; also a result without a block per sequence or whose
+            blocks differ in depth.
+    """
+    sequences = [s.upper() for s in sequences]
+    mode = PAIRINGS[options.pairing]
+    key = cache_key("\n".join(sequences), mode)
+    folder = os.path.join(os.fspath(cache_dir), f"pair_{key}")
+    wanted = tuple(f"pair_{k}.a3m" for k in range(len(sequences)))
+    paths = [os.path.join(folder, f) for f in wanted]
+    old = _load(os.path.join(folder, "request.json"))
+    same = old.get("sequences") == sequences and old.get("mode") == mode and old.get("server") == options.url
+    if same and all(os.path.isfile(p) for p in paths):
+        log(f"msa-server: {name}: reusing paired rows {folder} (ticket {old.get('ticket')})")
+        return paths
+    client = _Client(options, name, log, sleep or _sleep)
+    t0 = time.monotonic()
+    query = "".join(f">{101 + k}\n{s}\n" for k, s in enumerate(sequences))
+    ticket, status = client.submit("ticket/pair", query, mode)
+    client.wait(ticket, status, t0)
+    payload = client.get(f"result/download/{ticket}")
+
+    def unpack(tmp: str) -> None:
+        _unpack(payload, ("pair.a3m",), tmp, client.host, keep_nul=True)
+        with open(os.path.join(tmp, "pair.a3m"), "rb") as fh:
+            blocks = _pair_blocks(fh.read(), len(sequences), client.host)
+        os.remove(os.path.join(tmp, "pair.a3m"))
+        for f, block in zip(wanted, blocks):
+            with open(os.path.join(tmp, f), "wb") as fh:
+                fh.write(block)
+
+    record = {"sequences": sequences, "mode": mode, "server": options.url, "ticket": ticket, "files": wanted}
+    _store(folder, record, unpack, dict(zip(wanted, sequences)), client)
+    depths = {len(parse_msa(p).sequences) for p in paths}
+    if len(depths) != 1:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise MsaServerError(f"{client.host}: the paired blocks have different numbers of rows ({sorted(depths)})")
+    log(f"msa-server: {name}: paired ticket {ticket} done in {time.monotonic() - t0:.0f} s, {depths.pop()} rows")
+    return paths
+
+
+def _pair_blocks(text: bytes, n: int, host: str) -> list[bytes]:
+    """pair.a3m's blocks in query order (``>101`` ... ``>10n``), split at the NUL bytes between them
+    (raw text, no NUL split, with a single query)."""
+    blocks = {}
+    for chunk in text.split(b"\x00"):
+        chunk = chunk.lstrip()
+        if chunk.startswith(b">"):
+            blocks[chunk.split(None, 1)[0][1:].decode("ascii", "replace")] = chunk
+    missing = [str(101 + k) for k in range(n) if str(101 + k) not in blocks]
+    if missing:
+        raise MsaServerError(f"{host}: pair.a3m has no block for query {', '.join(missing)} (it has {len(blocks)})")
+    return [blocks[str(101 + k)] for k in range(n)]
+
+
+def _store(folder: str, record: dict, unpack: Callable[[str], None], queries: dict, client) -> None:
+    """Write a result atomically into ``folder``: ``unpack(tmp)`` writes the files, each A3M of
+    ``queries`` (file -> its query) gets the checks of a local A3M, then ``request.json``."""
     os.makedirs(os.path.dirname(folder) or ".", exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".msa.", suffix=".partial", dir=os.path.dirname(folder))
     try:
         mask = os.umask(0o022)
         os.umask(mask)
         os.chmod(tmp, 0o777 & ~mask)  # the usual folder mode, not mkdtemp's 0700
-        _unpack(payload, wanted, tmp, client.host)
-        for f in wanted:
+        unpack(tmp)
+        for f, sequence in queries.items():
             try:
                 parse_msa(os.path.join(tmp, f), query=sequence)  # the checks of a local A3M
             except InputError as exc:
                 raise MsaServerError(f"{client.host} returned {f}, which fails the A3M checks: {exc.reason}") from None
-        record = {"sequence": sequence, "mode": options.mode, "server": options.url, "ticket": ticket, "files": wanted}
         with open(os.path.join(tmp, "request.json"), "w") as fh:
             json.dump(record, fh, indent=1)
         if os.path.isdir(folder):
@@ -153,8 +261,6 @@ def fetch_server_msa(
         raise MsaServerError(f"{folder}: cannot write the server's MSA ({exc.strerror or exc})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    log(f"msa-server: {name}: ticket {ticket} done in {time.monotonic() - t0:.0f} s -> {', '.join(paths)}")
-    return paths
 
 
 def _sleep(seconds: float) -> None:
@@ -170,9 +276,9 @@ def _load(path: str) -> dict:
         return {}
 
 
-def _unpack(payload: bytes, wanted: tuple, into: str, host: str) -> None:
+def _unpack(payload: bytes, wanted: tuple, into: str, host: str, *, keep_nul: bool = False) -> None:
     """Write the ``wanted`` A3M members of the result tar(.gz) into ``into``, NUL separators removed (ColabFold's
-    multi-query files separate queries with NUL bytes; one ticket holds one query)."""
+    multi-query files separate queries with NUL bytes; one ticket holds one query) unless ``keep_nul``."""
     try:
         with tarfile.open(fileobj=io.BytesIO(payload), mode="r:*") as tar:
             found = {os.path.basename(m.name): m for m in tar.getmembers() if m.isfile()}
@@ -182,7 +288,8 @@ def _unpack(payload: bytes, wanted: tuple, into: str, host: str) -> None:
                     f"{host}: the result has no {', '.join(missing)} (it has {', '.join(sorted(found)) or 'nothing'})"
                 )
             for f in wanted:
-                text = tar.extractfile(found[f]).read().replace(b"\x00", b"")
+                text = tar.extractfile(found[f]).read()
+                text = text if keep_nul else text.replace(b"\x00", b"")
                 with open(os.path.join(into, f), "wb") as fh:
                     fh.write(text)
     except (tarfile.TarError, EOFError) as exc:
@@ -236,11 +343,11 @@ class _Client:
             )
         return reply
 
-    def submit(self, sequence: str) -> tuple[str, str]:
-        """Submit until the server takes the ticket; returns its id and status."""
-        form = {"q": f">101\n{sequence}\n", "mode": self.options.mode}
+    def submit(self, endpoint: str, query: str, mode: str) -> tuple[str, str]:
+        """Submit ``query`` (FASTA text) until the server takes the ticket; returns its id and status."""
+        form = {"q": query, "mode": mode}
         for attempt in range(1, self.options.submit_attempts + 1):
-            reply = self.json("ticket/msa", form)
+            reply = self.json(endpoint, form)
             status = reply["status"]
             if status in ("RATELIMIT", "UNKNOWN"):
                 if attempt == self.options.submit_attempts:
