@@ -110,6 +110,7 @@ def _captured_run(fasta: Path, out: Path, weights: Path, dap: int, msa_dir: Path
         return write(target_dir, tag, t, arrays, **kw)
 
     complex_run.write_prediction = capture  # this process only (a test run, or a rank of run_local)
+    before = COUNTER.total("forward")  # the counter is per process: earlier tests in it count too
     try:
         run = complex_run.predict_complexes(
             fasta,
@@ -125,7 +126,7 @@ def _captured_run(fasta: Path, out: Path, weights: Path, dap: int, msa_dir: Path
         )
     finally:
         complex_run.write_prediction = write
-    return {"arrays": captured, "order": run.order, "errors": run.errors, "received": COUNTER.total("forward")}
+    return {"arrays": captured, "order": run.order, "errors": run.errors, "received": COUNTER.total("forward") - before}
 
 
 def _dap_rank(rank: int, world: int, fasta: str, out: str, weights: str, msa_dir: str) -> dict:
