@@ -227,15 +227,29 @@ PAGES: dict[str, Page] = {
         Page(
             "planner-accuracy",
             "Planner accuracy: complexes and single chains",
-            "The planner's predicted peak against two measures of a fresh process, AF2-Multimer beside the monomer",
-            "Inference activation peak of the AF2-Multimer model (`model_1_multimer_v3` channels) on two complexes "
-            "and of the monomer model (`model_1`) at the same sizes, reference and low-memory policies: the storage "
-            "counter and the peak-RSS growth of a fresh process beside the planner's prediction, which traces the "
-            "multimer model on the complex's chain features (`scripts/planner_accuracy_multimer.py`; its docstring "
-            "defines every column); and `memory-plan`'s answer for the complex of clami66/AF_unmasked #6.",
+            "The planner's predicted peak against two measures of a fresh process, AF2-Multimer beside the monomer, "
+            "inference and a training step",
+            "Activation peak of the AF2-Multimer model (`model_1_multimer_v3` channels) and of the monomer model "
+            "(`model_1`) at the same sizes: inference on two complexes (reference and low-memory policies) and one "
+            "training step (forward, the config's loss on ground truth, backward) of a 640-residue 3-chain crop; the "
+            "storage counter and the peak-RSS growth of a fresh process beside the planner's prediction "
+            "(`memory-plan`'s, `--training` for the step), which traces the multimer model on the complex's chain "
+            "features (`scripts/planner_accuracy_multimer.py`; its docstring defines every column); and "
+            "`memory-plan`'s answer for the complex of clami66/AF_unmasked #6. Block counts are cut down (the full "
+            "model's training step at 640 residues needs more memory than this machine has); the channel widths "
+            "are the models'.",
             {
                 "quick": (
-                    Run("Multimer and monomer, two complexes", "scripts/planner_accuracy_multimer.py"),
+                    Run(
+                        "Multimer and monomer, two complexes, inference",
+                        "scripts/planner_accuracy_multimer.py",
+                        ("--rows", "inference"),
+                    ),
+                    Run(
+                        "Multimer and monomer, a training step of a 640-residue 3-chain crop",
+                        "scripts/planner_accuracy_multimer.py",
+                        ("--rows", "training"),
+                    ),
                     Run(
                         "The plan of a 4,539-residue 12-chain complex on a 24 GB card (clami66/AF_unmasked #6)",
                         "scripts/planner_accuracy_multimer.py",
@@ -249,9 +263,14 @@ PAGES: dict[str, Page] = {
                         ("--af-unmasked-6",),
                     ),
                     Run(
-                        "Multimer and monomer, two complexes, 2 + 2 + 2 blocks",
+                        "Multimer and monomer, two complexes, inference, 2 + 2 + 2 blocks",
                         "scripts/planner_accuracy_multimer.py",
-                        ("--evo-blocks", "2", "--extra-blocks", "2", "--templ-blocks", "2"),
+                        ("--rows", "inference", "--evo-blocks", "2", "--extra-blocks", "2", "--templ-blocks", "2"),
+                    ),
+                    Run(
+                        "Multimer and monomer, a training step of a 640-residue 3-chain crop",
+                        "scripts/planner_accuracy_multimer.py",
+                        ("--rows", "training"),
                     ),
                 ),
             },
