@@ -62,6 +62,31 @@ def tiny_config():
 #: The few long cases (tens of seconds each on one core): in ``make test`` and CI, left out of
 #: ``make test-fast`` (``-m "not slow"``).
 SLOW_TESTS = (
+    # the inner loop (make test-fast) within its bound: the longest cases whose area a faster test of the
+    # fast set also covers (planner recipes: the cheapest ladder; complexes: the other predict tests;
+    # multimer memory: the reference-policy and checkpointing tests; training: the resume tests)
+    "test_planner_opcache.py::test_served_ladder_equals_the_dispatched_one[tiny_multimer-bf16-cuda-2-True]",
+    "test_planner_opcache.py::test_served_full_and_stopped_traces_equal_the_dispatched_ones",
+    "test_planner_opcache.py::test_served_ladder_equals_the_dispatched_one[tiny-fp32-cuda-1-False]",
+    "test_planner_opcache.py::test_served_ladder_equals_the_dispatched_one[tiny-bf16-full-cpu-2-True]",
+    "test_predict_complex_parallel.py::test_dap_2_equals_one_process[tiny_multimer.npz]",
+    "test_predict_complex.py::test_4zhl_two_models_two_predictions_ranked_by_iptm_ptm",
+    "test_predict_complex.py::test_homomers_and_7ddo_chains_and_numbering",
+    "test_train_interrupt.py::test_interrupted_first_run_resumes_to_the_uninterrupted_weights[SIGINT]",
+    "test_multimer_memory.py::test_low_memory_inference_with_offload_equals_the_plain_path",
+    "test_multimer_memory.py::test_policy_equals_the_plain_path[attention=chunked,chunk_size=6,attention_chunks=(5, 4),"
+    "inplace=True,offload=buffers,templates=streamed,head_logits=drop]",
+    "test_multimer_memory.py::test_bf16_within_half_an_angstrom[bf16]",
+    "test_planner_training_loss.py::test_training_estimate_runs_the_real_loss",
+    "test_planner_cache.py::test_an_estimate_read_back_equals_the_uncached_trace[training]",
+    "test_train_init_weights.py::test_finetuning_the_demo_weights_on_one_chain_lowers_its_loss",
+    "test_planner_multimer.py::test_af_unmasked_12_chain_complex_on_a_24gb_card",
+    "test_planner_replay.py::test_replayed_ladder_equals_the_traced_one[tiny_multimer-bf16-full-cuda-2]",
+    "test_planner_replay.py::test_replayed_ladder_equals_the_traced_one[tiny-bf16-full-cpu-2]",
+    "test_kernels_arch.py::test_fused_triangle_multiplication_at_architecture_config[80-bfloat16-None]",
+    "test_memory_estimate.py::test_estimate_within_5_percent_of_measured[training]",
+    "test_predict_ensemble.py::test_ensemble_ranked_and_rerun_computes_only_new_seeds",
+    "test_relax.py::test_relax_experimental_chain",
     # every memory technique on the multimer model: DAP in 2 processes, Triton's interpreter
     "test_multimer_memory.py::test_dap_2_equals_one_process",
     "test_multimer_memory.py::test_triton_kernels_equal_the_plain_path",
