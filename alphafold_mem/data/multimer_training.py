@@ -33,8 +33,8 @@ from .complex_examples import ComplexExample
 from .features.msa import (
     deletion_value,
     make_hhblits_profile,
-    make_masked_msa,
     make_msa_feat,
+    masked_msa_for,
     nearest_neighbor_clusters,
     summarize_clusters,
 )
@@ -71,15 +71,7 @@ def sample_multimer_msa(
     centres, extra = order[:n], order[n : n + max_extra]
     profile = make_hhblits_profile(tokens)
     msa_c, del_c = tokens[centres], dels[centres]
-    masked, bert = make_masked_msa(
-        msa_c,
-        profile,
-        rng,
-        replace_fraction=data.masked_msa_fraction,
-        uniform_prob=data.masked_msa_uniform_prob,
-        profile_prob=data.masked_msa_profile_prob,
-        same_prob=data.masked_msa_same_prob,
-    )
+    masked, bert = masked_msa_for(msa_c, profile, rng, data)
     bert = bert * feats["bert_mask"][centres]
     ex, del_e = tokens[extra], dels[extra]
     msa_mask = np.ones(msa_c.shape, np.float32)

@@ -33,8 +33,8 @@ from ..data.complex import Complex
 from ..data.features.msa import (
     deletion_value,
     make_hhblits_profile,
-    make_masked_msa,
     make_msa_feat,
+    masked_msa_for,
     nearest_neighbor_clusters,
     sample_msa,
     summarize_clusters,
@@ -76,15 +76,7 @@ def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed
     centres, rest = sample_msa(tokens.shape[0], data.max_msa_clusters, rng)
     msa_c, del_c = tokens[centres], deletions[centres]
     extra, del_e = tokens[rest], deletions[rest]
-    masked, bert = make_masked_msa(
-        msa_c,
-        profile,
-        rng,
-        replace_fraction=data.masked_msa_fraction,
-        uniform_prob=data.masked_msa_uniform_prob,
-        profile_prob=data.masked_msa_profile_prob,
-        same_prob=data.masked_msa_same_prob,
-    )
+    masked, bert = masked_msa_for(msa_c, profile, rng, data)
     keep = bert_allowed[centres] > 0  # AF2-Multimer masks only within the chains' own blocks
     masked = np.where(keep, masked, msa_c)
     msa_mask = np.ones(msa_c.shape, np.float32)

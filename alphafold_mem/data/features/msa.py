@@ -26,6 +26,7 @@ __all__ = [
     "sample_msa",
     "make_hhblits_profile",
     "make_masked_msa",
+    "masked_msa_for",
     "nearest_neighbor_clusters",
     "summarize_clusters",
     "make_msa_feat",
@@ -194,6 +195,23 @@ def make_masked_msa(
     bert_mask = rng.random((num_seq, num_res)) < replace_fraction
     masked = np.where(bert_mask, replacement, msa).astype(np.int64)
     return masked, bert_mask.astype(np.float32)
+
+
+def masked_msa_for(
+    msa: np.ndarray, profile: np.ndarray, rng: np.random.Generator, data
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`make_masked_msa` with the probabilities of ``data`` (a
+    :class:`~alphafold_mem.config.DataConfig`: ``masked_msa_fraction``, ``masked_msa_uniform_prob``,
+    ``masked_msa_profile_prob``, ``masked_msa_same_prob``); same shapes and returns."""
+    return make_masked_msa(
+        msa,
+        profile,
+        rng,
+        replace_fraction=data.masked_msa_fraction,
+        uniform_prob=data.masked_msa_uniform_prob,
+        profile_prob=data.masked_msa_profile_prob,
+        same_prob=data.masked_msa_same_prob,
+    )
 
 
 def nearest_neighbor_clusters(

@@ -35,9 +35,9 @@ from .msa import (
     block_delete_msa,
     deletion_value,
     make_hhblits_profile,
-    make_masked_msa,
     make_msa_feat,
     make_msa_features,
+    masked_msa_for,
     nearest_neighbor_clusters,
     sample_msa,
     summarize_clusters,
@@ -252,15 +252,7 @@ def _sample_clusters(
     centres, rest = sample_msa(tokens.shape[0], max_clusters, rng)
     msa_c, del_c = tokens[centres], deletions[centres]
     extra, del_e = tokens[rest], deletions[rest]
-    masked, bert_mask = make_masked_msa(
-        msa_c,
-        profile,
-        rng,
-        replace_fraction=data.masked_msa_fraction,
-        uniform_prob=data.masked_msa_uniform_prob,
-        profile_prob=data.masked_msa_profile_prob,
-        same_prob=data.masked_msa_same_prob,
-    )
+    masked, bert_mask = masked_msa_for(msa_c, profile, rng, data)
     msa_mask = np.ones(msa_c.shape, dtype=np.float32)
     extra_mask = np.ones(extra.shape, dtype=np.float32)
     assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)
