@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.config import model_config
 from alphafold_mem.distributed import COUNTER, run_local
-from alphafold_mem.model.alphafold import AlphaFold
 from alphafold_mem.predict import complex_run
 from alphafold_mem.weights.af2_npz import export_af2_params
 from alphafold_mem.weights.checkpoints import save_checkpoint
+
+from .test_predict_complex import _model
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "complexes" / "fasta"
@@ -38,16 +38,6 @@ RUN_TIMEOUT_S = 600  # a bound, not an expectation (a loaded 2-core machine)
 COORD_TOL_A = 1e-4
 IPTM_TOL = 1e-5
 KEYS = ("final_atom_positions", "plddt", "predicted_aligned_error", "chain_pair_iptm", "iptm", "ptm")
-
-
-def _model(seed: int, preset: str = "tiny_multimer") -> AlphaFold:
-    torch.manual_seed(seed)
-    model = AlphaFold(model_config(preset))
-    with torch.no_grad():  # confidences vary per residue and per model; the backbone moves
-        model.aux_heads.predicted_lddt.logits.weight.normal_(0.0, 0.5)
-        model.aux_heads.predicted_aligned_error.weight.normal_(0.0, 0.5)
-        model.structure_module.affine_update.weight.normal_(0.0, 0.1)
-    return model
 
 
 @pytest.fixture(scope="module")
