@@ -329,7 +329,8 @@ def test_preflight_peak_of_a_complex_equals_memory_plan_fasta(tmp_path, weights,
 
 def test_complex_over_max_memory_is_one_line_and_the_next_runs(tmp_path, weights, capsys):
     """7DDO (806 residues) does not fit --max-memory 40MiB: one error line naming the file, the complex,
-    the need and what to try; the small complex after it is planned and predicted."""
+    the need and what to try, one note with the largest complex like it that fits; the small complex
+    after it is planned and predicted."""
     a, c = (seq for _, seq in _fasta_chains(DATA / "7ddo.fasta"))
     fasta = tmp_path / "batch.fasta"
     fasta.write_text(f">big\n{a}:{c}\n>small\nMKVLAAGIHH:GSHMKLLVEQ\n")
@@ -342,6 +343,10 @@ def test_complex_over_max_memory_is_one_line_and_the_next_runs(tmp_path, weights
     assert "does not fit" in errors[0] and "--max-memory" in errors[0] and "--low-memory" in errors[0]
     assert "--dap" not in errors[0]  # complexes run without it
     assert "budget 0.0391 GiB" in err  # the weights line: --max-memory reached the complex route
+    # then one note: the largest complex like it that fits, and the flags (tests/test_largest_complex.py)
+    notes = [line for line in err.splitlines() if "largest that fits" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "complex 'big'" in notes[0], err
+    assert "every chain cropped to" in notes[0] and " GiB" in notes[0] and "flags: --low-memory" in notes[0]
     assert "plan: small: 20 residues (2 chains)" in err and "plan: big" not in err
     _check_structures(out / "small", [("A", "MKVLAAGIHH"), ("B", "GSHMKLLVEQ")], 1)
     assert not (out / "big" / "ranked_0.pdb").exists()

@@ -27,7 +27,6 @@ printed in GiB (2^30 bytes), ``--json`` holds bytes.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -76,58 +75,18 @@ def _device_and_budget(args: argparse.Namespace) -> tuple[str, int, str]:
     return device, budget, "; ".join(notes)
 
 
-def _flag_value(value) -> str:
-    return repr(value).replace(" ", "") if isinstance(value, tuple) else str(value)
-
-
 def predict_flags(policy) -> str:
-    """The ``alphafold-mem predict`` options that bind ``policy`` (a concrete inference
-    :class:`~alphafold_mem.MemoryPolicy`): ``--low-memory`` or ``--memory-policy reference``, whichever
-    leaves fewer fields to set, ``--chunk-size``, ``--precision`` and ``--memory-set FIELD=VALUE`` for
-    the rest. ``max_memory`` is not a field of the run's policy and is left out."""
-    from ..memory.policy import preset  # heavy: the memory package loads torch
+    """The ``predict`` options that bind ``policy``: :func:`alphafold_mem.planner.flags.predict_flags`."""
+    from ..planner.flags import predict_flags as flags  # heavy: the planner loads torch
 
-    skip = {"precision", "max_memory"}
-    best = None
-    for name in ("low_memory_inference", "reference"):
-        base = preset(name)
-        diffs = {
-            f.name: getattr(policy, f.name)
-            for f in dataclasses.fields(policy)
-            if f.name not in skip and getattr(policy, f.name) != getattr(base, f.name)
-        }
-        if best is None or len(diffs) < len(best[1]):
-            best = (name, diffs)
-    name, diffs = best
-    flags = ["--low-memory"] if name == "low_memory_inference" else ["--memory-policy", "reference"]
-    if name == "low_memory_inference" and isinstance(diffs.get("chunk_size"), int):
-        flags += ["--chunk-size", str(diffs.pop("chunk_size"))]
-    if policy.precision != preset("reference").precision:
-        flags += ["--precision", policy.precision]
-    for field, value in diffs.items():
-        flags += ["--memory-set", f"{field}={_flag_value(value)}"]
-    return " ".join(flags)
+    return flags(policy)
 
 
 def train_flags(policy) -> str:
-    """The ``alphafold-mem train`` options that bind ``policy``: ``--memory-policy`` with the preset
-    (``training`` or ``reference``) that leaves fewer fields to set and ``--memory-set FIELD=VALUE``."""
-    from ..memory.policy import preset  # heavy: the memory package loads torch
+    """The ``train`` options that bind ``policy``: :func:`alphafold_mem.planner.flags.train_flags`."""
+    from ..planner.flags import train_flags as flags  # heavy: the planner loads torch
 
-    best = None
-    for name in ("training", "reference"):
-        base = preset(name)
-        diffs = {
-            f.name: getattr(policy, f.name)
-            for f in dataclasses.fields(policy)
-            if f.name != "max_memory" and getattr(policy, f.name) != getattr(base, f.name)
-        }
-        if best is None or len(diffs) < len(best[1]):
-            best = (name, diffs)
-    name, diffs = best
-    return " ".join(
-        ["--memory-policy", name] + [w for f, v in diffs.items() for w in ("--memory-set", f"{f}={_flag_value(v)}")]
-    )
+    return flags(policy)
 
 
 def _host_check(host: int) -> tuple[str, bool]:
@@ -273,6 +232,11 @@ def run(args: argparse.Namespace) -> int:
             flags += f" --dap {args.dap}" + (f" --devices {args.dap}" if args.training else "")
         if chains is not None and not args.training:
             flags += f" --preset {args.preset}"
+    largest = None  # a complex that fits under no policy: the largest like it that would (and its flags)
+    if recommended is None and chains is not None and not args.training:
+        if args.progress:
+            print("memory-plan: searching the largest complex like it that fits ...", file=sys.stderr, flush=True)
+        largest = memory_plan_complex.largest(args, config, chains, conf, budget, precisions[-1])
     host_note, host_ok = (
         _host_check(recommended.estimate.host) if recommended and recommended.estimate.host else ("", True)
     )
@@ -281,7 +245,10 @@ def run(args: argparse.Namespace) -> int:
         if recommended is not None:
             rec = {**recommended.as_dict(args.dap), "flags": flags, "host_memory_enough": host_ok}
         conf["host_available_bytes"] = _host_available()
-        print(json.dumps({"config": conf, "rows": rows, "recommended": rec}))
+        out = {"config": conf, "rows": rows, "recommended": rec}
+        if chains is not None:
+            out["largest"] = largest[1] if largest else None
+        print(json.dumps(out))
     elif recommended is None:
         low = min(rows, key=lambda r: (r["peak_lower_bound"], r["peak_bytes"]))
         need = ("at least " if low["peak_lower_bound"] else "") + format_gib(low["peak_bytes"])
@@ -289,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
             f"nothing fits: the smallest predicted need is {need}, the budget {format_gib(budget)}; "
             f"reduce N_res (crop), N_seq or N_extra, or use a larger device (planned in {seconds:.1f} s)"
         )
+        if largest:
+            print(largest[0])
     else:
         print(
             f"recommended (fastest that fits): {recommended.candidate.label}, {recommended.candidate.policy.precision}"

@@ -5,6 +5,10 @@ entity, :mod:`alphafold_mem.data.complex`). The plan traces the AF2-Multimer mod
 chain features (:class:`alphafold_mem.planner.Chains`) with the multimer's MSA sizes
 (:func:`alphafold_mem.planner.multimer_sizes`); without ``--preset`` a complex is planned under
 :data:`COMPLEX_PRESET`, and the output says so.
+
+A complex that fits under no policy gets one more line (:func:`largest`; ``"largest"`` in ``--json``):
+the largest complex like it that would fit, every chain cropped to one fraction of its length, or the
+first chains whole, with the ``predict`` flags that run it (:mod:`alphafold_mem.planner.largest`).
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ def resolve(args: argparse.Namespace):
 
         complex_ = read_complexes(args.fasta, one_complex=True)[0]
         chains = Chains.of_complex(complex_)
+        args.chain_ids = [c.chain_id for c in complex_.chains]
         source = f"{args.fasta}: {complex_.describe()}"
     if args.preset is None:
         args.preset = COMPLEX_PRESET
@@ -102,9 +107,40 @@ def monomer_note(config, chains) -> Optional[str]:
     )
 
 
+def largest(args: argparse.Namespace, config, chains, conf: dict, budget: int, precision: str) -> tuple[str, dict]:
+    """When nothing fits: ``(line, json entry)`` of the largest complex like ``chains`` that fits the
+    usable ``budget`` in ``precision`` (the most frugal precision the run allows), with the sizes of
+    ``conf`` and the flags to run it (``--preset``, and ``--dap`` when planned per device)."""
+    from ..planner.largest import largest_complex  # heavy: the planner loads torch
+
+    found = largest_complex(
+        config,
+        chains,
+        (conf["n_seq"], conf["n_extra"], conf["n_templ"]),
+        budget,
+        precision,
+        conf["device"],
+        dap=args.dap,
+        max_chunk_size=args.max_chunk_size,
+    )
+    extra = f" --preset {args.preset}" + (f" --dap {args.dap}" if args.dap > 1 else "")
+    entry = found.as_dict()
+    entry["flags"] = f"predict {entry['flags']}{extra}"
+    return found.describe(getattr(args, "chain_ids", None), f"alphafold-mem {entry['flags']}"), entry
+
+
 def as_json(chains) -> Optional[dict]:
     """The ``--json`` config's ``chains`` entry: ``{"lengths", "entity_ids"}`` (``None`` for one chain)."""
     return None if chains is None else {"lengths": list(chains.lengths), "entity_ids": list(chains.entity_ids)}
 
 
-__all__ = ["CHAIN_PRESET", "COMPLEX_PRESET", "add_options", "as_json", "chain_lengths", "monomer_note", "resolve"]
+__all__ = [
+    "CHAIN_PRESET",
+    "COMPLEX_PRESET",
+    "add_options",
+    "as_json",
+    "chain_lengths",
+    "largest",
+    "monomer_note",
+    "resolve",
+]

@@ -9,7 +9,9 @@ Lines logged: ``<id>: memory policy chosen: <policy>, <chunking>`` when the plan
 ``plan: <id>: <N> residues (<k> chains), N_seq <s>, N_extra <e>, N_templ <t>, predicted peak <GiB>
 of <GiB> budget``; a complex that fits under no allowed policy gets no line here: the caller logs
 :func:`does_not_fit` (one ``error:`` line naming the file, the complex, the need, the budget and what
-to try).
+to try), then :func:`advise_largest` one ``note:`` line with the largest complex like it that would fit
+(every chain cropped to one fraction, or the first chains whole) and the flags that run it
+(:func:`alphafold_mem.planner.largest.largest_complex`, what ``memory-plan --fasta`` prints).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from typing import Callable, Optional
 import torch
 
 from ..config import ModelConfig
-from ..memory.policy import PolicyRequest
+from ..memory.policy import PolicyRequest, as_request
 from ..planner import Chains
+from ..planner.largest import largest_complex
 from .complex_target import ComplexTarget
 from .policy_names import chunking, policy_name
 from .preflight import Preflight, check_complex, format_bytes
 
-__all__ = ["ComplexPlan", "complex_templates", "does_not_fit", "plan_complex"]
+__all__ = ["ComplexPlan", "advise_largest", "complex_templates", "does_not_fit", "plan_complex"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,3 +84,33 @@ def plan_complex(
 def does_not_fit(t: ComplexTarget, fit: Preflight) -> str:
     """The error line (without ``error:``) of complex ``t`` whose pre-flight ``fit`` does not fit."""
     return f"{t.source}: complex '{t.name}': does not fit: {fit.message}"
+
+
+def advise_largest(
+    t: ComplexTarget,
+    plan: ComplexPlan,
+    config: ModelConfig,
+    request: PolicyRequest,
+    device: torch.device,
+    log: Callable[[str], None],
+    dap: int = 1,
+) -> None:
+    """Log one ``note:`` line for complex ``t`` whose ``plan`` does not fit: the largest complex like it
+    that fits the same usable budget with the same MSA sizes, in the request's precision, and the
+    ``predict`` flags that run it (module docstring). An estimate that fails here logs nothing: the
+    complex has failed already, this is advice."""
+    request = as_request(request)
+    try:
+        found = largest_complex(
+            config,
+            Chains.of_complex(t.cx),
+            plan.sizes[1:],
+            plan.fit.budget,
+            request.precision,
+            device,
+            dap=dap,
+            max_chunk_size=request.max_chunk_size,
+        )
+    except (ValueError, RuntimeError):
+        return
+    log(f"note: {t.source}: complex '{t.name}': {found.describe([c.chain_id for c in t.cx.chains])}")

@@ -58,7 +58,7 @@ from ..weights.directory import ModelWeights, find_model_weights, model_name_of
 from .complex_features import CHAIN_GAP, complex_batch
 from .complex_msas import ComplexSearch
 from .complex_outputs import rank_complex, write_prediction
-from .complex_plan import ComplexPlan, does_not_fit, plan_complex
+from .complex_plan import ComplexPlan, advise_largest, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
 from .complex_templates import complex_templates, template_scores
 from .errors import PredictError
@@ -198,6 +198,7 @@ def _plan(t: ComplexTarget, msa_rows: int, model, tag: str, request, dev, run: C
             message = does_not_fit(t, plan.fit)
             log(f"error: {message}")
             run.errors.append(message)
+            advise_largest(t, plan, model.config, request, dev, log, dap=par.dap)
     return plan.fit.policy
 
 
