@@ -57,9 +57,11 @@ def complex_options(args: argparse.Namespace) -> dict:
 
 def _template_pipeline(args: argparse.Namespace):
     """:class:`~alphafold_mem.predict.stages.PipelineOptions` of the template flags (``--template-db``,
-    ``--mmcif-dir``, ``--max-template-date``, ``--obsolete``, ``--max-templates``), or None without
-    ``--template-db`` and ``--mmcif-dir``."""
-    if not (getattr(args, "template_db", None) or getattr(args, "mmcif_dir", None)):
+    ``--mmcif-dir``, ``--max-template-date``, ``--obsolete``, ``--max-templates``) and the relaxation
+    flags (``--relax``, ``--relax-device``), or None without ``--template-db``, ``--mmcif-dir`` and
+    ``--relax``."""
+    relax = bool(getattr(args, "relax", False))
+    if not (getattr(args, "template_db", None) or getattr(args, "mmcif_dir", None) or relax):
         return None
     from ..predict.stages import PipelineOptions  # heavy: the predict package loads torch
 
@@ -70,5 +72,7 @@ def _template_pipeline(args: argparse.Namespace):
         obsolete=args.obsolete,
         max_templates=args.max_templates,
         cpus=args.cpus,
+        relax=relax,
+        relax_device=getattr(args, "relax_device", "cpu"),
         progress=args.progress,
     )

@@ -74,7 +74,7 @@ def add_relax_arguments(g) -> None:
         "--relax",
         action="store_true",
         help="Amber relaxation (AF2 protocol; needs alphafold_mem[relax]): writes <prediction>_relaxed.pdb "
-        "beside the unrelaxed model and ranked_<k>_relaxed.pdb",
+        "beside the unrelaxed model and ranked_<k>_relaxed.pdb (complexes too: every chain its own, ids kept)",
     )
     g.add_argument("--relax-device", choices=("cpu", "cuda"), default="cpu", help="OpenMM platform (default: cpu)")
 

@@ -1,12 +1,15 @@
 """The files of one predicted complex (layout: :mod:`.complex_run`): one prediction's files
-(:func:`write_prediction`) and the ranking of a complex's predictions by AF2-Multimer's ranking
-confidence, ``0.8 * ipTM + 0.2 * pTM`` (:func:`rank_complex`)."""
+(:func:`write_prediction`), its Amber relaxation with ``--relax`` (:func:`relax_prediction`), and the
+ranking of a complex's predictions by AF2-Multimer's ranking confidence, ``0.8 * ipTM + 0.2 * pTM``
+(:func:`rank_complex`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
+from typing import Callable
 
 import numpy as np
 
@@ -18,7 +21,7 @@ from .outputs.complex_files import pdb_chain_ids_fit, write_complex_modelcif, wr
 from .outputs.complex_plots import plot_complex_pae, plot_complex_plddt
 from .outputs.scores import pae_json, write_json
 
-__all__ = ["RANKING_KEY", "chain_plddts", "ranking_confidence", "rank_complex", "write_prediction"]
+__all__ = ["RANKING_KEY", "chain_plddts", "ranking_confidence", "rank_complex", "relax_prediction", "write_prediction"]
 
 #: ``ranking_debug.json``'s score key in AF2-Multimer.
 RANKING_KEY = "iptm+ptm"
@@ -117,6 +120,20 @@ def write_prediction(
     return scores
 
 
+def relax_prediction(target_dir: str, tag: str, pipeline, log: Callable[[str], None]) -> None:
+    """Relax prediction ``tag`` of a complex as a monomer's (:meth:`~.stages.PipelineOptions.relax_target`,
+    AF2's protocol): ``<tag>.pdb`` -> ``<tag>_relaxed.pdb`` with every chain its own (its id and
+    residue numbers kept; the chain ends are termini, no bond joins two chains), the ``relax`` record
+    in ``<tag>_scores.json``, one ``relax:`` line. A complex whose chain ids do not fit the PDB format
+    has no ``<tag>.pdb``: one ``note:`` line, nothing relaxed."""
+    pdb = os.path.join(target_dir, f"{tag}.pdb")
+    if not os.path.exists(pdb):
+        log(f"note: relax: {tag}: chain ids too long for the PDB format: not relaxed (the relaxed model is a PDB)")
+        return
+    outputs = {"pdb": pdb, "scores": os.path.join(target_dir, f"{tag}_scores.json")}
+    dataclasses.replace(pipeline, log=log).relax_target(outputs, tag)
+
+
 def _copy(source: str, dest: str) -> None:
     with atomic_write(dest) as tmp:
         shutil.copyfile(source, tmp)
@@ -125,8 +142,9 @@ def _copy(source: str, dest: str) -> None:
 def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str]:
     """Rank the predictions ``tags`` of complex ``t`` (their ``<tag>_scores.json``) by
     ``ranking_confidence`` (0.8 * ipTM + 0.2 * pTM), best first, ties in the order given; write
-    ``ranked_<r>.pdb``/``.cif``, ``ranking_debug.json``, ``<id>_scores.json``, ``<id>_pae.json``, and
-    ``<id>_pae.png`` / ``<id>_plddt.png`` (the best prediction's, with chain boundaries / by chain) and remove ranked
+    ``ranked_<r>.pdb``/``.cif`` (and ``ranked_<r>_relaxed.pdb`` of a relaxed prediction),
+    ``ranking_debug.json``, ``<id>_scores.json``, ``<id>_pae.json``, and ``<id>_pae.png`` /
+    ``<id>_plddt.png`` (the best prediction's, with chain boundaries / by chain) and remove ranked
     files of a larger earlier run. Returns the tags best first.
 
     Raises:
@@ -139,7 +157,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
     confidence = {tag: ranking_confidence(scores[tag]["iptm"], scores[tag]["ptm"]) for tag in tags}
     order = sorted(tags, key=lambda tag: -confidence[tag])
     for r, tag in enumerate(order):
-        for suffix in (".pdb", ".cif"):
+        for suffix in (".pdb", ".cif", "_relaxed.pdb"):
             source = os.path.join(target_dir, tag + suffix)
             ranked = os.path.join(target_dir, f"ranked_{r}{suffix}")
             if os.path.exists(source):
@@ -147,7 +165,7 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             elif os.path.exists(ranked):
                 os.remove(ranked)
     for entry in os.listdir(target_dir):  # ranks left from an earlier, larger run
-        stem = entry.split(".")[0]
+        stem = entry.split(".")[0].removesuffix("_relaxed")
         if stem.startswith("ranked_") and stem[7:].isdigit() and int(stem[7:]) >= len(order):
             os.remove(os.path.join(target_dir, entry))
     write_json(
@@ -170,6 +188,9 @@ def rank_complex(target_dir: str, t: ComplexTarget, tags: list[str]) -> list[str
             "recycles_run": scores[tag]["recycles_run"],
             "ranked_pdb": f"ranked_{r}.pdb" if os.path.exists(os.path.join(target_dir, f"{tag}.pdb")) else None,
             "ranked_cif": f"ranked_{r}.cif",
+            "ranked_relaxed_pdb": (
+                f"ranked_{r}_relaxed.pdb" if os.path.exists(os.path.join(target_dir, f"{tag}_relaxed.pdb")) else None
+            ),
         }
         for r, tag in enumerate(order)
     ]
