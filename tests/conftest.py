@@ -108,6 +108,8 @@ SLOW_TESTS = (
     "test_kernels_arch.py::test_fused_triangle_multiplication_at_architecture_config[90-bfloat16-8]",
     # the largest complex that fits: the memory-plan search (predict's note on it stays in the fast set)
     "test_largest_complex.py::test_memory_plan_complex_that_does_not_fit_gets_the_largest_that_would",
+    # --dap with the searches in its launcher: two CLI runs, two spawned ranks, jackhmmer and hmmsearch
+    "test_complex_dap_search.py::test_dap_2_with_db_and_template_search_equals_one_process",
     # every memory technique on the multimer model: DAP in 2 processes, Triton's interpreter
     "test_multimer_memory.py::test_dap_2_equals_one_process",
     "test_multimer_memory.py::test_triton_kernels_equal_the_plain_path",

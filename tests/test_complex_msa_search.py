@@ -183,7 +183,7 @@ def test_prepaired_folders_are_read_as_is_and_checked(tmp_path):
             complex_msa_features(cx, tmp_path)
 
 
-def test_search_option_conflicts_are_one_line(tmp_path, capsys):
+def test_search_option_conflicts_are_one_line(tmp_path, capsys, monkeypatch):
     fasta = tmp_path / "ab.fasta"
     fasta.write_text(f">ab\n{A}:{B}\n")
     mono = tmp_path / "a.fasta"
@@ -191,7 +191,6 @@ def test_search_option_conflicts_are_one_line(tmp_path, capsys):
     url, out = "http://127.0.0.1:9", tmp_path / "out"
     cases = [
         ([fasta, "--msa-server", url, "--msa-dir", tmp_path], "without --msa-dir"),
-        ([fasta, "--msa-server", url, "--dap", "2"], "--dap does not search"),
         ([fasta, "--uniprot-db", fasta], "give --db FASTA as well"),
         ([fasta, "--msa-server", url, "--db", fasta], "--msa-server or --db (not both)"),
         ([mono, "--db", fasta, "--uniprot-db", fasta], "a monomer is not paired"),
@@ -201,6 +200,13 @@ def test_search_option_conflicts_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and said in err[0], (argv, err)
     assert not (out / "ab").exists()
+    # --dap searches in its launcher, before the ranks (tests/test_complex_dap_search.py); under torchrun,
+    # which has no such launcher, it does not search
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    assert _run(fasta, "--msa-server", url, "--dap", "2", "--out", out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "under torchrun --dap does not search" in err[0], err
 
 
 def test_paired_mode_client_complete_strategy_and_bad_blocks(tmp_path, no_waits):

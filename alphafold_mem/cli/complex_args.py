@@ -76,8 +76,11 @@ def note_separate_chains(args: argparse.Namespace, log) -> None:
 def run_complex(args: argparse.Namespace) -> int:
     """Run the complexes of ``args.input`` holding the lock on ``--out``; returns the exit status.
     ``--dap P``: in P processes sharing every complex (:mod:`.dap_launch`, the monomer route's
-    launcher); ``--devices N``: the complexes spread over N processes (:mod:`.devices_launch`)."""
+    launcher), the searches (``--db``, ``--msa-server``, ``--template-db``) run first, once, in the
+    launcher (:func:`_search_first`); ``--devices N``: the complexes spread over N processes
+    (:mod:`.devices_launch`)."""
     # imported on demand: --help and option errors stay fast (the predict stack loads torch)
+    from ..distributed.launch import in_torchrun
     from ..predict import PredictError
     from ..predict.lock import lock_output_dir
     from ..predict.signals import Interrupted, handle_signals
@@ -90,8 +93,12 @@ def run_complex(args: argparse.Namespace) -> int:
     if args.num_seeds is not None:
         _log("error: complexes take --num-predictions-per-model K, not --num-seeds")
         return 2
-    if args.dap > 1 and (args.db or args.msa_server):  # P ranks would search (or ask the server) at once
-        _log("error: --dap does not search: run once without --dap, then predict --dap with --msa-dir <out>/<id>/msas")
+    searching = args.db or args.msa_server or args.template_db
+    if args.dap > 1 and searching and in_torchrun():  # no launcher to search before the ranks
+        _log(
+            "error: under torchrun --dap does not search: run once without --dap (or with `alphafold-mem "
+            "predict --dap`), then torchrun predict --dap with --msa-dir <out>/<id>/msas"
+        )
         return 2
     if args.devices != 1:  # complex parallelism: the monomer route's launcher, lock and signals
         return run_with_devices(args, complexes=True)
@@ -99,7 +106,10 @@ def run_complex(args: argparse.Namespace) -> int:
     try:
         with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
             if args.dap > 1:
-                return run_with_dap(args, run_complex_rank)
+                status = _search_first(args) if searching and not in_torchrun() else 0
+                if status == 2 or getattr(args, "complex_targets", None) == []:
+                    return max(status, 1)
+                return max(run_with_dap(args, run_complex_rank), status)
             return run_complex_rank(args)
     except PredictError as exc:  # the lock: --out in use or not writable
         _log(f"error: {exc}")
@@ -107,6 +117,31 @@ def run_complex(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         _log(f"interrupted ({exc.name}): finished complexes are complete in {args.out}; run again to continue")
         return exc.exit_code
+
+
+def _search_first(args: argparse.Namespace) -> int:
+    """``--dap`` with searches: search every complex once here, before the ranks start
+    (:func:`alphafold_mem.predict.complex_presearch.search_before_ranks`), and set ``args`` so that the
+    ranks read what was searched (``searched``) for the complexes whose searches succeeded
+    (``complex_targets``). Returns 0, 1 when a complex failed here (one line each), 2 for bad options."""
+    from ..predict.complex_presearch import search_before_ranks  # heavy: the predict package loads torch
+
+    try:
+        options = complex_options(args)
+    except ValueError as exc:
+        _log(f"error: {exc}")
+        return 2
+    names, errors = search_before_ranks(
+        args.input,
+        args.out,
+        one_complex=args.complex,
+        msa_dir=args.msa_dir,
+        msa_search=options["msa_search"],
+        pipeline=options["pipeline"],
+        log=_log,
+    )
+    args.searched, args.complex_targets = True, names
+    return 1 if errors else 0
 
 
 def _log(line: str) -> None:
@@ -126,7 +161,16 @@ def run_complex_rank(args: argparse.Namespace) -> int:
         _log(f"error: {exc}")
         return 2
     try:
-        run = predict_complexes(args.input, args.out, device=args.device, dap=args.dap, log=_log, **options)
+        run = predict_complexes(
+            args.input,
+            args.out,
+            device=args.device,
+            dap=args.dap,
+            log=_log,
+            targets=getattr(args, "complex_targets", None),  # --dap after its searches: what they found
+            searched=getattr(args, "searched", False),
+            **options,
+        )
     except PredictError as exc:
         _log(f"error: {exc}")
         if args.debug:

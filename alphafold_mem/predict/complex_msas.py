@@ -60,6 +60,8 @@ class ComplexSearch:
         databases: FASTA databases for the unpaired jackhmmer search (``--db``).
         uniprot_db: UniProt FASTA for the pairing search (``--uniprot-db``; needs ``databases``).
         cpus, iterations, max_sequences, z, progress: the search settings (as ``predict --db``).
+        searched: the alignments were searched before this run (``predict --dap``'s launcher,
+            :mod:`.complex_presearch`): :meth:`alignments` reads them and never searches.
 
     Raises:
         ValueError: both or neither of ``msa_server`` and ``databases``, ``uniprot_db`` without
@@ -77,6 +79,7 @@ class ComplexSearch:
     max_sequences: int = 10_000
     z: Optional[float] = None
     progress: bool = True
+    searched: bool = False
 
     def __post_init__(self):
         if self.uniprot_db is not None and not self.databases:
@@ -106,6 +109,10 @@ class ComplexSearch:
             OSError: the folders cannot be written.
         """
         root = Path(out_dir) / cx.name / "msas"
+        if self.searched:  # every rank of a DAP group reads what the launcher searched
+            if not root.is_dir():
+                raise SearchError(f"{root}: no alignments (the search before the DAP ranks did not write them)")
+            return root
         folders = {eid: root / f"{cx.name}_{cx.chains_of(eid)[0].chain_id}" for eid in cx.entities}
         for folder in folders.values():  # what another route left there would be read too
             if self.msa_server is not None:

@@ -323,6 +323,7 @@ def predict_complexes(
     dap: int = 1,
     targets: Optional[list[str]] = None,
     log: Optional[Callable[[str], None]] = None,
+    searched: bool = False,
 ) -> ComplexRun:
     """Predict and rank every complex of ``inputs`` (module docstring).
 
@@ -354,6 +355,8 @@ def predict_complexes(
         targets: run only the complexes of these names; the inputs are then not reported (whoever
             chose the names did). ``None``: every complex, rejected ones logged and reported.
         log: one line per message (default: stderr).
+        searched: ``msa_search`` and the template search ran before this run (``--dap``'s launcher,
+            :mod:`.complex_presearch`): their files are read, nothing is searched (also under ``dap > 1``).
 
     Returns:
         :class:`ComplexRun` (``exit_code`` 1 when any complex was rejected or failed).
@@ -372,10 +375,11 @@ def predict_complexes(
         raise PredictError(f"--num-predictions-per-model must be >= 1, got {num_predictions_per_model}")
     if num_recycles is not None and num_recycles < 0:
         raise PredictError(f"--num-recycles must be >= 0, got {num_recycles}")
-    if dap > 1 and pipeline is not None and pipeline.template_db is not None:
+    if dap > 1 and not searched and pipeline is not None and pipeline.template_db is not None:
         raise PredictError("--dap does not run the template search: search first, then give the hits in --msa-dir")
-    if msa_search is not None and (msa_dir is not None or dap > 1):
+    if msa_search is not None and (msa_dir is not None or (dap > 1 and not searched)):
         raise PredictError(f"complexes take --msa-server/--db without {'--msa-dir' if msa_dir else '--dap'}")
+    msa_search = dataclasses.replace(msa_search, searched=True) if msa_search and searched else msa_search
     members = complex_members(models, weights_dir, weights)
     par, dev, log = Parallel.start(dap, _device(device), log)
     quiet = targets is not None  # one share of a --devices run: the launcher reported the inputs
@@ -389,7 +393,7 @@ def predict_complexes(
     run.results += [TargetResult(t.name, length=t.cx.num_res, order=t.order) for t in found]
     if msa_dir is None and msa_search is None and found:
         log(f"note: no --msa-dir: {len(found)} complex(es) run in single-sequence mode (no MSA, nothing paired)")
-    if msa_search is not None:
+    if msa_search is not None and not searched:
         msa_search.note_public_server(len(found), log)
     features: dict[str, dict] = {}
     for t in found:

@@ -40,7 +40,7 @@ from ..search.hmmsearch import search_templates
 from ..search.settings import SearchError
 from .errors import PredictError
 
-__all__ = ["PROFILE_FILES", "complex_templates", "template_scores"]
+__all__ = ["PROFILE_FILES", "complex_templates", "search_template_hits", "template_scores"]
 
 #: The alignments of an entity folder the template search builds its profile from (AF2 v2.3: UniRef90).
 PROFILE_FILES = ("uniref90_hits.sto", "uniref90_hits.a3m")
@@ -103,6 +103,19 @@ def complex_templates(
         return {}, record
     slots = max(MAX_TEMPLATES, pipeline.max_templates)
     return assemble_templates(cx, per_entity, max_templates=slots), record
+
+
+def search_template_hits(cx: Complex, msa_dir, pipeline, out_dir, log: Callable[[str], None]) -> None:
+    """The template search of every entity of ``cx`` against ``pipeline.template_db`` and nothing else
+    (its hits written under ``<out_dir>/<cx.name>/template_search/``, or reused): ``predict --dap``'s
+    launcher runs it once before the ranks, whose :func:`complex_templates` then reuse the hits.
+
+    Raises:
+        PredictError: the template search failed (pyhmmer missing, database unreadable).
+    """
+    for eid, sequence in cx.entities.items():
+        folder = entity_folder(msa_dir, cx, eid) if msa_dir is not None else None
+        _search(cx, eid, sequence, folder, pipeline, out_dir, log)
 
 
 def template_scores(record: Optional[dict], config) -> dict:
