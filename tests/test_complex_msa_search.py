@@ -191,6 +191,7 @@ def test_search_option_conflicts_are_one_line(tmp_path, capsys, monkeypatch):
     url, out = "http://127.0.0.1:9", tmp_path / "out"
     cases = [
         ([fasta, "--msa-server", url, "--msa-dir", tmp_path], "without --msa-dir"),
+        ([fasta, "--msa-server", url, "--msa-dir", tmp_path, "--dap", "2"], "without --msa-dir"),  # no search first
         ([fasta, "--uniprot-db", fasta], "give --db FASTA as well"),
         ([fasta, "--msa-server", url, "--db", fasta], "--msa-server or --db (not both)"),
         ([mono, "--db", fasta, "--uniprot-db", fasta], "a monomer is not paired"),

@@ -131,6 +131,9 @@ def _search_first(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _log(f"error: {exc}")
         return 2
+    if options["msa_search"] is not None and args.msa_dir:  # what predict_complexes refuses, before searching
+        _log("error: complexes take --msa-server/--db without --msa-dir")
+        return 2
     names, errors = search_before_ranks(
         args.input,
         args.out,

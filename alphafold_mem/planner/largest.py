@@ -63,6 +63,7 @@ class LargestComplex:
             not fit (``None`` with ``cropped``).
         first_chains: how many leading whole chains fit (0: not even the first); ``first_peak`` their
             predicted peak (0 when none fits).
+        cropped_host, first_host: the host memory (bytes) their offload needs (0: none; CUDA only).
     """
 
     chains: Chains
@@ -74,6 +75,8 @@ class LargestComplex:
     bigger: Optional[Chains]
     first_chains: int
     first_peak: int
+    cropped_host: int = 0
+    first_host: int = 0
 
     @property
     def flags(self) -> str:
@@ -96,14 +99,14 @@ class LargestComplex:
         pct = 100 * self.cropped.n_res // self.chains.n_res
         text = (
             f"the largest that fits ({under}): every chain cropped to {pct} %, {_sum(self.cropped)} residues "
-            f"(peak {format_gib(self.cropped_peak)}; {self.bigger.n_res} residues do not fit)"
+            f"(peak {format_gib(self.cropped_peak)}{_host(self.cropped_host)}; {self.bigger.n_res} residues do not fit)"
         )
         if self.first_chains:
             k = self.first_chains
             first, which = _prefix(self.chains, k), f"{k} chains" if k > 1 else "chain"
             text += (
                 f", or the first {which} whole ({'+'.join(names[:k])}: {_sum(first)} residues, "
-                f"peak {format_gib(self.first_peak)}; drop {'+'.join(names[k:])})"
+                f"peak {format_gib(self.first_peak)}{_host(self.first_host)}; drop {'+'.join(names[k:])})"
             )
         return text + f"; flags: {flags}"
 
@@ -118,11 +121,17 @@ class LargestComplex:
             "cropped_n_res": 0 if self.cropped is None else self.cropped.n_res,
             "cropped_fraction": 0.0 if self.cropped is None else self.cropped.n_res / self.chains.n_res,
             "cropped_peak_bytes": int(self.cropped_peak),
+            "cropped_host_bytes": int(self.cropped_host),
             "bigger": None if self.bigger is None else list(self.bigger.lengths),
             "first_chains": self.first_chains,
             "first_chains_n_res": _prefix(self.chains, self.first_chains).n_res if self.first_chains else 0,
             "first_chains_peak_bytes": int(self.first_peak),
+            "first_chains_host_bytes": int(self.first_host),
         }
+
+
+def _host(host: int) -> str:
+    return f", host {format_gib(host)} for offload" if host else ""
 
 
 def _letter(i: int) -> str:
@@ -155,6 +164,7 @@ def largest_complex(
     policy = frugal_policy(precision, device, max_chunk_size)
     candidate = [Candidate("most frugal", policy)]
     peaks: dict[Chains, tuple[bool, int]] = {}  # fits, and the peak (a lower bound past the budget)
+    hosts: dict[Chains, int] = {}  # host bytes of offload
 
     def probe(ch: Chains, exact: bool = False) -> tuple[bool, int]:
         if ch not in peaks or exact:
@@ -172,12 +182,14 @@ def largest_complex(
                     evaluate_all=exact,
                 )
                 peaks[ch] = (found.chosen is not None, int(found.rows[-1].estimate.total))
+                hosts[ch] = int(found.rows[-1].estimate.host)
         return peaks[ch]
 
     count = len(chains.lengths)
     whole_fits, whole_peak = probe(chains, exact=True)  # exact: the search's model (the caller's plan cached it)
     if whole_fits:
-        return LargestComplex(chains, policy, budget, True, chains, whole_peak, None, count, whole_peak)
+        host = hosts.get(chains, 0)
+        return LargestComplex(chains, policy, budget, True, chains, whole_peak, None, count, whole_peak, host, host)
     cropped = bigger = None
     scaled = functools.partial(scaled_chains, chains)
     start = count  # one residue per chain, or under DAP the first complex of more residues than devices
@@ -197,6 +209,8 @@ def largest_complex(
         bigger,
         k,
         peaks[_prefix(chains, k)][1] if k else 0,
+        hosts.get(cropped, 0) if cropped is not None else 0,
+        hosts.get(_prefix(chains, k), 0) if k else 0,
     )
 
 
