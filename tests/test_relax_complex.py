@@ -18,6 +18,8 @@ import pytest
 from alphafold_mem.cli.main import main
 from alphafold_mem.data import parse_mmcif, read_structure
 from alphafold_mem.predict import complex_run
+from alphafold_mem.predict.complex_outputs import relax_predictions
+from alphafold_mem.predict.stages import PipelineOptions
 from alphafold_mem.weights.af2_npz import export_af2_params
 
 from .conftest import REPO_DATA
@@ -85,3 +87,14 @@ def test_predict_relax_on_a_complex_keeps_chains_and_joins_none(tmp_path, monkey
     for cid in "AB":
         atom(cid, 14, "OXT"), atom(cid, 1, "H2"), atom(cid, 1, "H3")
     assert np.linalg.norm(atom("A", 14, "C") - atom("B", 1, "N")) > 3.0
+
+
+def test_a_complex_without_a_pdb_file_is_not_relaxed_and_says_so(tmp_path):
+    """Chain ids too long for the PDB format: mmCIF only, no relaxation, one note; without --relax nothing."""
+    (tmp_path / "m_pred_0.cif").write_text("data_x\n")
+    lines: list[str] = []
+    relax_predictions(str(tmp_path), ["m_pred_0"], PipelineOptions(relax=True, progress=False), lines.append)
+    assert len(lines) == 1 and lines[0].startswith("note: relax: m_pred_0: chain ids too long for the PDB format")
+    relax_predictions(str(tmp_path), ["m_pred_0"], PipelineOptions(progress=False), lines.append)
+    relax_predictions(str(tmp_path), ["m_pred_0"], None, lines.append)
+    assert len(lines) == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["m_pred_0.cif"]

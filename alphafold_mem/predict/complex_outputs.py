@@ -21,7 +21,15 @@ from .outputs.complex_files import pdb_chain_ids_fit, write_complex_modelcif, wr
 from .outputs.complex_plots import plot_complex_pae, plot_complex_plddt
 from .outputs.scores import pae_json, write_json
 
-__all__ = ["RANKING_KEY", "chain_plddts", "ranking_confidence", "rank_complex", "relax_prediction", "write_prediction"]
+__all__ = [
+    "RANKING_KEY",
+    "chain_plddts",
+    "ranking_confidence",
+    "rank_complex",
+    "relax_prediction",
+    "relax_predictions",
+    "write_prediction",
+]
 
 #: ``ranking_debug.json``'s score key in AF2-Multimer.
 RANKING_KEY = "iptm+ptm"
@@ -132,6 +140,15 @@ def relax_prediction(target_dir: str, tag: str, pipeline, log: Callable[[str], N
         return
     outputs = {"pdb": pdb, "scores": os.path.join(target_dir, f"{tag}_scores.json")}
     dataclasses.replace(pipeline, log=log).relax_target(outputs, tag)
+
+
+def relax_predictions(target_dir: str, tags: list[str], pipeline, log: Callable[[str], None]) -> None:
+    """With ``pipeline.relax``: :func:`relax_prediction` of every prediction ``tags`` of one complex,
+    once all its forwards ran (before ranking; under DAP the other ranks then wait in no collective
+    while rank 0 relaxes). Without it nothing."""
+    if pipeline is not None and pipeline.relax:
+        for tag in tags:
+            relax_prediction(target_dir, tag, pipeline, log)
 
 
 def _copy(source: str, dest: str) -> None:

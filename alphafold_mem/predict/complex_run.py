@@ -57,7 +57,7 @@ from ..weights import WeightsError, load_weights
 from ..weights.directory import ModelWeights, find_model_weights, model_name_of
 from .complex_features import CHAIN_GAP, complex_batch
 from .complex_msas import ComplexSearch
-from .complex_outputs import rank_complex, relax_prediction, write_prediction
+from .complex_outputs import rank_complex, relax_predictions, write_prediction
 from .complex_plan import ComplexPlan, advise_largest, does_not_fit, plan_complex
 from .complex_target import ComplexTarget, collect_complexes
 from .complex_templates import complex_templates, template_scores
@@ -342,7 +342,7 @@ def predict_complexes(
         msa_dir: per-chain alignment folders (:func:`alphafold_mem.data.multimer_features.entity_folder`);
             ``None``: single-sequence unless ``msa_search``.
         pipeline: :class:`~.stages.PipelineOptions`: template options per chain (``template_db``,
-            ``mmcif_dirs``, ``max_templates``...), ``relax`` (:func:`~.complex_outputs.relax_prediction`).
+            ``mmcif_dirs``, ``max_templates``...), ``relax`` (:func:`~.complex_outputs.relax_predictions`).
         msa_search: :class:`~.complex_msas.ComplexSearch`: each complex's alignments from an MSA server or
             jackhmmer, written under ``<out_dir>/<id>/msas/`` (not with ``msa_dir`` nor ``dap > 1``).
         save_features: also write ``<id>_features.npz``.
@@ -437,11 +437,10 @@ def predict_complexes(
                         f"ranking confidence {scores['ranking_confidence']:.3f}, mean pLDDT "
                         f"{scores['mean_plddt']:.1f}, {seconds:.1f} s"
                     )
-                    if pipeline is not None and pipeline.relax:  # after its files: the unrelaxed model stays
-                        relax_prediction(os.path.join(run.out_dir, t.name), tag, pipeline, log)
         del model
     for t in found:
         if done.get(t.name) and results[t.name].status != "failed" and par.writer:
+            relax_predictions(os.path.join(run.out_dir, t.name), done[t.name], pipeline, log)  # after every forward
             run.order[t.name] = rank_complex(os.path.join(run.out_dir, t.name), t, done[t.name])
             top = best[t.name][run.order[t.name][0]]
             results[t.name].mean_plddt, results[t.name].ptm = top["mean_plddt"], top["ptm"]
