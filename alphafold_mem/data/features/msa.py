@@ -1,7 +1,8 @@
 """MSA features and transforms (Jumper et al. 2021, Suppl. 1.2.2, 1.2.6, 1.2.7, 1.2.9): merging
 parsed alignments into tokens and a deletion matrix (:func:`make_msa_features`), MSA block
 deletion, cluster sampling, masked MSA (BERT corruption), nearest-neighbour cluster profiles and
-``msa_feat``.
+``msa_feat``; :func:`cluster_features` is one draw of the last three, shared by the monomer pipeline,
+multimer training and complex prediction (which choose the centres their own way).
 
 The transforms work on numpy arrays with an explicit ``np.random.Generator`` (reproducible per
 sample, cheap in data-loader workers). Token alphabet of ``msa``: 0-19 amino acids (``restypes``
