@@ -197,6 +197,12 @@ SLOW_TESTS = (
     # without the repository's benchmarks package
     "test_memory_plan_flags.py::test_a_closed_pipe_ends_the_command_quietly",
     "test_package_boundaries.py::test_ablate_runs_where_benchmarks_cannot_be_imported",
+    # multimer fine-tuning from the parity weights under DAP (two processes, three steps each, ~15 s CPU)
+    # and `train --init-weights --dap 2` end to end (fresh interpreters, ~25 s wall): the fast set keeps
+    # the checkpointing, training() and bf16 step comparisons of test_multimer_finetune.py (the DAP
+    # collectives and sharded training step: test_dap.py)
+    "test_multimer_finetune.py::test_dap_2_equals_one_process",
+    "test_multimer_finetune.py::test_cli_fine_tunes_from_the_parity_weights_with_dap_2",
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .memory_args import predict_request
+from .pipeline_args import msa_server_kwargs, search_kwargs, template_kwargs
 
 __all__ = ["complex_options"]
 
@@ -25,16 +26,10 @@ def complex_options(args: argparse.Namespace) -> dict:
         from ..predict.complex_msas import ComplexSearch  # heavy: the predict package loads torch
 
         search = ComplexSearch(
-            msa_server=args.msa_server,
-            msa_server_mode=args.msa_server_mode,
+            **msa_server_kwargs(args),
             msa_server_pairing=args.msa_server_pairing,
-            databases=tuple(args.db),
             uniprot_db=args.uniprot_db,
-            cpus=args.cpus,
-            iterations=args.iterations,
-            max_sequences=args.max_seqs,
-            z=args.z,
-            progress=args.progress,
+            **search_kwargs(args),
         )
     models = parse_model_list(args.models) if args.models is not None else None
     return {
@@ -66,11 +61,7 @@ def _template_pipeline(args: argparse.Namespace):
     from ..predict.stages import PipelineOptions  # heavy: the predict package loads torch
 
     return PipelineOptions(
-        template_db=args.template_db,
-        mmcif_dirs=tuple(args.mmcif_dir),
-        max_template_date=args.max_template_date,
-        obsolete=args.obsolete,
-        max_templates=args.max_templates,
+        **template_kwargs(args),
         cpus=args.cpus,
         relax=relax,
         relax_device=getattr(args, "relax_device", "cpu"),

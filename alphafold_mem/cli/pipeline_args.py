@@ -1,7 +1,9 @@
 """Options shared by ``predict`` (search before, relaxation after the model) and ``search``:
 :func:`add_search_arguments`, :func:`add_template_arguments`, :func:`add_relax_arguments`,
 :func:`add_msa_server_arguments` (``predict`` only), and
-:func:`pipeline_from_args`, which turns them into :class:`alphafold_mem.predict.stages.PipelineOptions`."""
+:func:`pipeline_from_args`, which turns them into :class:`alphafold_mem.predict.stages.PipelineOptions`
+(:func:`search_kwargs`, :func:`template_kwargs`, :func:`msa_server_kwargs`: the keywords of each
+group, which complexes' :mod:`.complex_options` takes as well)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ __all__ = [
     "add_msa_server_arguments",
     "add_pipeline_arguments",
     "pipeline_from_args",
+    "search_kwargs",
+    "template_kwargs",
+    "msa_server_kwargs",
 ]
 
 
@@ -125,20 +130,42 @@ def pipeline_from_args(args: argparse.Namespace, log):
     if server is not None and (args.db or getattr(args, "single_sequence", False)):
         raise ValueError(f"--msa-server cannot be combined with {'--db' if args.db else '--single-sequence'}")
     return PipelineOptions(
-        databases=tuple(args.db),
-        template_db=args.template_db,
-        mmcif_dirs=tuple(args.mmcif_dir),
-        max_template_date=args.max_template_date,
-        obsolete=args.obsolete,
-        max_templates=args.max_templates,
-        cpus=args.cpus,
-        iterations=args.iterations,
-        max_sequences=args.max_seqs,
-        z=args.z,
+        **search_kwargs(args),
+        **template_kwargs(args),
         relax=args.relax,
         relax_device=args.relax_device,
-        progress=args.progress,
-        msa_server=server,
-        msa_server_mode=getattr(args, "msa_server_mode", "env"),
+        **msa_server_kwargs(args),
         log=log,
     )
+
+
+def search_kwargs(args: argparse.Namespace) -> dict:
+    """The search settings of :func:`add_search_arguments` as keywords of ``PipelineOptions`` and
+    ``ComplexSearch``: ``databases``, ``cpus``, ``iterations``, ``max_sequences``, ``z``, ``progress``."""
+    return {
+        "databases": tuple(args.db),
+        "cpus": args.cpus,
+        "iterations": args.iterations,
+        "max_sequences": args.max_seqs,
+        "z": args.z,
+        "progress": args.progress,
+    }
+
+
+def template_kwargs(args: argparse.Namespace) -> dict:
+    """The template settings of :func:`add_template_arguments` as keywords of ``PipelineOptions``:
+    ``template_db``, ``mmcif_dirs``, ``max_template_date``, ``obsolete``, ``max_templates``."""
+    return {
+        "template_db": args.template_db,
+        "mmcif_dirs": tuple(args.mmcif_dir),
+        "max_template_date": args.max_template_date,
+        "obsolete": args.obsolete,
+        "max_templates": args.max_templates,
+    }
+
+
+def msa_server_kwargs(args: argparse.Namespace) -> dict:
+    """``msa_server`` and ``msa_server_mode`` of :func:`add_msa_server_arguments` (None and ``env``
+    where the command has no such flags, as ``search``) as keywords of ``PipelineOptions`` and
+    ``ComplexSearch``."""
+    return {"msa_server": getattr(args, "msa_server", None), "msa_server_mode": getattr(args, "msa_server_mode", "env")}

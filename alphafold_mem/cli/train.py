@@ -191,7 +191,8 @@ def _add_sampling_options(p: argparse.ArgumentParser) -> None:
         "--cluster-file",
         metavar="FILE",
         help="MMseqs2/OpenFold cluster file (one cluster per line, chain ids separated by spaces): "
-        "weight 1/cluster size (default: chains with the same sequence form a cluster)",
+        "weight 1/cluster size (default: chains with the same sequence form a cluster); multimer presets "
+        "draw chains and interfaces by cluster (default: each chain its own cluster)",
     )
     g.add_argument("--distillation-dir", metavar="DIR", help="self-distillation set (predicted structures, pLDDT in B)")
     g.add_argument(

@@ -30,14 +30,7 @@ from torch import Tensor
 
 from ..geometry import all_atom
 from .complex_examples import ComplexExample
-from .features.msa import (
-    deletion_value,
-    make_hhblits_profile,
-    make_msa_feat,
-    masked_msa_for,
-    nearest_neighbor_clusters,
-    summarize_clusters,
-)
+from .features.msa import cluster_features, make_hhblits_profile
 from .features.templates import empty_template_features
 from .multimer_crop import MultimerCrop, apply_crop, choose_crop
 from .multimer_features import complex_msa_features
@@ -69,26 +62,10 @@ def sample_multimer_msa(
     order = np.concatenate([first, rest[rng.permutation(rest.size)]]).astype(np.int64)
     n = max(1, min(max_clusters, order.size))
     centres, extra = order[:n], order[n : n + max_extra]
-    profile = make_hhblits_profile(tokens)
-    msa_c, del_c = tokens[centres], dels[centres]
-    masked, bert = masked_msa_for(msa_c, profile, rng, data)
-    bert = bert * feats["bert_mask"][centres]
-    ex, del_e = tokens[extra], dels[extra]
-    msa_mask = np.ones(msa_c.shape, np.float32)
-    extra_mask = np.ones(ex.shape, np.float32)
-    assignment = nearest_neighbor_clusters(masked, msa_mask, ex, extra_mask)
-    profile_c, del_mean = summarize_clusters(masked, msa_mask, del_c, ex, extra_mask, del_e, assignment)
-    return {
-        "msa_feat": torch.from_numpy(make_msa_feat(masked, del_c, profile_c, del_mean)),
-        "msa_mask": torch.from_numpy(msa_mask),
-        "extra_msa": torch.from_numpy(np.ascontiguousarray(ex)),
-        "extra_msa_mask": torch.from_numpy(extra_mask),
-        "extra_deletion_matrix": torch.from_numpy(np.ascontiguousarray(del_e)),
-        "extra_has_deletion": torch.from_numpy(np.clip(del_e, 0.0, 1.0).astype(np.float32)),
-        "extra_deletion_value": torch.from_numpy(deletion_value(del_e)),
-        "true_msa": torch.from_numpy(np.ascontiguousarray(msa_c)),
-        "bert_mask": torch.from_numpy(bert.astype(np.float32)),
-    }
+    c = cluster_features(tokens, dels, make_hhblits_profile(tokens), centres, extra, max_extra, rng, data)
+    # the loss's bert_mask within the merged MSA's; the masked tokens themselves are not limited to it
+    c["bert_mask"] = (c["bert_mask"] * feats["bert_mask"][centres]).astype(np.float32)
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in c.items()}
 
 
 def make_complex_training_features(

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import math
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -129,8 +129,7 @@ def choose(
     complex a multimer config runs on (:class:`~.chains.Chains`; ``n_res`` is its residue count).
     """
     dev = "cpu" if torch.device(device).type == "cpu" else "cuda"
-    search = _choose if progress is None else functools.partial(_search, progress=progress)
-    return search(
+    search = _Search(
         config,
         n_res,
         n_seq,
@@ -143,41 +142,33 @@ def choose(
         evaluate_all,
         frugal_last,
         dap,
-        chains=chains,
+        chains,
     )
+    return _choose(search) if progress is None else _run(search, progress)
+
+
+class _Search(NamedTuple):
+    """:func:`choose`'s arguments but ``progress``, as one (hashable) key of :func:`_choose`'s cache;
+    ``device``: ``"cpu"`` or ``"cuda"``."""
+
+    config: ModelConfig
+    n_res: int
+    n_seq: int
+    n_extra_seq: int
+    n_templ: int
+    budget: int
+    candidates: tuple[Candidate, ...]
+    training: bool
+    device: str
+    evaluate_all: bool
+    frugal_last: bool
+    dap: int
+    chains: Optional[Chains]
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose(
-    config,
-    n_res,
-    n_seq,
-    n_extra_seq,
-    n_templ,
-    budget,
-    candidates,
-    training,
-    device,
-    evaluate_all,
-    frugal_last,
-    dap=1,
-    chains=None,
-) -> Choice:
-    return _search(
-        config,
-        n_res,
-        n_seq,
-        n_extra_seq,
-        n_templ,
-        budget,
-        candidates,
-        training,
-        device,
-        evaluate_all,
-        frugal_last,
-        dap,
-        chains=chains,
-    )
+def _choose(search: _Search) -> Choice:
+    return _run(search)
 
 
 def stop_at(budget: int) -> int:
@@ -190,22 +181,10 @@ def stop_at(budget: int) -> int:
     return max(budget, math.ceil(2 ** (math.ceil(8 * math.log2(budget)) / 8)))
 
 
-def _search(
-    config,
-    n_res,
-    n_seq,
-    n_extra_seq,
-    n_templ,
-    budget,
-    candidates,
-    training,
-    device,
-    evaluate_all,
-    frugal_last,
-    dap=1,
-    progress=None,
-    chains=None,
-) -> Choice:
+def _run(search: _Search, progress=None) -> Choice:
+    """:func:`choose`'s search (``progress``: as there)."""
+    candidates, budget = search.candidates, search.budget
+    evaluate_all, frugal_last = search.evaluate_all, search.frugal_last
     rows: dict[int, Row] = {}
 
     def row(i: int) -> Row:
@@ -214,17 +193,17 @@ def _search(
                 progress(candidates[i], None)
             exact = evaluate_all or (frugal_last and i == len(candidates) - 1)
             est = estimate_breakdown(
-                config,
+                search.config,
                 candidates[i].policy,
-                n_res,
-                n_seq,
-                n_extra_seq,
-                n_templ,
-                training,
-                device=device,
-                dap=dap,
+                search.n_res,
+                search.n_seq,
+                search.n_extra_seq,
+                search.n_templ,
+                search.training,
+                device=search.device,
+                dap=search.dap,
                 limit=None if exact else stop_at(budget),
-                chains=chains,
+                chains=search.chains,
             )
             rows[i] = Row(candidates[i], est, est.total <= budget)
             if progress is not None:

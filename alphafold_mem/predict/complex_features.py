@@ -30,15 +30,7 @@ import torch
 from torch import Tensor
 
 from ..data.complex import Complex
-from ..data.features.msa import (
-    deletion_value,
-    make_hhblits_profile,
-    make_msa_feat,
-    masked_msa_for,
-    nearest_neighbor_clusters,
-    sample_msa,
-    summarize_clusters,
-)
+from ..data.features.msa import cluster_features, make_hhblits_profile, sample_msa
 from ..data.features.templates import empty_template_features
 from ..data.multimer_templates import TEMPLATE_KEYS, assemble_templates
 from ..geometry import all_atom
@@ -47,6 +39,9 @@ __all__ = ["CHAIN_GAP", "complex_batch"]
 
 #: Residue-index gap between chains for monomer weights (ColabFold: 200).
 CHAIN_GAP = 200
+
+#: The batch's MSA features of :func:`~alphafold_mem.data.features.msa.cluster_features`.
+_MSA_KEYS = ("msa_feat", "msa_mask", "extra_msa", "extra_msa_mask", "extra_deletion_matrix")
 
 
 def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed: int = 0) -> dict[str, Tensor]:
@@ -71,19 +66,10 @@ def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed
     data = config.data
     tokens = np.asarray(processed["msa"], np.int64)
     deletions = np.asarray(processed["deletion_matrix"], np.float32)
-    bert_allowed = np.asarray(processed["bert_mask"], np.float32)
     profile = make_hhblits_profile(tokens)
     centres, rest = sample_msa(tokens.shape[0], data.max_msa_clusters, rng)
-    msa_c, del_c = tokens[centres], deletions[centres]
-    extra, del_e = tokens[rest], deletions[rest]
-    masked, bert = masked_msa_for(msa_c, profile, rng, data)
-    keep = bert_allowed[centres] > 0  # AF2-Multimer masks only within the chains' own blocks
-    masked = np.where(keep, masked, msa_c)
-    msa_mask = np.ones(msa_c.shape, np.float32)
-    extra_mask = np.ones(extra.shape, np.float32)
-    assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)
-    cluster_profile, cluster_del = summarize_clusters(masked, msa_mask, del_c, extra, extra_mask, del_e, assignment)
-    n_extra = data.max_extra_msa
+    allowed = np.asarray(processed["bert_mask"], np.float32)[centres]  # AF2-Multimer masks only the chains' blocks
+    c = cluster_features(tokens, deletions, profile, centres, rest, data.max_extra_msa, rng, data, allowed)
     aatype = torch.from_numpy(np.asarray(processed["aatype"], np.int64))
     out: dict[str, Tensor] = {
         "aatype": aatype,
@@ -93,15 +79,11 @@ def complex_batch(cx: Complex, processed: Mapping[str, np.ndarray], config, seed
         "sym_id": torch.from_numpy(np.asarray(processed["sym_id"], np.int64)),
         "seq_mask": torch.ones(aatype.shape[0], dtype=torch.float32),
         "target_feat": torch.nn.functional.one_hot(aatype, 21).float(),
-        "msa_feat": torch.from_numpy(make_msa_feat(masked, del_c, cluster_profile, cluster_del)),
-        "msa_mask": torch.from_numpy(msa_mask),
-        "extra_msa": torch.from_numpy(np.ascontiguousarray(extra[:n_extra])),
-        "extra_msa_mask": torch.from_numpy(np.ascontiguousarray(extra_mask[:n_extra])),
-        "extra_deletion_matrix": torch.from_numpy(np.ascontiguousarray(del_e[:n_extra])),
+        **{k: torch.from_numpy(np.ascontiguousarray(c[k])) for k in _MSA_KEYS},
     }
     out.update(all_atom.make_atom14_masks(aatype))
     if not config.multimer:
-        return _monomer_inputs(out, processed, del_e[:n_extra], config)
+        return _monomer_inputs(out, processed, c, config)
     if config.template.enabled:
         templates = _template_slots(cx, processed, config.template.max_templates)
         out.update({k: torch.from_numpy(v) for k, v in templates.items()})
@@ -122,17 +104,18 @@ def _template_slots(cx: Complex, processed: Mapping[str, np.ndarray], slots: int
     return empty
 
 
-def _monomer_inputs(out: dict, processed: Mapping[str, np.ndarray], extra_deletions: np.ndarray, config) -> dict:
+def _monomer_inputs(out: dict, processed: Mapping[str, np.ndarray], msa: Mapping[str, np.ndarray], config) -> dict:
     """The batch for monomer weights: 22-channel ``target_feat``, the extra-MSA deletion features,
-    ``residue_index`` through the complex with :data:`CHAIN_GAP` between chains, empty templates."""
+    ``residue_index`` through the complex with :data:`CHAIN_GAP` between chains, empty templates.
+    ``msa``: the :func:`~alphafold_mem.data.features.msa.cluster_features` of the batch."""
     aatype = out["aatype"]
     asym = np.asarray(processed["asym_id"], np.int64)
     out["residue_index"] = torch.from_numpy(np.arange(len(asym), dtype=np.int64) + CHAIN_GAP * (asym - asym.min()))
     out["target_feat"] = torch.cat(
         [torch.zeros(aatype.shape[0], 1), torch.nn.functional.one_hot(aatype, 21).float()], dim=-1
     )
-    out["extra_has_deletion"] = torch.from_numpy(np.clip(extra_deletions, 0.0, 1.0).astype(np.float32))
-    out["extra_deletion_value"] = torch.from_numpy(deletion_value(extra_deletions))
+    out["extra_has_deletion"] = torch.from_numpy(msa["extra_has_deletion"])
+    out["extra_deletion_value"] = torch.from_numpy(msa["extra_deletion_value"])
     if config.template.enabled:
         out.update(empty_template_features(aatype.shape[0]))
     return out

@@ -210,6 +210,16 @@ class AlphaFoldLightning(L.LightningModule):
         multimer module aligns the ground-truth chains first (:mod:`.multimer_module`)."""
         return feats
 
+    def step_loss(self, feats: dict, batch: Batch, k: int) -> tuple[torch.Tensor, dict, dict, dict]:
+        """Forward and loss of training step ``k`` (what :meth:`training_step` differentiates):
+        ``(loss, terms, outputs, loss batch)``; a pure function of the weights, ``feats`` and ``k``
+        (and the torch RNG, for dropout)."""
+        out, feats = self.step_forward(feats, k)
+        feats = self.prepare_targets(out, feats, batch, k)
+        feats["use_clamped_fape"] = self._use_clamped_fape(feats["aatype"].shape[0], k).to(self.device)
+        loss, terms = self.loss_fn(out, feats)
+        return loss, terms, out, feats
+
     def training_step(self, batch: Batch, batch_idx: int) -> Optional[torch.Tensor]:
         k = self.batches_seen
         self.batches_seen += 1
@@ -219,11 +229,8 @@ class AlphaFoldLightning(L.LightningModule):
         if not self._all_ranks_ok(bad_input is None):
             return self._skip([f"or out-of-range input ({bad_input or 'on another rank'})"], batch, None)
 
-        out, feats = self.step_forward(feats, k)
-        feats = self.prepare_targets(out, feats, batch, k)
+        loss, terms, out, feats = self.step_loss(feats, batch, k)
         n = feats["aatype"].shape[0]
-        feats["use_clamped_fape"] = self._use_clamped_fape(n, k).to(self.device)
-        loss, terms = self.loss_fn(out, feats)
         bad = [name for name, t in terms.items() if not torch.isfinite(t).all()]
         if not self._all_ranks_ok(not bad):
             return self._skip(bad or ["loss on another rank"], batch, loss)

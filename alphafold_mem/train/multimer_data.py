@@ -5,8 +5,10 @@
 :func:`alphafold_mem.data.complex_examples.load_complex_examples` (filters, counted reasons) and each
 chain without an alignment folder trains on its sequence alone (counted as a note).
 
-Draw ``k`` (over all ranks, :mod:`.draws`' numbering) picks a complex uniformly with
-``default_rng([seed, 7, k])`` and builds its sample with ``default_rng([seed, 13, k])``
+Draw ``k`` (over all ranks, :mod:`.draws`' numbering) picks a chain or an interface with
+``default_rng([seed, 7, k])``, weighted by chain and interface cluster
+(:mod:`alphafold_mem.data.complex_sampling`; clusters from ``--cluster-file``, else each chain its
+own), and builds the sample of the complex holding it with ``default_rng([seed, 13, k])``
 (:func:`~alphafold_mem.data.multimer_training.make_complex_training_features`: crop, MSA sampling,
 masking): a pure function of ``(seed, k)``, so resuming needs only the number of batches consumed.
 Each sample carries its complex's whole ground truth (:class:`ComplexSample`) for the permutation
@@ -34,10 +36,12 @@ from torch.utils.data import DataLoader, Dataset
 from ..config import ModelConfig
 from ..data import Batch, collate
 from ..data.complex_examples import ComplexExample, ComplexFilters, load_complex_examples
+from ..data.complex_sampling import ComplexSampler, interface_pairs, sampling_items
 from ..data.drops import counted_lines, drop
 from ..data.multimer_crop import MultimerCrop
 from ..data.multimer_features import entity_folder
 from ..data.multimer_training import complex_raw_features, make_complex_training_features
+from ..data.sampling import read_cluster_file
 from .config import TrainConfig
 from .draws import DrawLoader, DrawSampler
 
@@ -79,7 +83,8 @@ def collate_complexes(samples: list[ComplexSample]) -> ComplexBatch:
 
 class ComplexDraws(Dataset):
     """Draw ``k`` -> :class:`ComplexSample` (module docstring). ``crop``: crop settings; ``whole``:
-    item ``k`` is complex ``k`` uncropped (validation)."""
+    item ``k`` is complex ``k`` uncropped (validation); ``clusters``: the cluster file's clusters
+    (:func:`~alphafold_mem.data.sampling.read_cluster_file`), None: each chain its own cluster."""
 
     def __init__(
         self,
@@ -89,6 +94,7 @@ class ComplexDraws(Dataset):
         msa_dir=None,
         crop: MultimerCrop | None = None,
         whole: bool = False,
+        clusters=None,
     ):
         if not examples:
             raise ValueError("no complex to draw from")
@@ -96,6 +102,7 @@ class ComplexDraws(Dataset):
         self.crop = MultimerCrop(WHOLE, 0.0) if whole else (crop or MultimerCrop(config.data.crop_size))
         self.whole = whole
         self._raw: dict[int, dict] = {}
+        self.sampler = None if whole else ComplexSampler(sampling_items(complex_items(examples), clusters))
 
     def __len__(self) -> int:
         return len(self.examples) if self.whole else 2**62
@@ -108,12 +115,32 @@ class ComplexDraws(Dataset):
         return self._raw[i]
 
     def __getitem__(self, k: int) -> ComplexSample:
-        i = k if self.whole else int(np.random.default_rng([self.seed, 7, k]).integers(len(self.examples)))
+        i = k if self.whole else self.sampler.draw(np.random.default_rng([self.seed, 7, k])).complex_index
         rng = np.random.default_rng([self.seed, 13, k])
         feats, _ = make_complex_training_features(self.raw(i), self.config, rng, self.crop)
         ex = self.examples[i]
         gt = {k2: torch.from_numpy(v) for k2, v in ex.ground_truth().items()}
         return ComplexSample(ex.name, feats, gt)
+
+
+def complex_items(examples: list[ComplexExample], threshold: float = MultimerCrop().interface_threshold) -> list:
+    """Per complex, its chain ids (``<pdbid>_<chain>``) and its interfaces (pairs of chain positions
+    with Cα within ``threshold`` Å): the input of :func:`~alphafold_mem.data.complex_sampling.sampling_items`."""
+    out = []
+    for ex in examples:
+        gt = ex.ground_truth()
+        pairs = interface_pairs(gt["all_atom_positions"], gt["all_atom_mask"], gt["asym_id"], threshold)
+        out.append(([f"{ex.name}_{c.chain_id}" for c in ex.complex.chains], pairs))
+    return out
+
+
+def sampling_line(draws: "ComplexDraws", cluster_file) -> str:
+    """The start-up line of the sampling: items, clusters and where the clusters come from."""
+    items = draws.sampler.items
+    n = [sum(len(it.chains) == k for it in items) for k in (1, 2)]
+    c = [len({it.cluster for it in items if len(it.chains) == k}) for k in (1, 2)]
+    source = f"clusters of {cluster_file}" if cluster_file else "no --cluster-file: each chain its own cluster"
+    return f"sampling: {n[0]} chains in {c[0]} clusters, {n[1]} interfaces in {c[1]} clusters ({source})"
 
 
 def missing_alignments(examples: list[ComplexExample], msa_dir) -> list[dict]:
@@ -141,13 +168,14 @@ class MultimerDataModule(L.LightningDataModule):
         log: Optional[Callable[[str], None]] = None,
         filters: ComplexFilters = ComplexFilters(),
         crop: MultimerCrop | None = None,
+        cluster_file=None,
     ):
         super().__init__()
         self.data_dir = Path(data_dir)
         self.model_config, self.train_config = model_config, train_config
         self.max_steps, self.num_workers = max_steps, num_workers or 0
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.filters, self.crop = filters, crop
+        self.filters, self.crop, self.cluster_file = filters, crop, cluster_file
         self.start_batch = 0
         self.train_set: Optional[ComplexDraws] = None
         self.val_set: Optional[ComplexDraws] = None
@@ -176,10 +204,12 @@ class MultimerDataModule(L.LightningDataModule):
         if not val:
             val = train[: self.train_config.max_val_chains]
             lines.append(f"validation: no held-out complex; {len(val)} training complex(es), whole (a measure of fit)")
+        seed = self.train_config.seed
+        clusters = read_cluster_file(self.cluster_file) if self.cluster_file else None
+        self.train_set = ComplexDraws(train, self.model_config, seed, msa_dir, self.crop, clusters=clusters)
+        lines.append(sampling_line(self.train_set, self.cluster_file))
         for line in lines:
             self.log(line)
-        seed = self.train_config.seed
-        self.train_set = ComplexDraws(train, self.model_config, seed, msa_dir, self.crop)
         self.val_set = ComplexDraws(val, self.model_config, seed, msa_dir, whole=True)
 
     def train_dataloader(self) -> DataLoader:

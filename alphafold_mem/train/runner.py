@@ -155,7 +155,10 @@ def train(
         strategy = "ddp" if strategy == "auto" else strategy
     if model_config.multimer:  # complexes: permutation alignment, multimer losses (:mod:`.multimer_module`)
         module = MultimerLightning(model_config, train_config, memory_policy, dap=dap)
-        dm = MultimerDataModule(data_dir, model_config, train_config, max_steps, num_workers or 0, log)
+        cluster_file = data_options.cluster_file if data_options is not None else None
+        dm = MultimerDataModule(
+            data_dir, model_config, train_config, max_steps, num_workers or 0, log, cluster_file=cluster_file
+        )
     else:
         module = AlphaFoldLightning(model_config, train_config, memory_policy, dap=dap)
         dm = AF2DataModule(

@@ -1,7 +1,8 @@
 """MSA features and transforms (Jumper et al. 2021, Suppl. 1.2.2, 1.2.6, 1.2.7, 1.2.9): merging
 parsed alignments into tokens and a deletion matrix (:func:`make_msa_features`), MSA block
 deletion, cluster sampling, masked MSA (BERT corruption), nearest-neighbour cluster profiles and
-``msa_feat``.
+``msa_feat``; :func:`cluster_features` is one draw of the last three, shared by the monomer pipeline,
+multimer training and complex prediction (which choose the centres their own way).
 
 The transforms work on numpy arrays with an explicit ``np.random.Generator`` (reproducible per
 sample, cheap in data-loader workers). Token alphabet of ``msa``: 0-19 amino acids (``restypes``
@@ -27,6 +28,7 @@ __all__ = [
     "make_hhblits_profile",
     "make_masked_msa",
     "masked_msa_for",
+    "cluster_features",
     "nearest_neighbor_clusters",
     "summarize_clusters",
     "make_msa_feat",
@@ -308,3 +310,58 @@ def make_msa_feat(
         ],
         axis=-1,
     )
+
+
+def cluster_features(
+    tokens: np.ndarray,
+    deletions: np.ndarray,
+    profile: np.ndarray,
+    centres: np.ndarray,
+    extra: np.ndarray,
+    max_extra: int,
+    rng: np.random.Generator,
+    data,
+    allowed: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """One draw's MSA features from the rows chosen as cluster centres and as extra MSA (AF2 Suppl.
+    1.2.7, 1.2.9; AF2-Multimer ``make_masked_msa``, ``nearest_neighbor_clusters``, ``create_msa_feat``,
+    ``create_extra_msa_feature``): BERT masking of the centres (:func:`masked_msa_for`), every extra
+    row joined to the centre it agrees with most, the cluster profiles and mean deletions, ``msa_feat``.
+
+    Args:
+        tokens: ``[N_seq, N_res]`` MSA tokens; deletions: ``[N_seq, N_res]`` float32 deletion counts;
+            profile: :func:`make_hhblits_profile` ``(tokens)``.
+        centres, extra: row indices of the cluster centres and of the extra rows (all of which join a
+            cluster); the first ``max_extra`` extra rows are returned.
+        rng: the masking's draws; data: its probabilities (as :func:`masked_msa_for`).
+        allowed: ``[N_clust, N_res]``, where the masking may change a centre (AF2-Multimer's
+            ``bert_mask``): elsewhere the centre keeps its token and ``bert_mask`` is 0. ``None``:
+            everywhere.
+
+    Returns:
+        numpy arrays ``msa_feat``, ``msa_mask``, ``extra_msa``, ``extra_msa_mask``,
+        ``extra_deletion_matrix``, ``extra_has_deletion``, ``extra_deletion_value``, ``true_msa`` (the
+        centres before masking) and ``bert_mask``.
+    """
+    msa_c, del_c = tokens[centres], deletions[centres]
+    extra_msa, del_e = tokens[extra], deletions[extra]
+    masked, bert_mask = masked_msa_for(msa_c, profile, rng, data)
+    if allowed is not None:
+        keep = allowed > 0
+        masked, bert_mask = np.where(keep, masked, msa_c), bert_mask * keep
+    msa_mask = np.ones(msa_c.shape, np.float32)
+    extra_mask = np.ones(extra_msa.shape, np.float32)
+    assignment = nearest_neighbor_clusters(masked, msa_mask, extra_msa, extra_mask)
+    profile_c, del_mean = summarize_clusters(masked, msa_mask, del_c, extra_msa, extra_mask, del_e, assignment)
+    del_e = del_e[:max_extra]
+    return {
+        "msa_feat": make_msa_feat(masked, del_c, profile_c, del_mean),
+        "msa_mask": msa_mask,
+        "extra_msa": extra_msa[:max_extra],
+        "extra_msa_mask": extra_mask[:max_extra],
+        "extra_deletion_matrix": del_e,
+        "extra_has_deletion": np.clip(del_e, 0.0, 1.0).astype(np.float32),
+        "extra_deletion_value": deletion_value(del_e),
+        "true_msa": msa_c,
+        "bert_mask": bert_mask,
+    }

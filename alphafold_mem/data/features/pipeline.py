@@ -31,17 +31,7 @@ from ..msa import Msa, parse_msa
 from ..structure import ProteinChain
 from .crop import crop_indices
 from .ground_truth import make_ground_truth_features
-from .msa import (
-    block_delete_msa,
-    deletion_value,
-    make_hhblits_profile,
-    make_msa_feat,
-    make_msa_features,
-    masked_msa_for,
-    nearest_neighbor_clusters,
-    sample_msa,
-    summarize_clusters,
-)
+from .msa import block_delete_msa, cluster_features, make_hhblits_profile, make_msa_features, sample_msa
 from .recycling import add_recycling_dim
 from .templates import empty_template_features, make_template_features
 
@@ -250,22 +240,6 @@ def _sample_clusters(
     (:func:`sample_msa`), BERT masking of the centres, nearest-neighbour cluster profiles, ``msa_feat``
     and the extra-MSA features, plus the masked-MSA targets ``true_msa`` / ``bert_mask``."""
     centres, rest = sample_msa(tokens.shape[0], max_clusters, rng)
-    msa_c, del_c = tokens[centres], deletions[centres]
-    extra, del_e = tokens[rest], deletions[rest]
-    masked, bert_mask = masked_msa_for(msa_c, profile, rng, data)
-    msa_mask = np.ones(msa_c.shape, dtype=np.float32)
-    extra_mask = np.ones(extra.shape, dtype=np.float32)
-    assignment = nearest_neighbor_clusters(masked, msa_mask, extra, extra_mask)
-    profile_c, del_mean = summarize_clusters(masked, msa_mask, del_c, extra, extra_mask, del_e, assignment)
-    n_extra = data.max_extra_msa
-    extra, del_e, extra_mask = extra[:n_extra], del_e[:n_extra], extra_mask[:n_extra]
-    return {
-        "msa_feat": torch.from_numpy(make_msa_feat(masked, del_c, profile_c, del_mean)),
-        "msa_mask": torch.from_numpy(msa_mask),
-        "extra_msa": torch.from_numpy(np.ascontiguousarray(extra)),
-        "extra_msa_mask": torch.from_numpy(np.ascontiguousarray(extra_mask)),
-        "extra_has_deletion": torch.from_numpy(np.clip(del_e, 0.0, 1.0).astype(np.float32)),
-        "extra_deletion_value": torch.from_numpy(deletion_value(del_e)),
-        "true_msa": torch.from_numpy(msa_c),
-        "bert_mask": torch.from_numpy(bert_mask),
-    }
+    c = cluster_features(tokens, deletions, profile, centres, rest, data.max_extra_msa, rng, data)
+    # the monomer model reads the extra deletions as extra_has_deletion / extra_deletion_value
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in c.items() if k != "extra_deletion_matrix"}

@@ -18,7 +18,6 @@ import modelcif
 import modelcif.dumper
 import modelcif.model
 import modelcif.protocol
-import modelcif.qa_metric
 import numpy as np
 from Bio.PDB.PDBIO import PDBIO
 from Bio.PDB.StructureBuilder import StructureBuilder
@@ -26,6 +25,8 @@ from Bio.PDB.StructureBuilder import StructureBuilder
 from ...data.complex import Complex
 from ...geometry import residue_constants as rc
 from ...io import atomic_write
+from .qa_metrics import LocalPLDDT, qa_metric
+from .qa_metrics import ascii_text as _ascii
 
 __all__ = ["pdb_chain_ids_fit", "write_complex_pdb", "write_complex_modelcif", "write_features_npz"]
 
@@ -83,7 +84,7 @@ def write_complex_pdb(
     with atomic_write(path) as tmp, open(tmp, "w") as fh:
         fh.write("REMARK 250 alphafold-mem complex prediction; B-factor column = pLDDT (0-100)\n")
         for line in remarks:
-            text = " ".join(str(line).split()).encode("ascii", "replace").decode("ascii")
+            text = _ascii(line)
             for part in textwrap.wrap(text, width=69) or [""]:
                 fh.write(f"REMARK 250 {part}\n")
         pdbio.save(fh)
@@ -93,36 +94,9 @@ def _aatype(sequence: str) -> np.ndarray:
     return np.array([rc.restype_order.get(ch, rc.restype_num) for ch in sequence], np.int64)
 
 
-def _ascii(text: str) -> str:
-    return " ".join(str(text).split()).encode("ascii", "replace").decode("ascii")
-
-
-class _LocalPLDDT(modelcif.qa_metric.Local, modelcif.qa_metric.PLDDT):
-    """Predicted lDDT-CA per residue (0-100)."""
-
-    name = "pLDDT"
-    software = None
-
-
-class _GlobalPLDDT(modelcif.qa_metric.Global, modelcif.qa_metric.PLDDT):
-    """Mean predicted lDDT-CA over the complex (0-100)."""
-
-    name = "pLDDT"
-    software = None
-
-
-class _GlobalPTM(modelcif.qa_metric.Global, modelcif.qa_metric.PTM):
-    """Predicted TM-score of the complex (0-1)."""
-
-    name = "pTM"
-    software = None
-
-
-class _GlobalIPTM(modelcif.qa_metric.Global, modelcif.qa_metric.IpTM):
-    """Interface predicted TM-score (0-1, AF2-Multimer)."""
-
-    name = "ipTM"
-    software = None
+_GlobalPLDDT = qa_metric("global", "pLDDT", "Mean predicted lDDT-CA over the complex (0-100).")
+_GlobalPTM = qa_metric("global", "pTM", "Predicted TM-score of the complex (0-1).")
+_GlobalIPTM = qa_metric("global", "ipTM", "Interface predicted TM-score (0-1, AF2-Multimer).")
 
 
 class _Model(modelcif.model.AbInitioModel):
@@ -196,7 +170,7 @@ def write_complex_modelcif(
     model = _Model(assembly, asyms, spans, aatype, pos, mask, plddt, name=f"{_ascii(cx.name)} model")
     for asym, cols in zip(asyms, spans):
         for k, i in enumerate(range(cols.start, cols.stop)):
-            model.qa_metrics.append(_LocalPLDDT(asym.residue(k + 1), round(float(plddt[i]), 2)))
+            model.qa_metrics.append(LocalPLDDT(asym.residue(k + 1), round(float(plddt[i]), 2)))
     model.qa_metrics.append(_GlobalPLDDT(round(float(plddt.mean()), 2)))
     if ptm is not None:
         model.qa_metrics.append(_GlobalPTM(round(float(ptm), 4)))

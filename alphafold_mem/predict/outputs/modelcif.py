@@ -15,34 +15,18 @@ import modelcif
 import modelcif.dumper
 import modelcif.model
 import modelcif.protocol
-import modelcif.qa_metric
 import numpy as np
 
 from ...geometry import residue_constants as rc
 from ...io import atomic_write
+from .qa_metrics import LocalPLDDT, qa_metric
+from .qa_metrics import ascii_text as _ascii
 
 __all__ = ["write_modelcif"]
 
 
-class _LocalPLDDT(modelcif.qa_metric.Local, modelcif.qa_metric.PLDDT):
-    """Predicted lDDT-CA per residue (0-100)."""
-
-    name = "pLDDT"
-    software = None
-
-
-class _GlobalPLDDT(modelcif.qa_metric.Global, modelcif.qa_metric.PLDDT):
-    """Mean predicted lDDT-CA over the chain (0-100)."""
-
-    name = "pLDDT"
-    software = None
-
-
-class _GlobalPTM(modelcif.qa_metric.Global, modelcif.qa_metric.PTM):
-    """Predicted TM-score (0-1)."""
-
-    name = "pTM"
-    software = None
+_GlobalPLDDT = qa_metric("global", "pLDDT", "Mean predicted lDDT-CA over the chain (0-100).")
+_GlobalPTM = qa_metric("global", "pTM", "Predicted TM-score (0-1).")
 
 
 class _Model(modelcif.model.AbInitioModel):
@@ -69,11 +53,6 @@ class _Model(modelcif.model.AbInitioModel):
                         biso=round(float(self._plddt[i]), 2),
                         occupancy=1.0,
                     )
-
-
-def _ascii(text: str) -> str:
-    """mmCIF 1.1 is ASCII: replace anything else (e.g. from a FASTA header) with '?'."""
-    return " ".join(str(text).split()).encode("ascii", "replace").decode("ascii")
 
 
 def _entity_sequence(aatype: np.ndarray) -> list:
@@ -127,7 +106,7 @@ def write_modelcif(
     assembly = modelcif.Assembly([asym], name="Modeled assembly")
     model = _Model(assembly, asym, aatype, pos, mask, plddt, name=f"{name} model")
     for i, value in enumerate(plddt):
-        model.qa_metrics.append(_LocalPLDDT(asym.residue(i + 1), round(float(value), 2)))
+        model.qa_metrics.append(LocalPLDDT(asym.residue(i + 1), round(float(value), 2)))
     model.qa_metrics.append(_GlobalPLDDT(round(float(plddt.mean()), 2)))
     if ptm is not None:
         model.qa_metrics.append(_GlobalPTM(round(float(ptm), 4)))
