@@ -25,18 +25,26 @@ TRACE = estimate_mod._trace
 
 @pytest.fixture
 def disk(tmp_path, monkeypatch):
-    """A fresh cache folder, nothing kept in this process; yields the list of traced keys."""
+    """A fresh cache folder, nothing kept in this process; yields the list of traced keys (and, in
+    ``traced.results``, what each trace returned)."""
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
-    traced = []
+    traced = _Traced()
 
     def counting(*key, limit=None):
         traced.append(key)
-        return TRACE(*key, limit=limit)
+        traced.results.append(TRACE(*key, limit=limit))
+        return traced.results[-1]
 
     monkeypatch.setattr(estimate_mod, "_trace", counting)
     _new_process()
     yield traced
     _new_process()
+
+
+class _Traced(list):
+    def __init__(self):
+        super().__init__()
+        self.results = []
 
 
 def _new_process():
@@ -64,7 +72,8 @@ def test_an_estimate_read_back_equals_the_uncached_trace(disk, policy, device, d
     again = estimate_breakdown(CFG, policy, *SIZES, training, device=device, dap=dap)
     assert len(disk) == 1, "read from disk, not traced"
     key = (CFG, policy, *SIZES, training, torch.float32, True, device, False, dap)
-    assert again == est == TRACE(*key) and not again.lower_bound and again.total > 0
+    assert disk == [key]  # the one trace, of these arguments: what it returned is the uncached trace
+    assert again == est == disk.results[0] and not again.lower_bound and again.total > 0
 
 
 def test_a_change_of_config_policy_sizes_or_version_is_a_miss(disk, monkeypatch):
