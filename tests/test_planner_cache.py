@@ -25,13 +25,15 @@ TRACE = estimate_mod._trace
 
 @pytest.fixture
 def disk(tmp_path, monkeypatch):
-    """A fresh cache folder, nothing kept in this process; yields the list of traced keys."""
+    """A fresh cache folder, nothing kept in this process; yields the list of traced keys (and, in
+    ``traced.results``, what each trace returned)."""
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
-    traced = []
+    traced = _Traced()
 
     def counting(*key, limit=None):
         traced.append(key)
-        return TRACE(*key, limit=limit)
+        traced.results.append(TRACE(*key, limit=limit))
+        return traced.results[-1]
 
     monkeypatch.setattr(estimate_mod, "_trace", counting)
     _new_process()
@@ -39,12 +41,20 @@ def disk(tmp_path, monkeypatch):
     _new_process()
 
 
-def _new_process():
-    """Forget what this process keeps (as a fresh process would not have it)."""
+class _Traced(list):
+    def __init__(self):
+        super().__init__()
+        self.results = []
+
+
+def _new_process(fake_model: bool = True):
+    """Forget what this process keeps (as a fresh process would not have it); ``fake_model=False``
+    keeps the estimator's fake model (it holds no estimate: only the time of the next trace changes)."""
     cache.forget()
     chooser._choose.cache_clear()
     parameter_bytes.cache_clear()
-    estimate_mod._fakes = threading.local()
+    if fake_model:
+        estimate_mod._fakes = threading.local()
 
 
 @pytest.mark.parametrize(
@@ -64,7 +74,8 @@ def test_an_estimate_read_back_equals_the_uncached_trace(disk, policy, device, d
     again = estimate_breakdown(CFG, policy, *SIZES, training, device=device, dap=dap)
     assert len(disk) == 1, "read from disk, not traced"
     key = (CFG, policy, *SIZES, training, torch.float32, True, device, False, dap)
-    assert again == est == TRACE(*key) and not again.lower_bound and again.total > 0
+    assert disk == [key]  # the one trace, of these arguments: what it returned is the uncached trace
+    assert again == est == disk.results[0] and not again.lower_bound and again.total > 0
 
 
 def test_a_change_of_config_policy_sizes_or_version_is_a_miss(disk, monkeypatch):
@@ -83,10 +94,10 @@ def test_a_change_of_config_policy_sizes_or_version_is_a_miss(disk, monkeypatch)
         lambda: estimate_breakdown(CFG, policy, *SIZES, device="cuda"),
     ]
     for n, change in enumerate(changes, start=2):
-        _new_process()
+        _new_process(fake_model=False)  # each a miss, traced: only what is kept on disk could answer
         change()
         assert len(disk) == n, n
-    _new_process()
+    _new_process(fake_model=False)
     monkeypatch.setattr(cache, "code_version", lambda: "0.0.0+another-checkout")
     estimate_breakdown(CFG, policy, *SIZES)
     assert len(disk) == len(changes) + 2

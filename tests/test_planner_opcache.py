@@ -14,14 +14,17 @@ from alphafold_mem.planner import opcache, policy_candidates, replay
 from alphafold_mem.planner.trace import PlanTracker
 
 SIZES = (29, 7, 19, 2)
+#: full traces run every chunk of every loop: fewer residues (still several chunks of 8 and 4, each
+#: with a tail) and one template keep them short
+FULL_SIZES = (17, 5, 11, 1)
 
 
-def _ladder(cfg, precision, device, dap, limit=None, full=False):
-    cands = policy_candidates(False, precision, max(SIZES[:3]), device=device)
+def _ladder(cfg, precision, device, dap, limit=None, full=False, sizes=SIZES):
+    cands = policy_candidates(False, precision, max(sizes[:3]), device=device)
     cands = [c for c in cands if c.policy.chunk_size in (None, 8, 4)]  # two chunk sizes: rows share recipes
     cands = cands[:4] if full else cands  # the reference, in place, chunked without offload
     return [
-        estimate_mod._trace(cfg, c.policy, *SIZES, False, torch.float32, True, device, full, dap, limit=limit)
+        estimate_mod._trace(cfg, c.policy, *sizes, False, torch.float32, True, device, full, dap, limit=limit)
         for c in cands
     ]
 
@@ -60,11 +63,11 @@ def test_served_ladder_equals_the_dispatched_one(monkeypatch, preset, precision,
 
 def test_served_full_and_stopped_traces_equal_the_dispatched_ones(monkeypatch):
     cfg = model_config("tiny", **{"evoformer.num_blocks": 2})
-    fast, plain, _ = _both(monkeypatch, cfg, "fp32", "cuda", 1, full=True)
+    fast, plain, _ = _both(monkeypatch, cfg, "fp32", "cuda", 1, full=True, sizes=FULL_SIZES)
     assert fast == plain
     peaks = sorted(e.total - e.parameters for e in plain)
     limit = estimate_mod.parameter_bytes(cfg) + (peaks[0] + peaks[-1]) // 2
-    fast, plain, _ = _both(monkeypatch, cfg, "fp32", "cuda", 1, limit=limit)
+    fast, plain, _ = _both(monkeypatch, cfg, "fp32", "cuda", 1, limit=limit, sizes=FULL_SIZES)
     assert fast == plain
     assert any(e.lower_bound for e in plain)
 

@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,21 @@ def tiny(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="module")
+def complete(tiny, tmp_path_factory):
+    """The output folder of one plain run of the three records, shared by the tests that start from
+    (or only read) that result; a test that changes it works on a copy (:func:`_copy`)."""
+    out = tmp_path_factory.mktemp("complete") / "out"
+    assert main(_args(tiny, out)) == 0
+    return out
+
+
+def _copy(complete: Path, out: Path) -> Path:
+    """A copy of the plain run's folder at ``out``: what running it there would have written."""
+    shutil.copytree(complete, out, symlinks=True)
+    return out
+
+
 def _args(tiny: Path, out: Path, *extra: str) -> list[str]:
     return predict_args(tiny / "three.fasta", out, tiny / "tiny.ckpt", *extra)
 
@@ -85,9 +101,9 @@ def _error_lines(err: str) -> list[str]:
 
 
 # -- signals -------------------------------------------------------------------------------------
-def test_sigint_and_sigterm_at_random_moments_leave_complete_or_absent_targets(tiny, tmp_path, capsys):
+def test_sigint_and_sigterm_at_random_moments_leave_complete_or_absent_targets(tiny, complete, tmp_path, capsys):
     runs = int(os.environ.get("ALPHAFOLD_MEM_SIGNAL_RUNS", "4"))
-    assert main(_args(tiny, tmp_path / "first")) == 0  # imports and caches warmed up
+    # imports and caches warmed up by the plain run of ``complete`` (the same command line)
     t0 = time.monotonic()
     assert main(_args(tiny, tmp_path / "whole")) == 0
     whole = time.monotonic() - t0  # the length of a warm run
@@ -195,11 +211,10 @@ def _files(out: Path) -> dict[str, bytes]:
     }
 
 
-def test_a_failed_overwrite_keeps_the_previous_result(tiny, tmp_path, monkeypatch, capsys):
+def test_a_failed_overwrite_keeps_the_previous_result(tiny, complete, tmp_path, monkeypatch, capsys):
     """--overwrite stages a target's new files and swaps them in only when all are written: a write
     failing at target b's fifth file leaves b's previous result whole; a and c are replaced."""
-    out = tmp_path / "out"
-    assert main(_args(tiny, out)) == 0
+    out = _copy(complete, tmp_path / "out")
     before = _files(out)
     real_fsync = af_io._fsync
 
@@ -236,9 +251,8 @@ def small_tmpfs(tmp_path):
     subprocess.run(["umount", str(d)])
 
 
-def test_an_overwrite_on_a_full_tmpfs_keeps_every_previous_result(tiny, small_tmpfs, capsys):
-    out = small_tmpfs / "out"
-    assert main(_args(tiny, out)) == 0
+def test_an_overwrite_on_a_full_tmpfs_keeps_every_previous_result(tiny, complete, small_tmpfs, capsys):
+    out = _copy(complete, small_tmpfs / "out")
     before = _files(out)
     free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
     (small_tmpfs / "filler").write_bytes(b"\0" * (free - 8192))  # room for the lock file, not for a target
@@ -338,11 +352,10 @@ def test_in_process_lock_names_this_pid(tiny, tmp_path, capsys):
     assert not any(out.rglob("*.pdb"))
 
 
-def test_a_target_written_meanwhile_with_other_options_is_not_replaced(tiny, tmp_path, monkeypatch, capsys):
+def test_a_target_written_meanwhile_with_other_options_is_not_replaced(tiny, complete, tmp_path, monkeypatch, capsys):
     """Another run (no recycling) writes the targets after this run (one recycle) found none finished:
     this run's write-time check fails them, and the other run's results stay."""
-    first = tmp_path / "first"
-    assert main(_args(tiny, first)) == 0
+    first = complete  # the other run's results (only read)
     out = tmp_path / "out"
     run_inputs = importlib.import_module("alphafold_mem.predict.run_inputs")
     real = run_inputs.partition_finished
@@ -370,9 +383,8 @@ def test_a_target_written_meanwhile_with_other_options_is_not_replaced(tiny, tmp
 
 
 # -- small items ---------------------------------------------------------------------------------
-def test_scores_record_the_architecture(tiny, tmp_path):
-    assert main(_args(tiny, tmp_path / "o")) == 0
-    scores = json.loads(_file(tmp_path / "o", "a", "_scores.json").read_text())
+def test_scores_record_the_architecture(complete):
+    scores = json.loads(_file(complete, "a", "_scores.json").read_text())
     assert scores["architecture"] == "tiny"  # the preset alone: the key already says what it is
 
 
