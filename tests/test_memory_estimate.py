@@ -258,6 +258,18 @@ def test_choose_walks_the_ladder_fastest_first(monkeypatch):
     asked.clear()
     none = choose(cfg, 300, 8, 8, 1, 10, ladder, frugal_last=True)
     assert none.chosen is None and len(asked) == 1 and "budget 9.31e-09 GiB" in none.shortfall()
+    # first_fit (the pre-flight): a fitting first candidate is the choice from its one estimate; else the
+    # search is the frugal-last one (one more estimate, the first candidate's)
+    asked.clear()
+    first = choose(cfg, 300, 8, 8, 1, 1000, ladder, frugal_last=True, first_fit=True)
+    assert first.chosen.candidate is ladder[0] and asked == [ladder[0].policy] and len(first.rows) == 1
+    assert choose(cfg, 300, 8, 8, 1, 1000, ladder, frugal_last=True).chosen.candidate is ladder[0]
+    asked.clear()
+    later = choose(cfg, 300, 8, 8, 1, 1000 - 12, ladder, frugal_last=True, first_fit=True)
+    assert later.chosen.candidate is ladder[12] and asked[0] == ladder[0].policy and len(asked) <= 9
+    asked.clear()
+    none = choose(cfg, 300, 8, 8, 1, 10, ladder, frugal_last=True, first_fit=True)
+    assert none.chosen is None and asked == [ladder[0].policy, ladder[-1].policy]
 
 
 def test_memory_plan_cli(capsys, monkeypatch):

@@ -108,6 +108,7 @@ def choose(
     device: torch.device | str = "cuda",
     evaluate_all: bool = False,
     frugal_last: bool = False,
+    first_fit: bool = False,
     dap: int = 1,
     progress: Optional[Callable[[Candidate, Optional[Row]], None]] = None,
     chains: Optional[Chains] = None,
@@ -121,8 +122,11 @@ def choose(
     does not fit, nothing else is (it is estimated exactly, for the shortfall). Other estimates stop
     as soon as their running total passes :func:`stop_at` ``(budget)``: a row that does not fit may
     carry a lower bound of its peak above ``budget`` (``PeakEstimate.lower_bound``). ``evaluate_all``
-    estimates every candidate exactly (tables). ``dap``: the peak of each of that many devices
-    sharing the protein (:mod:`alphafold_mem.planner.dap`). ``progress``: called as
+    estimates every candidate exactly (tables). ``first_fit`` (with ``frugal_last``): the first
+    candidate, when it is in no group, is estimated before the last and, if it fits, is the choice
+    with no other row estimated (the same choice from one estimate; for callers that use the choice
+    only, as the pre-flight). ``dap``: the peak of each of that many devices sharing the protein
+    (:mod:`alphafold_mem.planner.dap`). ``progress``: called as
     ``progress(candidate, None)`` before each estimate and ``progress(candidate, row)`` after it (a
     command line shows what it is doing); with it, the search is not served from the in-process
     cache of earlier identical searches (the estimates still are, :mod:`.cache`). ``chains``: the
@@ -141,6 +145,7 @@ def choose(
         dev,
         evaluate_all,
         frugal_last,
+        first_fit,
         dap,
         chains,
     )
@@ -162,6 +167,7 @@ class _Search(NamedTuple):
     device: str
     evaluate_all: bool
     frugal_last: bool
+    first_fit: bool
     dap: int
     chains: Optional[Chains]
 
@@ -212,6 +218,8 @@ def _run(search: _Search, progress=None) -> Choice:
 
     chosen = None
     i = 0
+    if search.first_fit and frugal_last and not evaluate_all and not candidates[0].group and row(0).fits:
+        return Choice((rows[0],), budget, rows[0])  # what the loop below would choose, with one estimate
     if frugal_last and not evaluate_all and not row(len(candidates) - 1).fits:
         i = len(candidates)  # not even the most frugal fits
     while i < len(candidates):
@@ -275,8 +283,9 @@ def plan(
     within :func:`budget_of` ``(request)``:
 
     * ``"auto"`` / :class:`~alphafold_mem.memory.policy.AutoPolicy`: the ladder of
-      :func:`policy_candidates` in the request's precision (the most frugal estimated first: when it
-      does not fit, nothing else is estimated);
+      :func:`policy_candidates` in the request's precision (the fastest estimated first: when it
+      fits, it is the choice and the only row; else the most frugal: when it does not fit, nothing
+      else is estimated);
     * a :class:`MemoryPolicy` with ``chunk_size="auto"``: that policy unchunked, then at every chunk
       of :func:`chunk_candidates` (at most its ``max_chunk_size``), bisected;
     * a concrete :class:`MemoryPolicy`: that policy, checked.
@@ -316,6 +325,7 @@ def plan(
         device=dev,
         evaluate_all=evaluate_all,
         frugal_last=frugal,
+        first_fit=frugal,
         dap=dap,
         chains=chains,
     )
