@@ -3,8 +3,7 @@ on the parity complex (3 chains, A2B, templates) cropped to a few residues per c
 gradients are cheap. Each policy equals the plain path (the reference policy) in outputs (atom
 positions, pLDDT, PAE, pTM, ipTM) and parameter gradients within the monomer's tolerances
 (tests/test_memory.py); device sharding (DAP, 2 gloo processes, the early stop after the second
-iteration) equals one process; bf16 and
-bf16-full stay within 0.5 Å of fp32 on the whole complex."""
+iteration) equals one process; bf16 and bf16-full stay within 0.5 Å of fp32 on the whole complex."""
 
 from __future__ import annotations
 
