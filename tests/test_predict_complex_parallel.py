@@ -6,8 +6,8 @@ each complex's outputs written once by one rank, a failing complex failing alone
 Small AF2-Multimer weights made here (tiny_multimer, random init, heads perturbed as in
 tests/test_predict_complex.py), the PDB complexes of tests/data/complexes/fasta cut to their first
 residues, no recycling, CPU. Every multi-process run is bounded: the CLI runs in a subprocess with a
-timeout, the in-process DAP run in :func:`alphafold_mem.distributed.run_local` with a timeout (gloo on
-127.0.0.1, every collective with the process group's timeout, a failing rank ends the others)."""
+timeout, the in-process DAP run in :func:`alphafold_mem.distributed.run_local` (forked ranks) with a
+timeout (gloo on 127.0.0.1, every collective with the process group's timeout, a failing rank ends the others)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 
+from alphafold_mem.cli import main
 from alphafold_mem.distributed import COUNTER, run_local
 from alphafold_mem.predict import complex_run
 from alphafold_mem.weights.af2_npz import export_af2_params
@@ -133,7 +134,17 @@ def test_dap_2_equals_one_process(tmp_path, folder, file):
     fasta = _cut(DATA / "4zhl.fasta", tmp_path / "4zhl.fasta", 14)  # U 14 + P 10 residues
     msas = _msa_dir(tmp_path / "msas", fasta)
     one = _captured_run(fasta, tmp_path / "one", weights, 1, msas)
-    two = run_local(_dap_rank, 2, str(fasta), str(tmp_path / "two"), str(weights), str(msas), timeout=RUN_TIMEOUT_S)[0]
+    # forked ranks (fresh interpreters under the launcher: test_cli_dap_2_writes_what_one_process_writes)
+    two = run_local(
+        _dap_rank,
+        2,
+        str(fasta),
+        str(tmp_path / "two"),
+        str(weights),
+        str(msas),
+        start_method="fork",
+        timeout=RUN_TIMEOUT_S,
+    )[0]
     assert one["errors"] == [] and two["errors"] == []
     assert one["received"] == 0 and two["received"] > 0  # the representations were sharded and exchanged
     assert two["order"] == one["order"] and len(one["order"]["4zhl"]) == 2
@@ -159,9 +170,10 @@ def test_cli_dap_2_writes_what_one_process_writes(tmp_path, weights):
     (tmp_path / "pair.fasta").write_text(pair)
     (tmp_path / "batch.fasta").write_text(">tiny\nM:G\n" + pair)
     common = ["--weights", weights, "--num-recycles", "0", "--num-predictions-per-model", "2"]
-    one = _cli(tmp_path / "pair.fasta", *common, "--out", tmp_path / "one")
+    # the one-process reference in this process (the launcher under test is --dap 2's, in fresh interpreters)
+    one = main(["predict", *map(str, [tmp_path / "pair.fasta", *common, "--out", tmp_path / "one"]), "--device", "cpu"])
     two = _cli(tmp_path / "batch.fasta", *common, "--out", tmp_path / "two", "--dap", "2")
-    assert one.returncode == 0, one.stderr
+    assert one == 0
     assert two.returncode == 1, two.stderr
     errors = [line for line in two.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "complex 'tiny'" in errors[0] and "--dap 2" in errors[0], two.stderr
