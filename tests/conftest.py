@@ -132,8 +132,8 @@ SLOW_TESTS = (
     "test_dap_cli.py::test_predict_dap2_writes_what_dap1_writes",
     "test_dap_cli.py::test_predict_failure_on_rank_1_ends_both",
     # complexes on the launchers (two or three interpreters each): --dap 2 by the command line, the
-    # monomer-weights variant of the in-process DAP run, --devices 2; the fast set keeps the AF2-Multimer
-    # in-process DAP run
+    # monomer-weights variant of the in-process DAP run, --devices 2 (the AF2-Multimer in-process DAP run is
+    # in the first group; the fast set keeps the monomer's in-process DAP run, test_dap.py)
     "test_predict_complex_parallel.py::test_cli_dap_2_writes_what_one_process_writes",
     "test_predict_complex_parallel.py::test_dap_2_equals_one_process[tiny.ckpt]",
     "test_predict_complex_parallel.py::test_devices_2_writes_each_complex_once_and_a_failing_one_fails_alone",
