@@ -29,7 +29,7 @@ out of time records the rows it skipped) and written to ``OUT_DIR/gpu_check.json
    prediction. A run that does not fit records OOM.
 
 ``--dry`` runs sections 1-3 on CPU (tests at tiny shapes via ``ALPHAFOLD_MEM_GPU_CHECK_DRY=1``,
-benchmarks at their smoke shapes, model memory with the ``tiny`` preset at N_res 7, N_seq 2, N_extra 3
+benchmarks at their smoke shapes, model memory with the ``tiny`` preset at N_res 5, N_seq 2, N_extra 3
 (one partial, masked 16-wide interpreter tile per axis), one PyTorch and one Triton policy per mode,
 measured by the CPU storage tracker, which also counts the interpreter's host copies of kernel
 arguments that a GPU run does not make); its times mean nothing.
@@ -253,7 +253,7 @@ def model_memory(device: torch.device, dry: bool, deadline: float) -> list[dict]
     from alphafold_mem.planner.estimate import estimate_breakdown, proxy_loss
     from alphafold_mem.testing import random_features
 
-    preset, sizes, n_seq, n_extra = ("tiny", (7,), 2, 3) if dry else ("model_1", (512, 1024, 2048), 128, 512)
+    preset, sizes, n_seq, n_extra = ("tiny", (5,), 2, 3) if dry else ("model_1", (512, 1024, 2048), 128, 512)
     training_sizes = sizes if dry else (512,)
     cfg = model_config(
         preset,
