@@ -76,3 +76,13 @@ def test_dry_run_end_to_end(tmp_path):
     for r in table["rows"]:
         assert r["error"] is None and r["same_as_table"] is True and r["launches"] >= 1, r
         assert r["triton_ms"] > 0 and r["reference_ms"] > 0, r
+
+
+def test_benchmark_peak_on_cpu_is_none_without_a_run():
+    """On CPU there is no peak to read: :func:`peak_mib` returns None without running the call (a third
+    run of each benchmark row in the interpreter, 40 % of the dry run's benchmark section)."""
+    from benchmarks.kernels._common import measure
+
+    calls = []
+    fwd_ms, bwd_ms, peak = measure(lambda: calls.append("fwd"), lambda: calls.append("all"), torch.device("cpu"), 0, 1)
+    assert calls == ["fwd", "all"] and peak is None and fwd_ms >= 0
