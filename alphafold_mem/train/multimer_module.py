@@ -9,7 +9,12 @@
   other targets (atom14, frames, chi angles, pseudo-β) are then derived from the aligned atoms;
 * validation runs whole complexes and reports, after the same alignment, the backbone FAPE
   (intra-chain ``val/fape_backbone`` and inter-chain ``val/fape_interface``, unclamped weights as the
-  loss config gives them), lDDT-Cα and interface lDDT-Cα (:func:`interface_lddt_ca`).
+  loss config gives them), lDDT-Cα and interface lDDT-Cα (:func:`interface_lddt_ca`), the model's
+  own ipTM (``val/iptm``, the PAE head's; not logged by a config without ``heads.iptm_enabled``)
+  and the DockQ terms ``val/dockq``, ``val/fnat``, ``val/irmsd``, ``val/lrmsd`` (Å)
+  (:func:`alphafold_mem.metrics_interface.dockq_complex`: the mean over the chain pairs in contact
+  in the ground truth; a sample without such a pair is logged with weight 0, so every process
+  logs the same keys under DDP and the epoch mean is over the samples with an interface).
 
 The loss weights are the config's; :func:`multimer_training_config` gives a multimer preset the
 fine-tuning weights (:data:`alphafold_mem.config.MULTIMER_FINETUNING_LOSS`) when its config has none.
@@ -29,6 +34,7 @@ from ..geometry import residue_constants as rc
 from ..losses import add_ground_truth_features
 from ..losses.permutation import permutation_align_batch
 from ..metrics import lddt_ca
+from ..metrics_interface import dockq_complex
 from .lightning_module import AlphaFoldLightning
 from .multimer_data import ComplexBatch
 
@@ -37,6 +43,7 @@ __all__ = ["MultimerLightning", "interface_lddt_ca", "multimer_training_config",
 _CA = rc.atom_order["CA"]
 #: Draw number of the validation alignments (apart from every training step's).
 _VALIDATION_STREAM = 2**48
+_DOCKQ_KEYS = ("dockq", "fnat", "irmsd", "lrmsd")
 
 
 def multimer_training_config(config: ModelConfig) -> ModelConfig:
@@ -103,7 +110,8 @@ class MultimerLightning(AlphaFoldLightning):
 
     @torch.no_grad()
     def validation_metrics(self, batch: ComplexBatch) -> dict[str, Tensor]:
-        """Backbone FAPE terms, lDDT-Cα and interface lDDT-Cα of a whole complex (module docstring)."""
+        """Backbone FAPE terms, lDDT-Cα, interface lDDT-Cα, ipTM and DockQ terms of a whole complex
+        (module docstring)."""
         f = dict(batch.features)
         out = self.model(f)
         f = align_targets(out, f, batch.ground_truth, self.train_config.seed, _VALIDATION_STREAM)
@@ -111,13 +119,26 @@ class MultimerLightning(AlphaFoldLightning):
         _, terms = self.loss_fn(out, f)
         pred = out["final_atom_positions"].float()
         mask = f["all_atom_mask"] * f["seq_mask"][..., None]
-        return {
+        metrics = {
             "fape_backbone": terms["fape_backbone"].mean(),
             "fape_interface": terms.get("fape_interface", torch.zeros(())).mean(),
             "lddt_ca": lddt_ca(pred, f["all_atom_positions"], mask).mean(),
             "interface_lddt_ca": interface_lddt_ca(pred, f["all_atom_positions"], mask, f["asym_id"]).mean(),
         }
+        if "iptm" in out:
+            metrics["iptm"] = out["iptm"].float().mean()
+        mask = mask * out["final_atom_mask"] if "final_atom_mask" in out else mask
+        per_sample = [dockq_complex(*x) for x in zip(pred, f["all_atom_positions"], mask, f["asym_id"])]
+        per_sample = [s for s in per_sample if s is not None]
+        for key in _DOCKQ_KEYS if per_sample else ():
+            metrics[key] = torch.stack([s[key] for s in per_sample]).mean().float()
+        return metrics
 
     def validation_step(self, batch: ComplexBatch, batch_idx: int) -> None:
-        for name, v in self.validation_metrics(batch).items():
+        metrics = self.validation_metrics(batch)
+        for name in _DOCKQ_KEYS:  # weight 0 without an interface (module docstring)
+            v = metrics.pop(name, None)
+            zero = torch.zeros((), device=metrics["lddt_ca"].device)
+            self.log(f"val/{name}", zero if v is None else v, batch_size=0 if v is None else 1, sync_dist=True)
+        for name, v in metrics.items():
             self.log(f"val/{name}", v, prog_bar=name == "lddt_ca", batch_size=1, sync_dist=True)
