@@ -14,7 +14,8 @@
   and the DockQ terms ``val/dockq``, ``val/fnat``, ``val/irmsd``, ``val/lrmsd`` (Å)
   (:func:`alphafold_mem.metrics_interface.dockq_complex`: the mean over the chain pairs in contact
   in the ground truth; a sample without such a pair is logged with weight 0, so every process
-  logs the same keys under DDP and the epoch mean is over the samples with an interface).
+  logs the same keys under DDP and the epoch mean is over the samples with an interface, NaN when
+  none has one).
 
 The loss weights are the config's; :func:`multimer_training_config` gives a multimer preset the
 fine-tuning weights (:data:`alphafold_mem.config.MULTIMER_FINETUNING_LOSS`) when its config has none.
