@@ -7,7 +7,6 @@ under the memory options of every prediction (``--memory-policy``, ``--max-memor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import traceback
@@ -81,11 +80,9 @@ def run_complex(args: argparse.Namespace) -> int:
     (:mod:`.devices_launch`)."""
     # imported on demand: --help and option errors stay fast (the predict stack loads torch)
     from ..distributed.launch import in_torchrun
-    from ..predict import PredictError
-    from ..predict.lock import lock_output_dir
-    from ..predict.signals import Interrupted, handle_signals
     from .dap_launch import run_with_dap
     from .devices_launch import run_with_devices
+    from .locked_run import locked_run
 
     if args.msa:
         _log("error: --msa with complexes is not supported yet: give per-chain folders in --msa-dir")
@@ -103,20 +100,16 @@ def run_complex(args: argparse.Namespace) -> int:
     if args.devices != 1:  # complex parallelism: the monomer route's launcher, lock and signals
         return run_with_devices(args, complexes=True)
     lead = os.environ.get("RANK", "0") == "0"  # under torchrun the other ranks join rank 0's run
-    try:
-        with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
-            if args.dap > 1:
-                status = _search_first(args) if searching and not in_torchrun() else 0
-                if status == 2 or getattr(args, "complex_targets", None) == []:
-                    return max(status, 1)
-                return max(run_with_dap(args, run_complex_rank), status)
-            return run_complex_rank(args)
-    except PredictError as exc:  # the lock: --out in use or not writable
-        _log(f"error: {exc}")
-        return 2
-    except Interrupted as exc:
-        _log(f"interrupted ({exc.name}): finished complexes are complete in {args.out}; run again to continue")
-        return exc.exit_code
+
+    def body() -> int:
+        if args.dap > 1:
+            status = _search_first(args) if searching and not in_torchrun() else 0
+            if status == 2 or getattr(args, "complex_targets", None) == []:
+                return max(status, 1)
+            return max(run_with_dap(args, run_complex_rank), status)
+        return run_complex_rank(args)
+
+    return locked_run(args.out, lead, body, "complexes")
 
 
 def _search_first(args: argparse.Namespace) -> int:

@@ -56,11 +56,11 @@ from ..predict.devices import (
     wait_for_parts,
     write_part,
 )
-from ..predict.lock import lock_output_dir
 from ..predict.runner import TargetResult
 from ..predict.signals import Interrupted, handle_signals
 from ..predict.targets import collect_targets
 from .complex_options import complex_options
+from .locked_run import locked_run
 from .memory_args import predict_request
 from .pipeline_args import pipeline_from_args
 from .predict_options import predict_options
@@ -283,19 +283,15 @@ def run_with_devices(args: argparse.Namespace, complexes: bool = False) -> int:
         return 2
     rank, world, key = env if env is not None else (0, args.devices, "")
     lead = rank == 0
-    try:
-        with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
-            targets, rejected = _collect(args, _log if lead else (lambda line: None), complexes)
-            assigned = shares(targets, world)
-            if env is None:
-                return _local(args, assigned, targets, rejected, complexes)
-            return _under_launcher(args, rank, world, key, assigned, targets, rejected, complexes)
-    except PredictError as exc:
-        _log(f"error: {exc}")
-        return 2
-    except Interrupted as exc:
-        _log(f"interrupted ({exc.name}): finished targets are complete in {args.out}; run again to continue")
-        return exc.exit_code
+
+    def body() -> int:
+        targets, rejected = _collect(args, _log if lead else (lambda line: None), complexes)
+        assigned = shares(targets, world)
+        if env is None:
+            return _local(args, assigned, targets, rejected, complexes)
+        return _under_launcher(args, rank, world, key, assigned, targets, rejected, complexes)
+
+    return locked_run(args.out, lead, body)
 
 
 __all__ = ["run_with_devices"]

@@ -28,7 +28,6 @@ end with it (:mod:`alphafold_mem.cli.dap_launch`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import os
 import sys
@@ -165,11 +164,9 @@ def run(args: argparse.Namespace) -> int:
     """Run ``predict`` from parsed arguments; returns the exit status (``--dap P``: in P processes,
     :mod:`alphafold_mem.cli.dap_launch`), holding the lock on ``--out`` and handling SIGINT/SIGTERM."""
     # heavy: the predict package and the launchers load torch (kept out of the parser's start-up)
-    from ..predict import PredictError
-    from ..predict.lock import lock_output_dir
-    from ..predict.signals import Interrupted, handle_signals
     from .dap_launch import run_with_dap
     from .devices_launch import run_with_devices
+    from .locked_run import locked_run
 
     if is_complex_run(args):  # complexes: their own run (alphafold_mem.predict.complex_run)
         return run_complex(args)
@@ -183,17 +180,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     lead = os.environ.get("RANK", "0") == "0"  # under torchrun the other ranks join rank 0's run
-    try:
-        with handle_signals(), lock_output_dir(args.out) if lead else contextlib.nullcontext():
-            if args.dap > 1:
-                return run_with_dap(args, run_one)
-            return run_one(args)
-    except PredictError as exc:  # the lock: --out in use or not writable
-        _log(f"error: {exc}")
-        return 2
-    except Interrupted as exc:
-        _log(f"interrupted ({exc.name}): finished targets are complete in {args.out}; run again to continue")
-        return exc.exit_code
+    return locked_run(args.out, lead, lambda: run_with_dap(args, run_one) if args.dap > 1 else run_one(args))
 
 
 def run_one(args: argparse.Namespace) -> int:
