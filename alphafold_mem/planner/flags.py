@@ -15,14 +15,11 @@ def _flag_value(value) -> str:
     return repr(value).replace(" ", "") if isinstance(value, tuple) else str(value)
 
 
-def predict_flags(policy) -> str:
-    """The ``alphafold-mem predict`` options that bind ``policy`` (a concrete inference
-    :class:`~alphafold_mem.MemoryPolicy`): ``--low-memory`` or ``--memory-policy reference``, whichever
-    leaves fewer fields to set, ``--chunk-size``, ``--precision`` and ``--memory-set FIELD=VALUE`` for
-    the rest. ``max_memory`` is not a field of the run's policy and is left out."""
-    skip = {"precision", "max_memory"}
+def _closest_preset(policy, names, skip) -> tuple[str, dict]:
+    """The preset of ``names`` (the first on a tie) from which ``policy`` differs in the fewest fields
+    outside ``skip``, and those fields with ``policy``'s values."""
     best = None
-    for name in ("low_memory_inference", "reference"):
+    for name in names:
         base = preset(name)
         diffs = {
             f.name: getattr(policy, f.name)
@@ -31,7 +28,15 @@ def predict_flags(policy) -> str:
         }
         if best is None or len(diffs) < len(best[1]):
             best = (name, diffs)
-    name, diffs = best
+    return best
+
+
+def predict_flags(policy) -> str:
+    """The ``alphafold-mem predict`` options that bind ``policy`` (a concrete inference
+    :class:`~alphafold_mem.MemoryPolicy`): ``--low-memory`` or ``--memory-policy reference``, whichever
+    leaves fewer fields to set, ``--chunk-size``, ``--precision`` and ``--memory-set FIELD=VALUE`` for
+    the rest. ``max_memory`` is not a field of the run's policy and is left out."""
+    name, diffs = _closest_preset(policy, ("low_memory_inference", "reference"), {"precision", "max_memory"})
     flags = ["--low-memory"] if name == "low_memory_inference" else ["--memory-policy", "reference"]
     if name == "low_memory_inference" and isinstance(diffs.get("chunk_size"), int):
         flags += ["--chunk-size", str(diffs.pop("chunk_size"))]
@@ -45,17 +50,7 @@ def predict_flags(policy) -> str:
 def train_flags(policy) -> str:
     """The ``alphafold-mem train`` options that bind ``policy``: ``--memory-policy`` with the preset
     (``training`` or ``reference``) that leaves fewer fields to set and ``--memory-set FIELD=VALUE``."""
-    best = None
-    for name in ("training", "reference"):
-        base = preset(name)
-        diffs = {
-            f.name: getattr(policy, f.name)
-            for f in dataclasses.fields(policy)
-            if f.name != "max_memory" and getattr(policy, f.name) != getattr(base, f.name)
-        }
-        if best is None or len(diffs) < len(best[1]):
-            best = (name, diffs)
-    name, diffs = best
+    name, diffs = _closest_preset(policy, ("training", "reference"), {"max_memory"})
     return " ".join(
         ["--memory-policy", name] + [w for f, v in diffs.items() for w in ("--memory-set", f"{f}={_flag_value(v)}")]
     )
