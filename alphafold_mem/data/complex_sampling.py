@@ -33,7 +33,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..geometry import residue_constants as rc
+from .multimer_crop import ca_contacts
 
 __all__ = [
     "BETA_CHAIN",
@@ -48,7 +48,6 @@ __all__ = [
 
 #: AF3 Suppl. 2.5.1: weight factors of a chain and of an interface, and of each protein chain in it.
 BETA_CHAIN, BETA_INTERFACE, ALPHA_PROTEIN = 0.5, 1.0, 3.0
-_CA = rc.atom_order["CA"]
 
 
 @dataclass(frozen=True)
@@ -81,22 +80,15 @@ def _key(chain_id: str) -> str:
 
 def interface_pairs(positions: np.ndarray, mask: np.ndarray, asym_id: np.ndarray, threshold: float = 10.0):
     """Pairs ``(i, j)``, ``i < j``, of chain positions (0-based, in ``asym_id`` order) with a resolved
-    Cα of chain ``i`` within ``threshold`` Å of a resolved Cα of chain ``j``.
+    Cα of chain ``i`` within ``threshold`` Å of a resolved Cα of chain ``j`` (:func:`.multimer_crop.ca_contacts`).
 
     Args:
         positions: ``[N_res, 37, 3]`` (Å); mask ``[N_res, 37]``; asym_id ``[N_res]`` (chains contiguous).
     """
     asym_id = np.asarray(asym_id)
-    ok = np.asarray(mask)[:, _CA] > 0
-    ca = np.asarray(positions, dtype=np.float64)[:, _CA][ok]
-    chain = np.unique(asym_id, return_inverse=True)[1][ok]
-    pairs = set()
-    for start in range(0, len(ca), 512):  # blocks of rows: memory O(512 * N_res)
-        d = np.linalg.norm(ca[start : start + 512, None] - ca[None], axis=-1)
-        rows, cols = np.nonzero(d < threshold)
-        a, b = chain[start + rows], chain[cols]
-        pairs.update((int(x), int(y)) for x, y in zip(a, b) if x < y)
-    return sorted(pairs)
+    position = np.unique(asym_id, return_inverse=True)[1]
+    i, j = ca_contacts(positions, mask, asym_id, threshold)
+    return sorted({(int(a), int(b)) for a, b in zip(position[i], position[j]) if a < b})
 
 
 def sampling_items(complexes: Sequence[tuple[Sequence[str], Sequence[tuple[int, int]]]], clusters=None):

@@ -37,6 +37,7 @@ __all__ = [
     "MultimerCrop",
     "MULTIMER_CROP",
     "CropChoice",
+    "ca_contacts",
     "interface_residues",
     "contiguous_crop",
     "spatial_crop",
@@ -87,8 +88,34 @@ def _chain_bounds(asym_id: np.ndarray) -> list[tuple[int, int]]:
     return [(int(s), int(e)) for s, e in zip(starts, ends)]
 
 
+def ca_contacts(positions: np.ndarray, mask: np.ndarray, asym_id: np.ndarray, threshold: float):
+    """Residue pairs of different chains whose resolved Cα atoms are within ``threshold`` Å, both
+    orders, computed in blocks of 512 rows (memory O(512 * N_res)).
+
+    Args:
+        positions: ``[N_res, 37, 3]`` (Å) atom37 coordinates; mask ``[N_res, 37]``; asym_id ``[N_res]``.
+
+    Returns:
+        ``(i, j)``: two ``[N_pairs]`` int64 arrays of residue indices.
+    """
+    asym_id = np.asarray(asym_id)
+    ok = np.flatnonzero(np.asarray(mask)[:, _CA] > 0)
+    ca = np.asarray(positions, dtype=np.float64)[ok, _CA]
+    chain = asym_id[ok]
+    found_i, found_j = [], []
+    for start in range(0, len(ca), 512):
+        d = np.linalg.norm(ca[start : start + 512, None] - ca[None], axis=-1)
+        rows, cols = np.nonzero((d < threshold) & (chain[start : start + 512, None] != chain[None]))
+        found_i.append(ok[start + rows])
+        found_j.append(ok[cols])
+    if not found_i:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(found_i).astype(np.int64), np.concatenate(found_j).astype(np.int64)
+
+
 def interface_residues(positions: np.ndarray, mask: np.ndarray, asym_id: np.ndarray, threshold: float) -> np.ndarray:
-    """Residues with a resolved Cα within ``threshold`` Å of a resolved Cα of another chain.
+    """Residues with a resolved Cα within ``threshold`` Å of a resolved Cα of another chain
+    (:func:`ca_contacts`).
 
     Args:
         positions: ``[N_res, 37, 3]`` (Å) atom37 coordinates; mask ``[N_res, 37]``; asym_id ``[N_res]``.
@@ -96,11 +123,7 @@ def interface_residues(positions: np.ndarray, mask: np.ndarray, asym_id: np.ndar
     Returns:
         ``[N_int]`` int64 sorted residue indices.
     """
-    ca = positions[:, _CA].astype(np.float64)
-    ok = mask[:, _CA] > 0
-    d = np.linalg.norm(ca[:, None] - ca[None], axis=-1)
-    close = (d < threshold) & ok[:, None] & ok[None] & (asym_id[:, None] != asym_id[None])
-    return np.flatnonzero(close.any(axis=1)).astype(np.int64)
+    return np.unique(ca_contacts(positions, mask, asym_id, threshold)[0]).astype(np.int64)
 
 
 def contiguous_crop(asym_id: np.ndarray, crop_size: int, rng: np.random.Generator) -> np.ndarray:
