@@ -25,7 +25,9 @@ ONE_CHUNK, TWO_CHUNKS = (None, 8), (None, 8, 4)
 def _ladder(cfg, precision, device, dap, limit=None, full=False, sizes=SIZES, chunks=ONE_CHUNK):
     cands = policy_candidates(False, precision, max(sizes[:3]), device=device)
     cands = [c for c in cands if c.policy.chunk_size in chunks]
-    cands = cands[:3] if full else cands  # the reference, in place, chunked without offload
+    # full or stopped: the reference, in place, chunked without offload (the limit the test sets stops
+    # the first two; the offload rows, below it, trace as without a limit: the ladders above)
+    cands = cands[:3] if full or limit is not None else cands
     return [
         estimate_mod._trace(cfg, c.policy, *sizes, False, torch.float32, True, device, full, dap, limit=limit)
         for c in cands
