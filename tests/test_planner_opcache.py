@@ -1,6 +1,6 @@
 """Fake ops served from recipes (alphafold_mem/planner/opcache.py) give the estimates of dispatching
-every op through FakeTensorMode: whole inference ladders (every chunk size, so recipes are shared
-between rows), monomer and multimer presets, with and without DAP, CPU and accelerator, with and
+every op through FakeTensorMode: inference ladders (every row kind, so recipes are shared between
+rows), monomer and multimer presets, with and without DAP, CPU and accelerator, with and
 without module replay, full traces and traces stopped at a limit; and op by op, the same outputs."""
 
 from __future__ import annotations
