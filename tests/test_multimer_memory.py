@@ -185,12 +185,19 @@ def test_triton_kernels_equal_the_plain_path():
         assert rel <= 1e-3 or (g - grads[name]).abs().max() <= 1e-6, f"{name}: relative gradient error {rel:.2e}"
 
 
+@pytest.fixture(scope="module")
+def fp32_complex(model):
+    """The fp32 prediction of the whole complex that both bf16 precisions are compared with (run once)."""
+    out, _ = _run(model, _inputs(), MemoryPolicy.low_memory_inference(), grad=False)
+    bind(model, MemoryPolicy.reference())
+    return out
+
+
 @pytest.mark.parametrize("precision", ["bf16", "bf16-full"])
-def test_bf16_within_half_an_angstrom(model, precision):
+def test_bf16_within_half_an_angstrom(model, fp32_complex, precision):
     """The whole complex (63 residues), first iteration: Cα within 0.5 Å of fp32."""
-    batch = _inputs()
-    ref_out, _ = _run(model, batch, MemoryPolicy.low_memory_inference(), grad=False)
-    out, _ = _run(model, batch, MemoryPolicy.low_memory_inference(precision=precision), grad=False)
+    ref_out = fp32_complex
+    out, _ = _run(model, _inputs(), MemoryPolicy.low_memory_inference(precision=precision), grad=False)
     bind(model, MemoryPolicy.reference())
     ca = (out["final_atom_positions"] - ref_out["final_atom_positions"])[:, 1]
     assert torch.isfinite(ca).all()
