@@ -28,7 +28,7 @@ out of time records the rows it skipped) and written to ``OUT_DIR/gpu_check.json
    one training step, beside :func:`alphafold_mem.planner.estimate_breakdown`'s activation
    prediction. A run that does not fit records OOM.
 
-``--dry`` runs sections 1-3 on CPU (tests at tiny shapes via ``ALPHAFOLD_MEM_GPU_CHECK_DRY=1``,
+``--dry`` runs sections 1-3 on CPU (tests at tiny shapes, fp32, via ``ALPHAFOLD_MEM_GPU_CHECK_DRY=1``,
 benchmarks at their smoke shapes, model memory with the ``tiny`` preset at N_res 5, N_seq 2, N_extra 3
 (one partial, masked 16-wide interpreter tile per axis), one PyTorch and one Triton policy per mode,
 measured by the CPU storage tracker, which also counts the interpreter's host copies of kernel

@@ -287,17 +287,40 @@ def test_technique_rows_carry_the_exact_policy():
     assert t.policy_json() == {**dataclasses.asdict(MemoryPolicy(chunk_size=4)), "dap": 1}
 
 
-def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path):
-    """A DAP row runs ``alphafold-mem predict --dap 2`` (two real gloo processes, launched as a user
-    launches them), one batch per MSA directory (here: one chain with an MSA, one without), and reads
-    its outputs back per chain: the per-rank peak from timings.json, the deviation from the
-    one-process reference, the accuracy."""
+def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path, monkeypatch):
+    """A DAP row runs ``alphafold-mem predict --dap 2`` (two real gloo processes), one batch per MSA
+    directory (here: one chain with an MSA, one without), and reads its outputs back per chain: the
+    per-rank peak from timings.json, the deviation from the one-process reference, the accuracy.
+
+    The command ``run_dap`` launches (checked: ``python -m alphafold_mem.cli predict ... --dap 2``
+    with the repository on PYTHONPATH) runs through the CLI's ``main`` in this process, its two ranks
+    forked: 6 fresh interpreters were 2/3 of this test's CPU time, and the launch of ``predict --dap``
+    as a user runs it is tested end to end in tests/test_dap_cli.py."""
+    import os
+    import subprocess
+    import sys
     from types import SimpleNamespace
 
     from alphafold_mem.ablation import dap
     from alphafold_mem.ablation.chains import chain_features, discover_chains
     from alphafold_mem.ablation.scores import Prediction
+    from alphafold_mem.cli import dap_launch
     from alphafold_mem.weights import load_weights
+
+    launched = []
+
+    def run_in_process(cmd, capture_output, text, env):
+        assert cmd[:4] == [sys.executable, "-m", "alphafold_mem.cli", "predict"] and capture_output and text
+        assert str(dap.ROOT) in env["PYTHONPATH"].split(os.pathsep)
+        launched.append(cmd)
+        return subprocess.CompletedProcess(cmd, cli_main(cmd[3:]), "", "")
+
+    def run_forked(fn, nprocs, run, args, threads, **kw):  # one thread per forked rank, as in tests/test_dap.py
+        return run_local(fn, nprocs, run, args, 1, start_method="fork", timeout=240, **kw)
+
+    run_local = dap_launch.run_local
+    monkeypatch.setattr(dap, "subprocess", SimpleNamespace(run=run_in_process))
+    monkeypatch.setattr(dap_launch, "run_local", run_forked)
 
     rows = [t for t in derive_techniques() if t.dap > 1]
     assert [t.name for t in rows] == ["dap=2", "dap=4"] and all(t.skip_reason("inference", "cpu") is None for t in rows)
@@ -309,6 +332,7 @@ def test_dap_rows_run_through_predict_with_dap(tiny_weights, tmp_path):
     run = SimpleNamespace(work_dir=tmp_path, config={}, weights=str(tiny_weights), seed=0, device=torch.device("cpu"))
     out = dap.run_dap(run, rows[0], chains, refs)
     assert all(r.get("status") != "failed" for r in out), out
+    assert len(launched) == 2 and all(cmd[cmd.index("--dap") + 1] == "2" for cmd in launched)
     assert sorted((tmp_path / "dap" / "P2").iterdir()) == [
         tmp_path / "dap" / "P2" / "batch0",
         tmp_path / "dap" / "P2" / "batch1",

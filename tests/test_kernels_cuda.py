@@ -4,7 +4,7 @@ reference and an fp64 oracle (:func:`tests.kernel_checks.assert_close3`), and th
 ``kernels="triton"`` on the GPU against the reference policy.
 
 Skipped without CUDA. ``ALPHAFOLD_MEM_GPU_CHECK_DRY=1`` runs the same tests in Triton's interpreter
-on CPU at tiny shapes (the dry mode of ``scripts/gpu_check.py``, which runs this file either way)::
+on CPU at tiny shapes, fp32 only (the dry mode of ``scripts/gpu_check.py``, which runs this file either way)::
 
     python -m pytest -m cuda tests/test_kernels_cuda.py          # on a CUDA machine
 """
@@ -37,6 +37,10 @@ if DRY:  # the same code path at interpreter sizes
     TRIANGLE = {"dry": (19, 16, 16)}
     LAYER_NORM = {"dry": (3, 19, 24)}
 DTYPES = [torch.float32, torch.bfloat16]
+if DRY:  # fp32 runs every test function; the interpreter's bf16 cases are test_kernels.py's attention and
+    # LayerNorm, test_kernels_triangle.py's outgoing/incoming and test_kernels_arch.py's (same oracle check)
+    DTYPES = [torch.float32]
+DTYPE_IDS = [{torch.float32: "fp32", torch.bfloat16: "bf16"}[d] for d in DTYPES]
 
 
 def _check(label, impl_run, dtype, names):
@@ -46,7 +50,7 @@ def _check(label, impl_run, dtype, names):
         assert_close3(f"{label}/{name}", a, r, o, dtype)  # the inputs' dtype sets the tolerance
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("case", list(ATTENTION))
 def test_attention_compiled(case, dtype):
     lead, H, Q, K, C, mask_grad, shared = ATTENTION[case]
@@ -68,7 +72,7 @@ def test_attention_compiled(case, dtype):
 
 
 @pytest.mark.parametrize("outgoing", [True, False], ids=["outgoing", "incoming"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("case", list(TRIANGLE))
 def test_triangle_multiplication_compiled(case, dtype, outgoing):
     n, cz, ch = TRIANGLE[case]
@@ -80,7 +84,7 @@ def test_triangle_multiplication_compiled(case, dtype, outgoing):
     _check(case, run, dtype, ["out", "dz"] + list(TriangleMultiplicationWeights._fields))
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("case", list(LAYER_NORM))
 def test_layer_norm_compiled(case, dtype):
     shape = LAYER_NORM[case]

@@ -12,7 +12,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..geometry import residue_constants as rc
 from ..geometry.rigid import Rigid
+
+#: The atom14 slots that hold an ambiguous atom in some residue type (ASP OD1/OD2, GLU OE1/OE2, PHE and
+#: TYR CD1/CD2/CE1/CE2): the only rows of the renaming's distance comparison that the ambiguity mask keeps.
+AMBIGUOUS_SLOTS = tuple(i for i in range(14) if any(row[i] for row in rc.restype_atom14_ambiguous_atoms))
 
 
 def compute_fape(
@@ -114,36 +119,44 @@ def rename_symmetric_ground_truth(
 
     For each residue the distances from its ambiguous atoms to all non-ambiguous atoms are compared
     with the predicted ones under both namings; the naming with the smaller summed deviation wins.
+    Only the :data:`AMBIGUOUS_SLOTS` rows of the ``[*, N_res, N_res, 14, 14]`` comparison can count
+    (the others are masked out), so only they are computed (4 of 14, the same sums), and without
+    autograd: the choice is 0/1, no gradient flows through it.
 
     Args:
         atom14_pred_positions: ``[*, N_res, 14, 3]`` (Å).
         atom14_gt_positions, atom14_alt_gt_positions: ``[*, N_res, 14, 3]``.
-        atom14_gt_exists, atom14_alt_gt_exists, atom14_atom_is_ambiguous: ``[*, N_res, 14]``.
+        atom14_gt_exists, atom14_alt_gt_exists, atom14_atom_is_ambiguous: ``[*, N_res, 14]``
+            (``atom14_atom_is_ambiguous`` as :func:`alphafold_mem.geometry.all_atom.make_atom14_gt`
+            makes it: zero outside :data:`AMBIGUOUS_SLOTS`).
 
     Returns:
         ``alt_naming_is_better [*, N_res]`` (0/1), ``renamed_atom14_gt_positions [*, N_res, 14, 3]``
         and ``renamed_atom14_gt_exists [*, N_res, 14]``.
     """
 
-    def pair_dists(x: Tensor) -> Tensor:  # [*, N, 14, 3] -> [*, N, N, 14, 14]
-        d = x[..., :, None, :, None, :] - x[..., None, :, None, :, :]
+    rows = list(AMBIGUOUS_SLOTS)
+
+    def pair_dists(x: Tensor) -> Tensor:  # [*, N, 14, 3] -> [*, N, N, S, 14], S = len(rows)
+        d = x[..., rows, :][..., :, None, :, None, :] - x[..., None, :, None, :, :]
         return torch.sqrt((d**2).sum(-1) + eps)
 
-    pred_d = pair_dists(atom14_pred_positions)
-    gt_d = pair_dists(atom14_gt_positions)
-    alt_d = pair_dists(atom14_alt_gt_positions)
-    err = torch.sqrt((pred_d - gt_d) ** 2 + eps)
-    alt_err = torch.sqrt((pred_d - alt_d) ** 2 + eps)
-    amb = atom14_atom_is_ambiguous
-    mask = (
-        atom14_gt_exists[..., :, None, :, None]
-        * amb[..., :, None, :, None]
-        * atom14_gt_exists[..., None, :, None, :]
-        * (1.0 - amb[..., None, :, None, :])
-    )  # [*, N, N, 14, 14]
-    per_res = (mask * err).sum((-1, -2, -3))  # [*, N]
-    alt_per_res = (mask * alt_err).sum((-1, -2, -3))
-    alt_better = (alt_per_res < per_res).to(atom14_gt_positions.dtype)  # [*, N]
+    with torch.no_grad():
+        pred_d = pair_dists(atom14_pred_positions)
+        gt_d = pair_dists(atom14_gt_positions)
+        alt_d = pair_dists(atom14_alt_gt_positions)
+        err = torch.sqrt((pred_d - gt_d) ** 2 + eps)
+        alt_err = torch.sqrt((pred_d - alt_d) ** 2 + eps)
+        amb = atom14_atom_is_ambiguous
+        mask = (
+            atom14_gt_exists[..., rows][..., :, None, :, None]
+            * amb[..., rows][..., :, None, :, None]
+            * atom14_gt_exists[..., None, :, None, :]
+            * (1.0 - amb[..., None, :, None, :])
+        )  # [*, N, N, S, 14]
+        per_res = (mask * err).sum((-1, -2, -3))  # [*, N]
+        alt_per_res = (mask * alt_err).sum((-1, -2, -3))
+        alt_better = (alt_per_res < per_res).to(atom14_gt_positions.dtype)  # [*, N]
     a = alt_better[..., None]
     return {
         "alt_naming_is_better": alt_better,
