@@ -32,9 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -43,6 +40,7 @@ import torch
 import torch.distributed as dist
 
 from alphafold_mem import MemoryPolicy
+from alphafold_mem.cli import main
 from alphafold_mem.config import apply_overrides
 from alphafold_mem.data.complex_examples import load_complex_examples
 from alphafold_mem.data.multimer_crop import MultimerCrop
@@ -54,6 +52,7 @@ from alphafold_mem.train.multimer_module import MultimerLightning, multimer_trai
 from alphafold_mem.weights import load_af2_params
 
 from .conftest import REPO_DATA, TEST_DATA
+from .torchrun_fork import run_forked
 
 PARAMS = TEST_DATA / "parity_multimer" / "params.npz"
 GRAD_RTOL = 1e-4
@@ -231,19 +230,18 @@ def test_dap_2_equals_one_process(plain):
             assert flat.norm() <= 1e-3 * torch.cat([g.flatten() for g in single_grads.values()]).norm()
 
 
-def test_cli_fine_tunes_from_the_parity_weights_with_dap_2(tmp_path):
+def test_cli_fine_tunes_from_the_parity_weights_with_dap_2(tmp_path, capfd):
     """``alphafold-mem train --init-weights params.npz --dap 2`` (the file's own architecture, the
-    preset its layout names) runs one step on the dev complexes: two processes, one checkpoint."""
-    root = REPO_DATA.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    preset its layout names) runs one step on the dev complexes: two processes, one checkpoint. The
+    two ranks run ``main([...])`` forked with torchrun's environment (the local launch, Lightning
+    running the command line again, is ``tests/test_dap_cli.py``'s)."""
     args = ["train", "--init-weights", str(PARAMS), "--data", str(REPO_DATA), "--out", str(tmp_path / "run")]
     args += ["--max-steps", "1", "--dap", "2", "--accelerator", "cpu", "--no-progress", "--val-every", "0"]
     args += ["--threads", "1", "--set", f"data.crop_size={CROP}", "--set", "data.max_msa_clusters=8"]
     args += ["--set", "num_recycles=0"]
-    cmd = [sys.executable, "-m", "alphafold_mem.cli", *args]
-    run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "initial weights: af2-npz weights" in run.stderr and "architecture model_1_multimer_v3" in run.stderr
+    assert run_forked(main, 2, args, timeout=300) == [0, 0]
+    stderr = capfd.readouterr().err
+    assert "initial weights: af2-npz weights" in stderr and "architecture model_1_multimer_v3" in stderr
     header, row = (tmp_path / "run" / "logs" / "metrics.csv").read_text().splitlines()[:2]
     metrics = dict(zip(header.split(","), row.split(",")))
     assert np.isfinite(float(metrics["train/loss"])) and float(metrics["train/fape_interface"]) > 0

@@ -5,9 +5,6 @@ sharded strategies are refused with a clear message. Every collective and subpro
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
-import os
-import socket
 
 import pytest
 import torch
@@ -19,6 +16,7 @@ from alphafold_mem.train.strategies import check_strategy
 
 from . import ddp_worker
 from .test_train import data_dir  # noqa: F401  (fixture)
+from .torchrun_fork import run_forked
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -56,41 +54,10 @@ def test_recycling_draws_uniform_and_identical_across_gloo_ranks():
     assert sum(counts) == 200 and all(30 <= c <= 70 for c in counts), counts
 
 
-def _torchrun_rank(rank: int, world: int, port: int, out: str, index: str) -> None:
-    """One rank of ``tests/ddp_worker.py train`` in a process forked from this one, with the
-    environment torchrun gives a rank (Lightning reads it and creates no processes itself)."""
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        WORLD_SIZE=str(world),
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        NODE_RANK="0",
-    )
+def _train_rank(out: str, index: str) -> None:
+    """One rank of ``tests/ddp_worker.py train`` (forked, torchrun's environment)."""
     torch.set_num_threads(1)
     ddp_worker.train(argparse.Namespace(out=out, data=index, steps=2, batch_size=1))
-
-
-def _launch_forked(world: int, out, index, timeout: float) -> None:
-    """``world`` ranks of :func:`_torchrun_rank` (forked: two fresh interpreters importing Lightning
-    cost ~9 s CPU; what Lightning reads, the environment, is torchrun's); raises if one fails or the
-    run exceeds ``timeout`` seconds (every rank is ended then)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_torchrun_rank, args=(r, world, port, str(out), str(index))) for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout)
-            assert p.exitcode == 0, f"rank exited with {p.exitcode}"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
 
 
 def test_two_process_ddp_equals_one_process_on_the_same_global_batch(data_dir, tmp_path):  # noqa: F811
@@ -102,7 +69,7 @@ def test_two_process_ddp_equals_one_process_on_the_same_global_batch(data_dir, t
     d2, d1 = tmp_path / "ddp", tmp_path / "single"
     d2.mkdir()
     d1.mkdir()
-    _launch_forked(2, d2, index, timeout=400)
+    assert run_forked(_train_rank, 2, str(d2), str(index), timeout=400) == [0, 0]
     # the one-process reference in this process (the launch under test is the two ranks'), one thread as there
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
