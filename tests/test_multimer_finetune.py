@@ -186,12 +186,12 @@ def _mean_over_ranks(grads: dict, world: int) -> dict:
     return {n: t.view_as(g).clone() for (n, g), t in zip(grads.items(), pieces)}
 
 
-def _dap_worker(rank: int, world: int) -> dict:
+def _dap_worker(rank: int, world: int, modules: dict) -> dict:
+    """``modules``: each run's module, built (and given the parity weights) before the fork."""
     torch.set_num_threads(1)
     out = {}
-    for name, policy, overrides in RUNS:
-        cfg = apply_overrides(_config(), overrides)
-        module = _module(cfg, policy, dap=world)
+    for name, _, _ in RUNS:
+        module = modules[name]
         module.configure_model()  # the ("dp", "dap") mesh and device sharding, as under the Trainer
         assert module.model.dap_sharding is not None
         loss, grads = _step(module, _batch(_config()))  # the overrides change the loss only
@@ -214,7 +214,8 @@ def test_dap_2_equals_one_process(plain):
     whole by 8e-5). Without the two terms of binned targets every parameter's gradient within
     ``GRAD_RTOL``, as the monomer's DAP step (whose loss has no binned target)."""
     cfg, batch, (ref_loss, ref_grads) = plain
-    res = run_local(_dap_worker, 2, start_method="fork", timeout=DAP_TIMEOUT_S)[0]
+    modules = {name: _module(apply_overrides(cfg, overrides), policy, dap=2) for name, policy, overrides in RUNS}
+    res = run_local(_dap_worker, 2, modules, start_method="fork", timeout=DAP_TIMEOUT_S)[0]
     for name, policy, overrides in RUNS:
         c = apply_overrides(cfg, overrides)
         single_loss, single_grads = (ref_loss, ref_grads) if name == "plain" else _step(_module(c, policy), batch)
