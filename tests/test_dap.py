@@ -156,12 +156,13 @@ def _mean_over_ranks(grads: dict, world: int) -> dict:
     return {n: t.view_as(g).clone() for (n, g), t in zip(grads.items(), pieces)}
 
 
-def _worker(rank: int, world: int) -> dict:
+def _worker(rank: int, world: int, built: dict) -> dict:
+    """``built``: each case's model and features, made before the fork (each rank binds its mesh)."""
     torch.set_num_threads(1)
     mesh = init_mesh(world, "cpu")
     results = {}
     for name, policy, training in CASES:
-        model, b = _model(name, _policy(policy), training, smaller=world == 4)
+        model, b = built[(name, policy)]
         if (name, policy) == PEAK_CASE:  # outputs stay distributed inside the measurement: what a device
             bind(model, _policy(policy), mesh)  # holds; gathered after it (the other cases gather in the hook)
             with torch.no_grad(), track_peak() as mem:
@@ -201,8 +202,9 @@ def single_device():
 
 @pytest.fixture(scope="module", params=[2, 4])
 def sharded(request):
-    start = time.perf_counter()
-    results = run_local(_worker, request.param, start_method="fork", timeout=RUN_LIMIT_S)
+    start, p = time.perf_counter(), request.param
+    built = {(n, pol): _model(n, _policy(pol), training, smaller=p == 4) for n, pol, training in CASES}
+    results = run_local(_worker, p, built, start_method="fork", timeout=RUN_LIMIT_S)
     return request.param, results, time.perf_counter() - start
 
 
