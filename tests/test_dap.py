@@ -3,7 +3,11 @@ device with the same seed -- inference under ``low_memory_inference()`` on ``tin
 recycling, PAE head) and on a 2-block model with model_1's channel sizes, one training step under
 ``training()`` with dropout on -- with N_res and N_seq not divisible by P and masks holding both
 values. The collectives are checked to be adjoint, the planner's per-device peak against the
-measured one, and a failing rank to end the others.
+measured one, and a failing rank to end the others. At P = 4 ``tiny`` runs one iteration and one
+Evoformer block (:data:`SMALLER_AT_4`): recycling and the hand-over between blocks under sharding
+are P = 2's; P = 4 adds ranks that hold a short or an empty tail (N_res 19 = 5+5+5+4, N_seq 7 =
+2+2+2+1, N_extra 9 = 3+3+3+0) at a quarter of the collectives' cost (each needs all four ranks
+scheduled on the test machine's cores).
 
 One multi-process run per P computes everything the tests below read (module-scoped fixture); every
 run has a time limit, and every collective its timeout."""
@@ -46,11 +50,15 @@ LOSS_KEYS = (
     "experimentally_resolved_logits",
 )
 RUN_LIMIT_S = 240
+#: ``tiny`` at P = 4 (module docstring): one iteration, one Evoformer block
+SMALLER_AT_4 = {"num_recycles": 0, "evoformer.num_blocks": 1}
 
 
-def _model(name: str, policy: MemoryPolicy, training: bool):
+def _model(name: str, policy: MemoryPolicy, training: bool, smaller: bool = False):
     if name == "tiny":
-        cfg = model_config("tiny", **{"heads.pae_enabled": True, "num_recycles": 1})
+        cfg = model_config(
+            "tiny", **{"heads.pae_enabled": True, "num_recycles": 1, **(SMALLER_AT_4 if smaller else {})}
+        )
     else:
         cfg = model_config(
             "model_1",
@@ -138,12 +146,23 @@ def _adjoint_gaps(group) -> dict:
     return gaps
 
 
-def _worker(rank: int, world: int) -> dict:
+def _mean_over_ranks(grads: dict, world: int) -> dict:
+    """What DDP does over all processes: the mean of each gradient (one all-reduce of them all,
+    not one per parameter: each collective costs ~1 ms of CPU with the ranks on shared cores)."""
+    flat = torch.cat([g.flatten() for g in grads.values()])
+    dist.all_reduce(flat)
+    flat /= world
+    pieces = flat.split([g.numel() for g in grads.values()])
+    return {n: t.view_as(g).clone() for (n, g), t in zip(grads.items(), pieces)}
+
+
+def _worker(rank: int, world: int, built: dict) -> dict:
+    """``built``: each case's model and features, made before the fork (each rank binds its mesh)."""
     torch.set_num_threads(1)
     mesh = init_mesh(world, "cpu")
     results = {}
     for name, policy, training in CASES:
-        model, b = _model(name, _policy(policy), training)
+        model, b = built[(name, policy)]
         if (name, policy) == PEAK_CASE:  # outputs stay distributed inside the measurement: what a device
             bind(model, _policy(policy), mesh)  # holds; gathered after it (the other cases gather in the hook)
             with torch.no_grad(), track_peak() as mem:
@@ -155,10 +174,7 @@ def _worker(rank: int, world: int) -> dict:
         bind(model, _policy(policy), mesh, gather_outputs=True)
         if training:
             loss, grads = _train(model, b)
-            for g in grads.values():  # what DDP does over all processes: the mean
-                dist.all_reduce(g)
-                g /= world
-            results[(name, policy)] = (loss, grads)
+            results[(name, policy)] = (loss, _mean_over_ranks(grads, world))
         else:
             results[(name, policy)] = _infer(model, b)
     return results if rank == 0 else {"peak": results["peak"]}
@@ -166,30 +182,36 @@ def _worker(rank: int, world: int) -> dict:
 
 @pytest.fixture(scope="module")
 def single_device():
+    """By P: the references of P = 2 and of P = 4 (``tiny`` smaller, the others shared)."""
     torch.set_num_threads(1)
-    out = {}
+    by_p = {2: {}, 4: {}}
     for name, policy, training in CASES:
-        model, b = _model(name, _policy(policy), training)
-        if (name, policy) == PEAK_CASE:
-            with torch.no_grad(), track_peak() as mem:
-                out[(name, policy)] = _pick(model(b))
-            out["peak"] = mem.peak
-            continue
-        out[(name, policy)] = _train(model, b) if training else _infer(model, b)
-    return out
+        for p, out in by_p.items():
+            if name != "tiny" and p == 4:
+                out[(name, policy)] = by_p[2][(name, policy)]
+                continue
+            model, b = _model(name, _policy(policy), training, smaller=p == 4)
+            if (name, policy) == PEAK_CASE:
+                with torch.no_grad(), track_peak() as mem:
+                    out[(name, policy)] = _pick(model(b))
+                out["peak"] = mem.peak
+                continue
+            out[(name, policy)] = _train(model, b) if training else _infer(model, b)
+    return by_p
 
 
 @pytest.fixture(scope="module", params=[2, 4])
 def sharded(request):
-    start = time.perf_counter()
-    results = run_local(_worker, request.param, start_method="fork", timeout=RUN_LIMIT_S)
+    start, p = time.perf_counter(), request.param
+    built = {(n, pol): _model(n, _policy(pol), training, smaller=p == 4) for n, pol, training in CASES}
+    results = run_local(_worker, p, built, start_method="fork", timeout=RUN_LIMIT_S)
     return request.param, results, time.perf_counter() - start
 
 
 @pytest.mark.parametrize("case", [c[:2] for c in CASES if not c[2]], ids=lambda c: f"{c[0]}-{c[1]}")
 def test_inference_equals_single_device(single_device, sharded, case):
-    _, results, _ = sharded
-    ref, out = single_device[case], results[0][case]
+    p, results, _ = sharded
+    ref, out = single_device[p][case], results[0][case]
     assert set(out) == set(ref)
     for key, value in ref.items():
         assert out[key].shape == tuple(value.shape), key
@@ -201,8 +223,8 @@ def test_inference_equals_single_device(single_device, sharded, case):
 
 
 def test_training_step_with_dropout_equals_single_device(single_device, sharded):
-    _, results, _ = sharded
-    ref_loss, ref_grads = single_device[("tiny", "training")]
+    p, results, _ = sharded
+    ref_loss, ref_grads = single_device[p][("tiny", "training")]
     loss, grads = results[0][("tiny", "training")]
     assert abs(loss - ref_loss) <= GRAD_RTOL * abs(ref_loss)
     assert set(grads) == set(ref_grads)
@@ -220,7 +242,7 @@ def test_collectives_are_adjoint(sharded):
 def test_planner_predicts_the_per_device_peak(single_device, sharded):
     p, results, _ = sharded
     measured = [r["peak"] for r in results]
-    assert max(measured) < single_device["peak"]
+    assert max(measured) < single_device[p]["peak"]
     if p == 2:  # one fake run is enough to check the prediction (FakeTensorMode is slow on CPU)
         n, s, e, t = SIZES["tiny"]
         cfg = model_config("tiny", **{"heads.pae_enabled": True, "num_recycles": 1})

@@ -1,11 +1,17 @@
 """Dynamic axial parallelism end to end: ``alphafold-mem predict --dap 2`` writes what ``--dap 1``
 writes; a failure on rank 1 ends both processes promptly with rank 1's message; ``alphafold-mem
 train --dap 2`` (Lightning, DDP over both processes) reproduces the one-device run. These start
-several interpreters each, so they are in SLOW_TESTS (``make test`` and CI run them)."""
+several interpreters each, so they are in SLOW_TESTS (``make test`` and CI run them).
+
+The predict launcher runs in this process (``main([...])``): its ranks are the fresh interpreters
+under test (spawned as from the command line; the launcher's own process is tested end to end by
+``tests/test_predict_faults_dap.py``). ``train --dap 2`` is launched as a command: Lightning starts
+its second rank by running the command line again."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import pathlib
 import subprocess
@@ -14,8 +20,12 @@ import textwrap
 import time
 
 import numpy as np
+import torch
 
 from alphafold_mem.cli import main
+from alphafold_mem.config import model_config
+from alphafold_mem.model import AlphaFold
+from alphafold_mem.weights import save_checkpoint
 from tests.predict_cli import prediction, ranked
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,13 +55,35 @@ def _atoms(path: pathlib.Path) -> np.ndarray:
     )
 
 
-def test_predict_dap2_writes_what_dap1_writes(tmp_path):
+#: Lightning's DDP launcher sets torch's threads to cpu_count / processes unless OMP_NUM_THREADS is
+#: set, overriding ``--threads 1`` (2 spinning threads on 2 shared cores: 2-4x the CPU time)
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+def _forked_main(argv: list[str], env: dict) -> int:
+    """``main(argv)`` with ``env`` in a process forked from this one (a fresh interpreter would import
+    Lightning again: ~5 s CPU); its exit status."""
+
+    def child() -> None:
+        os.environ.update(env)
+        os._exit(main(argv))
+
+    proc = mp.get_context("fork").Process(target=child)
+    proc.start()
+    proc.join(600)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    return proc.exitcode
+
+
+def test_predict_dap2_writes_what_dap1_writes(tmp_path, capfd):
     common = ["predict", str(FASTA), "--msa", str(MSA), "--device", "cpu", "--num-recycles", "0"]
-    # --dap 1 in this process: the fresh interpreters under test are the --dap 2 launcher's
+    # both launched in this process: the fresh interpreters under test are the --dap 2 launcher's ranks
     one = main([*common, "--out", str(tmp_path / "dap1")])
-    two = _cli(*common, "--out", str(tmp_path / "dap2"), "--dap", "2")
+    two = main([*common, "--out", str(tmp_path / "dap2"), "--dap", "2"])
     assert one == 0
-    assert two.returncode == 0, two.stderr
+    assert two == 0, capfd.readouterr().err
     files = sorted(p.relative_to(tmp_path / "dap1").as_posix() for p in (tmp_path / "dap1").rglob("*"))
     assert sorted(p.relative_to(tmp_path / "dap2").as_posix() for p in (tmp_path / "dap2").rglob("*")) == files
     assert "1lcd_A/ranked_0.pdb" in files and "1lcd_A/ranking_debug.json" in files
@@ -70,9 +102,10 @@ def test_predict_dap2_writes_what_dap1_writes(tmp_path):
     assert all("peak_mib" in r["1lcd_A/model"] for r in timings["ranks"])
 
 
-def test_predict_failure_on_rank_1_ends_both(tmp_path):
-    """A collective of rank 1 raises (injected through a sitecustomize on the children's path); rank 0
-    waits in that collective until the launcher ends it."""
+def test_predict_failure_on_rank_1_ends_both(tmp_path, monkeypatch, capfd):
+    """A collective of rank 1 raises (injected through a sitecustomize on the spawned ranks' path);
+    rank 0 waits in that collective until the launcher (in this process) ends it. A tiny checkpoint:
+    what runs before the first collective (weights, the pre-flight) is not under test."""
     (tmp_path / "sitecustomize.py").write_text(
         textwrap.dedent("""
         import os
@@ -91,27 +124,30 @@ def test_predict_failure_on_rank_1_ends_both(tmp_path):
     """)
     )
     stamp = tmp_path / "failed_at"
-    env = {
-        "DAP_TEST_FAIL_RANK": "1",
-        "DAP_TEST_FAIL_STAMP": str(stamp),
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    run = _cli(
-        "predict",
-        str(FASTA),
-        "--single-sequence",
-        "--device",
-        "cpu",
-        "--out",
-        str(tmp_path / "out"),
-        "--dap",
-        "2",
-        env=env,
-        timeout=300,
-    )  # start-up and the features before the failure take a while
+    torch.manual_seed(0)
+    save_checkpoint(AlphaFold(model_config("tiny")), tmp_path / "tiny.ckpt")
+    monkeypatch.setenv("DAP_TEST_FAIL_RANK", "1")
+    monkeypatch.setenv("DAP_TEST_FAIL_STAMP", str(stamp))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    code = main(
+        [
+            "predict",
+            str(FASTA),
+            "--single-sequence",
+            "--weights",
+            str(tmp_path / "tiny.ckpt"),
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "out"),
+            "--dap",
+            "2",
+        ]
+    )
     assert time.time() - float(stamp.read_text()) < 60  # from the failure to the end of both processes
-    assert run.returncode != 0
-    assert "rank 1 failed" in run.stderr and "injected failure on rank 1" in run.stderr
+    assert code != 0
+    err = capfd.readouterr().err
+    assert "rank 1 failed" in err and "injected failure on rank 1" in err
 
 
 def test_train_dap2_reproduces_one_device(tmp_path):
@@ -135,9 +171,9 @@ def test_train_dap2_reproduces_one_device(tmp_path):
         "--ckpt-every",
         "1000",
     ]
-    one = _cli(*common, "--strategy", "ddp", "--devices", "1", "--out", str(tmp_path / "one"))
-    two = _cli(*common, "--dap", "2", "--out", str(tmp_path / "two"))
-    assert one.returncode == 0, one.stderr[-3000:]
+    one = _forked_main([*common, "--strategy", "ddp", "--devices", "1", "--out", str(tmp_path / "one")], ONE_THREAD)
+    two = _cli(*common, "--dap", "2", "--out", str(tmp_path / "two"), env=ONE_THREAD)
+    assert one == 0
     assert two.returncode == 0, two.stderr[-3000:]
 
     def losses(run: str) -> np.ndarray:

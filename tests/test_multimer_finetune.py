@@ -32,9 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -43,6 +40,7 @@ import torch
 import torch.distributed as dist
 
 from alphafold_mem import MemoryPolicy
+from alphafold_mem.cli import main
 from alphafold_mem.config import apply_overrides
 from alphafold_mem.data.complex_examples import load_complex_examples
 from alphafold_mem.data.multimer_crop import MultimerCrop
@@ -54,6 +52,7 @@ from alphafold_mem.train.multimer_module import MultimerLightning, multimer_trai
 from alphafold_mem.weights import load_af2_params
 
 from .conftest import REPO_DATA, TEST_DATA
+from .torchrun_fork import run_forked
 
 PARAMS = TEST_DATA / "parity_multimer" / "params.npz"
 GRAD_RTOL = 1e-4
@@ -177,19 +176,26 @@ def test_bf16_mixed_stays_near_the_plain_path(plain):
 BINNED_OFF = {"loss.pae_weight": 0.0, "loss.plddt_weight": 0.0}
 
 
-def _dap_worker(rank: int, world: int) -> dict:
+def _mean_over_ranks(grads: dict, world: int) -> dict:
+    """What DDP does over all processes: the mean of each gradient (one all-reduce of them all,
+    not one per parameter: each collective costs ~1 ms of CPU with the ranks on shared cores)."""
+    flat = torch.cat([g.flatten() for g in grads.values()])
+    dist.all_reduce(flat)
+    flat /= world
+    pieces = flat.split([g.numel() for g in grads.values()])
+    return {n: t.view_as(g).clone() for (n, g), t in zip(grads.items(), pieces)}
+
+
+def _dap_worker(rank: int, world: int, modules: dict) -> dict:
+    """``modules``: each run's module, built (and given the parity weights) before the fork."""
     torch.set_num_threads(1)
     out = {}
-    for name, policy, overrides in RUNS:
-        cfg = apply_overrides(_config(), overrides)
-        module = _module(cfg, policy, dap=world)
+    for name, _, _ in RUNS:
+        module = modules[name]
         module.configure_model()  # the ("dp", "dap") mesh and device sharding, as under the Trainer
         assert module.model.dap_sharding is not None
         loss, grads = _step(module, _batch(_config()))  # the overrides change the loss only
-        for g in grads.values():  # what DDP does over all processes: the mean
-            dist.all_reduce(g)
-            g /= world
-        out[name] = (loss, grads)
+        out[name] = (loss, _mean_over_ranks(grads, world))
     return out if rank == 0 else {}
 
 
@@ -208,7 +214,8 @@ def test_dap_2_equals_one_process(plain):
     whole by 8e-5). Without the two terms of binned targets every parameter's gradient within
     ``GRAD_RTOL``, as the monomer's DAP step (whose loss has no binned target)."""
     cfg, batch, (ref_loss, ref_grads) = plain
-    res = run_local(_dap_worker, 2, start_method="fork", timeout=DAP_TIMEOUT_S)[0]
+    modules = {name: _module(apply_overrides(cfg, overrides), policy, dap=2) for name, policy, overrides in RUNS}
+    res = run_local(_dap_worker, 2, modules, start_method="fork", timeout=DAP_TIMEOUT_S)[0]
     for name, policy, overrides in RUNS:
         c = apply_overrides(cfg, overrides)
         single_loss, single_grads = (ref_loss, ref_grads) if name == "plain" else _step(_module(c, policy), batch)
@@ -224,19 +231,18 @@ def test_dap_2_equals_one_process(plain):
             assert flat.norm() <= 1e-3 * torch.cat([g.flatten() for g in single_grads.values()]).norm()
 
 
-def test_cli_fine_tunes_from_the_parity_weights_with_dap_2(tmp_path):
+def test_cli_fine_tunes_from_the_parity_weights_with_dap_2(tmp_path, capfd):
     """``alphafold-mem train --init-weights params.npz --dap 2`` (the file's own architecture, the
-    preset its layout names) runs one step on the dev complexes: two processes, one checkpoint."""
-    root = REPO_DATA.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    preset its layout names) runs one step on the dev complexes: two processes, one checkpoint. The
+    two ranks run ``main([...])`` forked with torchrun's environment (the local launch, Lightning
+    running the command line again, is ``tests/test_dap_cli.py``'s)."""
     args = ["train", "--init-weights", str(PARAMS), "--data", str(REPO_DATA), "--out", str(tmp_path / "run")]
     args += ["--max-steps", "1", "--dap", "2", "--accelerator", "cpu", "--no-progress", "--val-every", "0"]
     args += ["--threads", "1", "--set", f"data.crop_size={CROP}", "--set", "data.max_msa_clusters=8"]
     args += ["--set", "num_recycles=0"]
-    cmd = [sys.executable, "-m", "alphafold_mem.cli", *args]
-    run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "initial weights: af2-npz weights" in run.stderr and "architecture model_1_multimer_v3" in run.stderr
+    assert run_forked(main, 2, args, timeout=300) == [0, 0]
+    stderr = capfd.readouterr().err
+    assert "initial weights: af2-npz weights" in stderr and "architecture model_1_multimer_v3" in stderr
     header, row = (tmp_path / "run" / "logs" / "metrics.csv").read_text().splitlines()[:2]
     metrics = dict(zip(header.split(","), row.split(",")))
     assert np.isfinite(float(metrics["train/loss"])) and float(metrics["train/fape_interface"]) > 0

@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from alphafold_mem.cli import main
 from alphafold_mem.config import model_config
 from alphafold_mem.model import AlphaFold
 from alphafold_mem.weights import save_checkpoint
-from tests.predict_cli import predict_command, prediction
+from tests.predict_cli import predict_args, predict_command, prediction
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "short": "MK", "c": "LNYIPNRMKPVTLYDV"}
+#: "a" and "c" of one length: the pre-flight traces the model once for both
+RECORDS = {"a": "MKPVTLYDVAEYAGVSYQTV", "short": "MK", "c": "LNYIPNRMKPVTLYDVAEYA"}
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -75,21 +77,24 @@ def _start(argv: list[str], log: Path) -> tuple[subprocess.Popen, list[int]]:
     return proc, ranks
 
 
-def test_a_record_too_short_to_share_fails_in_the_preflight_and_the_batch_goes_on(tiny, tmp_path):
+def test_a_record_too_short_to_share_fails_in_the_preflight_and_the_batch_goes_on(tiny, tmp_path, capfd):
+    """The launcher in this process (``main([...])``; the two tests below start it as a command): the
+    spawned ranks run the batch."""
     out = tmp_path / "out"
-    run = subprocess.run(_argv(tiny, out), cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 1, run.stderr
-    assert "Traceback" not in run.stderr
-    errors = [ln for ln in run.stderr.splitlines() if ln.startswith("error:")]
+    code = main(predict_args(tiny / "three.fasta", out, tiny / "tiny.ckpt", "--dap", "2"))
+    stderr = capfd.readouterr().err
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "record 'short'" in errors[0]
     assert "2 residue(s) cannot be shared by --dap 2 processes" in errors[0]
-    assert run.stderr.index(errors[0]) < run.stderr.index("[1/3] a:")  # in the pre-flight, before model work
+    assert stderr.index(errors[0]) < stderr.index("[1/3] a:")  # in the pre-flight, before model work
     for name in ("a", "c"):
         assert json.loads(prediction(out, name, "_scores.json").read_text())["length"] == len(RECORDS[name])
     assert not list(out.glob("short*"))
     timings = json.loads((out / "timings.json").read_text())
     assert {k: v["status"] for k, v in timings["targets"].items()} == {"a": "ok", "short": "failed", "c": "ok"}
-    assert "1 of 3 target(s) rejected or failed" in run.stderr
+    assert "1 of 3 target(s) rejected or failed" in stderr
 
 
 def test_sigkill_of_the_launcher_leaves_no_rank_and_nothing_written_after(tiny, tmp_path):

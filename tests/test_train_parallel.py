@@ -1,6 +1,6 @@
-"""Data-parallel training for real: 2 processes (gloo, Lightning DDP, launched as torchrun does) hold
-identical weights after every step and equal 1 process on the same global batch; sharded strategies
-are refused with a clear message. Every collective and subprocess has a timeout."""
+"""Data-parallel training for real: 2 processes (gloo, Lightning DDP, started with torchrun's
+environment) hold identical weights after every step and equal 1 process on the same global batch;
+sharded strategies are refused with a clear message. Every collective and subprocess has a timeout."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from alphafold_mem.train.strategies import check_strategy
 
 from . import ddp_worker
 from .test_train import data_dir  # noqa: F401  (fixture)
+from .torchrun_fork import run_forked
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -53,6 +54,12 @@ def test_recycling_draws_uniform_and_identical_across_gloo_ranks():
     assert sum(counts) == 200 and all(30 <= c <= 70 for c in counts), counts
 
 
+def _train_rank(out: str, index: str) -> None:
+    """One rank of ``tests/ddp_worker.py train`` (forked, torchrun's environment)."""
+    torch.set_num_threads(1)
+    ddp_worker.train(argparse.Namespace(out=out, data=index, steps=2, batch_size=1))
+
+
 def test_two_process_ddp_equals_one_process_on_the_same_global_batch(data_dir, tmp_path):  # noqa: F811
     """2 ranks x batch 1 vs 1 rank x batch 2 (the same draws: draw k = (b * world + rank) * B + j),
     tiny preset without dropout, sampled recycling, 2 steps. Measured on this machine: ranks
@@ -62,7 +69,7 @@ def test_two_process_ddp_equals_one_process_on_the_same_global_batch(data_dir, t
     d2, d1 = tmp_path / "ddp", tmp_path / "single"
     d2.mkdir()
     d1.mkdir()
-    ddp_worker.launch("train", 2, d2, "--data", str(index), "--steps", "2", timeout=400)
+    assert run_forked(_train_rank, 2, str(d2), str(index), timeout=400) == [0, 0]
     # the one-process reference in this process (the launch under test is the two ranks'), one thread as there
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
