@@ -21,7 +21,9 @@ change on resume (the data position is numbered by them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -363,6 +365,15 @@ def _train_config(args: argparse.Namespace, saved):
     )
 
 
+def _threads_for_launcher(threads: int | None):
+    """``OMP_NUM_THREADS`` set to ``--threads`` while training runs, the environment restored after:
+    Lightning's subprocess launcher (``--strategy ddp``, ``--dap``) otherwise sets torch's intra-op
+    threads to cores / processes in this process and in the ranks it starts, overriding ``--threads``."""
+    from unittest import mock  # a training run only (mock loads asyncio)
+
+    return mock.patch.dict(os.environ, {"OMP_NUM_THREADS": str(threads)}) if threads else contextlib.nullcontext()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``train``; returns the exit status."""
     import torch  # heavy: loaded when the command runs, not for --help or a rejected option
@@ -404,28 +415,29 @@ def run(args: argparse.Namespace) -> int:
         devices = args.devices or str(args.dap)
         devices = devices if devices == "auto" else int(devices)
         policy = train_request(args.memory_policy, args.memory_overrides)
-        train(
-            cfg,
-            tc,
-            args.data,
-            args.out,
-            max_steps=args.max_steps,
-            precision=args.precision,
-            devices=devices,
-            strategy=args.strategy,
-            accelerator=args.accelerator,
-            resume=args.resume,
-            ckpt_every_steps=args.ckpt_every,
-            num_workers=args.num_workers,
-            loggers=args.logger,
-            progress_bar=args.progress,
-            memory_policy=policy,
-            run_settings=run_settings,
-            init_weights=args.init_weights,
-            num_nodes=args.num_nodes,
-            dap=args.dap,
-            data_options=_data_options(args),
-        )
+        with _threads_for_launcher(args.threads):
+            train(
+                cfg,
+                tc,
+                args.data,
+                args.out,
+                max_steps=args.max_steps,
+                precision=args.precision,
+                devices=devices,
+                strategy=args.strategy,
+                accelerator=args.accelerator,
+                resume=args.resume,
+                ckpt_every_steps=args.ckpt_every,
+                num_workers=args.num_workers,
+                loggers=args.logger,
+                progress_bar=args.progress,
+                memory_policy=policy,
+                run_settings=run_settings,
+                init_weights=args.init_weights,
+                num_nodes=args.num_nodes,
+                dap=args.dap,
+                data_options=_data_options(args),
+            )
     except (ValueError, KeyError, FileNotFoundError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"alphafold-mem train: error: {msg}", file=sys.stderr)
