@@ -1,6 +1,6 @@
-"""One process of the multi-process training tests (``tests/test_train_parallel.py``), launched the
-way torchrun / SLURM launch a rank: ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``,
-``LOCAL_RANK``, ``NODE_RANK`` in the environment (Lightning then creates no processes itself).
+"""One process of the multi-process training tests (``tests/test_train_parallel.py`` forks its ranks
+with ``tests/torchrun_fork.py``), in the environment torchrun / SLURM give a rank: ``MASTER_ADDR``, ``MASTER_PORT``,
+``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``NODE_RANK`` (Lightning then creates no processes itself).
 
     python -m tests.ddp_worker draws --out DIR --steps 200
     python -m tests.ddp_worker train --out DIR --data INDEX_JSON --steps 2 --batch-size B
@@ -114,55 +114,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def launch(mode: str, world: int, out: Path, *args: str, timeout: float = 300.0) -> list[str]:
-    """Run ``world`` ranks of this worker as torchrun would (gloo on 127.0.0.1, a free port), wait
-    at most ``timeout`` seconds, and return each rank's log; raises if a rank fails or times out."""
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    root = Path(__file__).resolve().parents[1]
-    procs = []
-    for rank in range(world):
-        env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-        if world > 1:
-            env.update(
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-                WORLD_SIZE=str(world),
-                RANK=str(rank),
-                LOCAL_RANK=str(rank),
-                NODE_RANK="0",
-            )
-        log = open(out / f"worker_{mode}_{world}_{rank}.log", "w+")
-        procs.append(
-            (
-                subprocess.Popen(
-                    [sys.executable, "-m", "tests.ddp_worker", mode, "--out", str(out), *args],
-                    cwd=root,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                ),
-                log,
-            )
-        )
-    logs = []
-    try:
-        for proc, log in procs:
-            proc.wait(timeout=timeout)
-            log.seek(0)
-            logs.append(log.read())
-            if proc.returncode != 0:
-                raise RuntimeError(f"rank exited with {proc.returncode}:\n{logs[-1][-3000:]}")
-    finally:
-        for proc, log in procs:
-            if proc.poll() is None:
-                proc.kill()
-            log.close()
-    return logs
