@@ -4,7 +4,8 @@
 
 The complex: 1LCD (51 residues, whose homologues are in ``data/search/homologs.fasta``) and a
 one-residue mutant of 102M (templates 102M and 8F9H in ``data/search``), tiny AF2-Multimer weights
-(tests/test_predict_complex.py), no recycling, CPU; every run is a bounded subprocess."""
+(tests/test_predict_complex.py), no recycling, CPU. The ``--dap 2`` run is a bounded subprocess (the
+launcher under test, its ranks in fresh interpreters); the one-process reference runs in this process."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import numpy as np
 import pytest
 
+from alphafold_mem.cli import main
 from alphafold_mem.weights.af2_npz import export_af2_params
 
 from .conftest import REPO_DATA
@@ -32,9 +34,9 @@ def test_dap_2_with_db_and_template_search_equals_one_process(tmp_path):
     common += ["--db", search / "homologs.fasta", "--template-db", search / "pdb_seqres.txt"]
     for d in MMCIF_DIRS:
         common += ["--mmcif-dir", d]
-    one = _cli(*common, "--out", tmp_path / "one")
+    one = main(["predict", *map(str, [*common, "--out", tmp_path / "one"]), "--device", "cpu"])
     two = _cli(*common, "--out", tmp_path / "two", "--dap", "2")
-    assert one.returncode == 0, one.stderr
+    assert one == 0
     assert two.returncode == 0, two.stderr
     # searched once: one jackhmmer line per chain and one template search per entity, then reused by the ranks
     searches = [line for line in two.stderr.splitlines() if line.startswith("search: ") and "reusing" not in line]
