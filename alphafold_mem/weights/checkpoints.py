@@ -68,6 +68,8 @@ def model_from_state_dict(config: ModelConfig, sd: Mapping[str, torch.Tensor]) -
                 f"parameter '{k}' has shape {tuple(sd[k].shape)} but the "
                 f"'{config.preset}' config expects {tuple(t.shape)}"
             )
-    model = model.to_empty(device="cpu")
+    # Module.to_empty(device="cpu") with a plain torch.empty per tensor: to_empty's empty_like on a meta
+    # tensor runs torch's Python reference, which imports sympy (~0.35 s CPU per process)
+    model = model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device="cpu"))
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
     return model.eval()
