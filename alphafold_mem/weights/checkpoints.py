@@ -18,6 +18,7 @@ import torch
 from ..config import ModelConfig
 from ..io import atomic_save
 from ..model.alphafold import AlphaFold
+from .af2_npz import empty_on_cpu
 from .keys import ParameterLoadError, key_mismatch, normalize_state_dict_keys
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "model_from_state_dict", "save_checkpoint", "write_checkpoint"]
@@ -68,8 +69,6 @@ def model_from_state_dict(config: ModelConfig, sd: Mapping[str, torch.Tensor]) -
                 f"parameter '{k}' has shape {tuple(sd[k].shape)} but the "
                 f"'{config.preset}' config expects {tuple(t.shape)}"
             )
-    # Module.to_empty(device="cpu") with a plain torch.empty per tensor: to_empty's empty_like on a meta
-    # tensor runs torch's Python reference, which imports sympy (~0.35 s CPU per process)
-    model = model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device="cpu"))
+    model = empty_on_cpu(model)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
     return model.eval()
