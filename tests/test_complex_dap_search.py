@@ -2,8 +2,9 @@
 (``--db``) and the template search (``--template-db``) once, before its two ranks start
 (:mod:`alphafold_mem.predict.complex_presearch`); the ranks read them and give what one process gives.
 
-The complex: 1LCD (51 residues, whose homologues are in ``data/search/homologs.fasta``) and a
-one-residue mutant of 102M (templates 102M and 8F9H in ``data/search``), tiny AF2-Multimer weights
+The complex: 1LCD (51 residues, whose homologues are in ``data/search/homologs.fasta``) and the first
+60 of the 154 residues of a one-residue mutant of 102M (templates 102M and 8F9H in ``data/search``;
+cut for a cheaper forward, both chains still get alignments and templates), tiny AF2-Multimer weights
 (tests/test_predict_complex.py), no recycling, CPU. The ``--dap 2`` run is a bounded subprocess (the
 launcher under test, its ranks in fresh interpreters); the one-process reference runs in this process."""
 
@@ -28,7 +29,7 @@ def test_dap_2_with_db_and_template_search_equals_one_process(tmp_path):
     weights = tmp_path / "tiny_multimer.npz"
     export_af2_params(_model(1), weights)
     fasta = tmp_path / "cx.fasta"
-    fasta.write_text(f">cx_L\n{SEQ_1LCD}\n>cx_M\n{MUTANT}\n")  # chains L and M
+    fasta.write_text(f">cx_L\n{SEQ_1LCD}\n>cx_M\n{MUTANT[:60]}\n")  # chains L and M
     common = [fasta, "--complex", "--weights", weights, "--num-recycles", "0", "--save-features", "--no-progress"]
     search = REPO_DATA / "search"
     common += ["--db", search / "homologs.fasta", "--template-db", search / "pdb_seqres.txt"]
