@@ -5,7 +5,8 @@ that predictions differ): ranked models whose chains, lengths and residue number
 files that Biopython (and gemmi when installed) read, the scores and ranking_debug.json fields, the
 ranking by 0.8*ipTM + 0.2*pTM, and bad complexes reported in one line while the batch goes on.
 
-CPU cost is kept small: no recycling, 5EIL and 7DDO cut to their first residues per chain."""
+CPU cost is kept small: no recycling, 4ZHL (its U chain), 5EIL and 7DDO cut to their first residues per
+chain."""
 
 from __future__ import annotations
 
@@ -140,9 +141,9 @@ def _msa_dir(root: Path, chains: list[tuple[str, str]], stem: str) -> Path:
 
 
 def test_4zhl_two_models_two_predictions_ranked_by_iptm_ptm(tmp_path, weights, capsys):
-    fasta = DATA / "4zhl.fasta"
-    chains = _fasta_chains(fasta)
-    assert [(c, len(s)) for c, s in chains] == [("U", 247), ("P", 10)]
+    assert [(c, len(s)) for c, s in _fasta_chains(DATA / "4zhl.fasta")] == [("U", 247), ("P", 10)]
+    fasta = tmp_path / "4zhl.fasta"
+    chains = _cut(DATA / "4zhl.fasta", fasta, 40)  # U cut to 40 residues (4 forwards), P whole
     msas = _msa_dir(tmp_path / "msas", chains, "4zhl")
     out = tmp_path / "out"
     rc = _run(
@@ -164,7 +165,7 @@ def test_4zhl_two_models_two_predictions_ranked_by_iptm_ptm(tmp_path, weights, c
     )
     err = capsys.readouterr().err
     assert rc == 0, err
-    assert err.count("plan: 4zhl: 257 residues (2 chains)") == 1, err  # both models have one config: one plan
+    assert err.count("plan: 4zhl: 50 residues (2 chains)") == 1, err  # both models have one config: one plan
     target = out / "4zhl"
     tags = [f"model_{m}_multimer_v3_pred_{k}" for m in (1, 2) for k in (0, 1)]
     preds = _check_scores(target, "4zhl", chains, tags)
@@ -174,10 +175,10 @@ def test_4zhl_two_models_two_predictions_ranked_by_iptm_ptm(tmp_path, weights, c
     feats = np.load(target / "4zhl_features.npz")
     for key in ("msa", "deletion_matrix", "residue_index", "asym_id", "entity_id", "sym_id", "num_paired_rows"):
         assert key in feats.files, key
-    np.testing.assert_array_equal(feats["residue_index"], np.r_[np.arange(247), np.arange(10)])
-    np.testing.assert_array_equal(feats["asym_id"], np.r_[np.full(247, 1), np.full(10, 2)])
+    np.testing.assert_array_equal(feats["residue_index"], np.r_[np.arange(40), np.arange(10)])
+    np.testing.assert_array_equal(feats["asym_id"], np.r_[np.full(40, 1), np.full(10, 2)])
     np.testing.assert_array_equal(feats["entity_id"], feats["asym_id"])
-    assert feats["msa"].shape[1] == 257 and feats["msa"].shape[0] > 31  # both chains' rows, block-diagonal
+    assert feats["msa"].shape[1] == 50 and feats["msa"].shape[0] > 31  # both chains' rows, block-diagonal
     assert 0 <= int(feats["num_paired_rows"]) <= feats["msa"].shape[0]
 
 

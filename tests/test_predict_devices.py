@@ -2,10 +2,11 @@
 and the CLI on CPU (2 spawned processes) against one process over a 5-record FASTA.
 
 The CLI runs in a subprocess bounded by a timeout, so that a hung rank fails the test instead of
-hanging it."""
+hanging it (the rejected-record run: its launcher in this process, bounded alike)."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import subprocess
@@ -63,6 +64,20 @@ def _predict(fasta, out, weights, *extra: str) -> subprocess.CompletedProcess:
     for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
         env.pop(k, None)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+
+
+def _predict_here(capfd, fasta, out, weights, *extra: str) -> tuple[int, str]:
+    """The command line of :func:`_predict` run by this process (the launcher in-process, its ranks
+    still spawned interpreters; the launcher in a fresh one: test_devices_2_writes_what_one_process_writes),
+    bounded as the subprocess is (a hang ends this test process, with every thread's stack): the exit
+    status and everything written to stderr, the ranks' lines included."""
+    argv = ["predict", str(fasta), "--out", str(out), "--weights", str(weights), "--single-sequence"]
+    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
+    try:
+        code = main([*argv, "--num-recycles", "0", "--device", "cpu", *extra])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    return code, capfd.readouterr().err
 
 
 def _listing(out) -> set[str]:
@@ -173,13 +188,13 @@ def test_devices_2_writes_what_one_process_writes(tmp_path, tiny_weights):
     assert sorted(line.split()[0] for line in summary.splitlines()[2:] if line.strip()) == sorted(SEQUENCES)
 
 
-def test_devices_2_with_a_rejected_record_finishes_the_others_and_exits_1(tmp_path, tiny_weights):
+def test_devices_2_with_a_rejected_record_finishes_the_others_and_exits_1(tmp_path, tiny_weights, capfd):
     records = dict(SEQUENCES, t3="MKV1LAG")  # a digit: rejected by the input check
     fasta = _fasta(tmp_path / "bad.fasta", records)
-    run = _predict(fasta, tmp_path / "out", tiny_weights, "--devices", "2")
-    assert run.returncode == 1, run.stderr
-    assert "Traceback" not in run.stderr
-    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    code, stderr = _predict_here(capfd, fasta, tmp_path / "out", tiny_weights, "--devices", "2")
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: {fasta}:6:4: record 't3': digit '1' in a protein sequence (residue 4)"]
     for name in set(SEQUENCES) - {"t3"}:
         assert ranked(tmp_path / "out", name).exists()

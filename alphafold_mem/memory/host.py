@@ -256,6 +256,10 @@ class MallocPeak(TorchDispatchMode):
     sees every byte malloc'ed (tensors, kernel buffers, graph nodes), at op granularity (a buffer
     allocated and freed inside one op is missed; the RSS high-water mark catches those)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as StorageTracker's: no torch._dynamo import at the first op (nothing is compiled)
+
     def __init__(self) -> None:
         super().__init__()
         self.baseline = self.peak = 0

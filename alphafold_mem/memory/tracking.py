@@ -69,6 +69,12 @@ class StorageTracker(TorchDispatchMode):
     waits in host memory, so its bytes leave the device count (``live``) and enter ``host`` until it
     is unparked (counted again, like a fresh allocation) or freed."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps __torch_dispatch__ in ``torch._disable_dynamo`` otherwise, which imports
+        # torch._dynamo (~2 s CPU) at a process's first tracked op; nothing here is compiled
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.live = 0

@@ -245,7 +245,8 @@ class AlphaFold(nn.Module):
             if (
                 torch.is_grad_enabled()
                 or torch.result_type(z, z_update) != z.dtype
-                or torch.broadcast_shapes(z.shape, z_update.shape) != z.shape
+                or z_update.dim() > z.dim()  # z_update broadcasts into z's shape (torch.broadcast_shapes
+                or any(u not in (1, n) for u, n in zip(z_update.shape[::-1], z.shape[::-1]))  # imports sympy)
             ):
                 z = z + z_update
             else:  # inference: the same sum in z's own (fresh) buffer; under DAP, where the in-place

@@ -193,6 +193,14 @@ def _strip(key: str) -> str:
     return key[len(PREFIX) :] if key.startswith(PREFIX) else key
 
 
+def empty_on_cpu(model: torch.nn.Module) -> torch.nn.Module:
+    """``model.to_empty(device="cpu")`` for a model built on the meta device (uninitialised CPU
+    tensors, for weights to be loaded into), with a plain ``torch.empty`` per tensor: to_empty's
+    ``empty_like`` of a meta tensor runs torch's Python reference, which imports sympy (~0.35 s CPU
+    per process)."""
+    return model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device="cpu"))
+
+
 def load_af2_params(path: str | os.PathLike, preset: str = "model_1_ptm") -> AlphaFold:
     """Build an :class:`AlphaFold` whose sizes are inferred from an AF2 ``params_model_*.npz`` and
     load it with strict checking.
@@ -214,7 +222,7 @@ def load_af2_params(path: str | os.PathLike, preset: str = "model_1_ptm") -> Alp
     cfg = infer_config(shapes, preset)
     with torch.device("meta"):
         model = AlphaFold(cfg)
-    model = model.to_empty(device="cpu")
+    model = empty_on_cpu(model)
     with np.load(path) as npz:
         names = {_strip(k): k for k in npz.files}
         load_af2_arrays(model, ((k, lambda k=k: npz[names[k]]) for k in names), set(names))

@@ -18,6 +18,7 @@ import torch
 from ..config import ModelConfig
 from ..io import atomic_save
 from ..model.alphafold import AlphaFold
+from .af2_npz import empty_on_cpu
 from .keys import ParameterLoadError, key_mismatch, normalize_state_dict_keys
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "model_from_state_dict", "save_checkpoint", "write_checkpoint"]
@@ -68,6 +69,6 @@ def model_from_state_dict(config: ModelConfig, sd: Mapping[str, torch.Tensor]) -
                 f"parameter '{k}' has shape {tuple(sd[k].shape)} but the "
                 f"'{config.preset}' config expects {tuple(t.shape)}"
             )
-    model = model.to_empty(device="cpu")
+    model = empty_on_cpu(model)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
     return model.eval()

@@ -22,7 +22,7 @@ import torch
 
 from ..config import ModelConfig, model_config
 from ..model.alphafold import AlphaFold
-from .af2_npz import PREFIX, af2_entries, check_kind, infer_config
+from .af2_npz import PREFIX, af2_entries, check_kind, empty_on_cpu, infer_config
 from .keys import ParameterLoadError, normalize_state_dict_keys
 
 __all__ = ["load_openfold_checkpoint", "openfold_config", "openfold_state_dict"]
@@ -80,7 +80,7 @@ def load_openfold_checkpoint(path_or_state_dict, preset: str = "model_1_ptm", **
     cfg = _config_of(tensors, multimer, preset, overrides)
     with torch.device("meta"):
         model = AlphaFold(cfg)
-    model = model.to_empty(device="cpu")
+    model = empty_on_cpu(model)
     entries = {e.key: e for e in af2_entries(model)}
     names, swapped = _openfold_names(multimer), _swapped(multimer)
     missing = sorted(set(entries) - set(tensors))
