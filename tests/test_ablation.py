@@ -270,6 +270,12 @@ def _check_resume(out, rows, weights, partial):
         assert stamp[(r["section"], r["technique"], r["chain"], r["measure"], r["step"])] == r["finished_at"]
     redone = [r for r in again if r["technique"] == NOISY.name and r["chain"] == "1a8o_A"]
     assert {r["measure"] for r in redone} >= set(INFERENCE_MEASURES)
+    # the same policy as the kept reference rows: their peak RSS, no second fresh process
+    assert _values(redone, "inference", NOISY.name, "peak_rss_bytes") == [
+        r["value"]
+        for r in kept
+        if r["technique"] == "reference" and r["chain"] == "1a8o_A" and r["measure"] == "peak_rss_bytes"
+    ]
     assert len(again) == len(rows)
 
 

@@ -5,17 +5,16 @@ each complex's outputs written once by one rank, a failing complex failing alone
 
 Small AF2-Multimer weights made here (tiny_multimer, random init, heads perturbed as in
 tests/test_predict_complex.py), the PDB complexes of tests/data/complexes/fasta cut to their first
-residues, no recycling, CPU. Every multi-process run is bounded: the CLI runs in a subprocess with a
-timeout, the in-process DAP run in :func:`alphafold_mem.distributed.run_local` (forked ranks) with a
-timeout (gloo on 127.0.0.1, every collective with the process group's timeout, a failing rank ends the others)."""
+residues, no recycling, CPU. Every multi-process run is bounded: the CLI (its launcher in this
+process, its ranks spawned interpreters) by a faulthandler timeout that ends this process, the
+in-process DAP run in :func:`alphafold_mem.distributed.run_local` (forked ranks) with a timeout
+(gloo on 127.0.0.1, every collective with the process group's timeout, a failing rank ends the others)."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -68,10 +67,19 @@ def _cut(source: Path, dest: Path, n: int) -> Path:
     return dest
 
 
-def _cli(*args, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "alphafold_mem.cli", "predict", *map(str, args), "--device", "cpu"]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+def _cli(capfd, *args) -> tuple[int, str]:
+    """``alphafold-mem predict ARGS --device cpu`` with its launcher in this process (the launchers
+    are started as commands, fresh interpreters, in tests/test_predict_faults_dap.py (--dap) and
+    tests/test_predict_devices.py (--devices); their ranks are spawned interpreters here too), bounded
+    as a subprocess would be (a hang ends this test process, with every thread's stack): the exit
+    status and everything written to stderr, the ranks' lines included."""
+    capfd.readouterr()  # only this run's lines
+    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
+    try:
+        code = main(["predict", *map(str, args), "--device", "cpu"])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    return code, capfd.readouterr().err
 
 
 # -- --dap 2 --------------------------------------------------------------------------------------
@@ -162,7 +170,7 @@ def test_dap_2_equals_one_process(tmp_path, folder, file):
     assert sorted(p.relative_to(tmp_path / "two").as_posix() for p in (tmp_path / "two").rglob("*")) == files
 
 
-def test_cli_dap_2_writes_what_one_process_writes(tmp_path, weights):
+def test_cli_dap_2_writes_what_one_process_writes(tmp_path, weights, capfd):
     """``alphafold-mem predict --dap 2`` on ':' records: the same files as one process, the same ranking,
     the written scores and coordinates equal to their printed precision; a complex of no more residues
     than processes fails on both ranks in one line and the next complex still runs (exit 1)."""
@@ -170,13 +178,13 @@ def test_cli_dap_2_writes_what_one_process_writes(tmp_path, weights):
     (tmp_path / "pair.fasta").write_text(pair)
     (tmp_path / "batch.fasta").write_text(">tiny\nM:G\n" + pair)
     common = ["--weights", weights, "--num-recycles", "0", "--num-predictions-per-model", "2"]
-    # the one-process reference in this process (the launcher under test is --dap 2's, in fresh interpreters)
-    one = main(["predict", *map(str, [tmp_path / "pair.fasta", *common, "--out", tmp_path / "one"]), "--device", "cpu"])
-    two = _cli(tmp_path / "batch.fasta", *common, "--out", tmp_path / "two", "--dap", "2")
+    # both in this process (the ranks under test are --dap 2's, in fresh interpreters)
+    one, _ = _cli(capfd, tmp_path / "pair.fasta", *common, "--out", tmp_path / "one")
+    two, stderr = _cli(capfd, tmp_path / "batch.fasta", *common, "--out", tmp_path / "two", "--dap", "2")
     assert one == 0
-    assert two.returncode == 1, two.stderr
-    errors = [line for line in two.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "complex 'tiny'" in errors[0] and "--dap 2" in errors[0], two.stderr
+    assert two == 1, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "complex 'tiny'" in errors[0] and "--dap 2" in errors[0], stderr
     assert not (tmp_path / "two" / "tiny").exists()
     files = sorted(p.relative_to(tmp_path / "one").as_posix() for p in (tmp_path / "one").rglob("*"))
     assert sorted(p.relative_to(tmp_path / "two").as_posix() for p in (tmp_path / "two").rglob("*")) == files
@@ -199,7 +207,7 @@ def _atoms(path: Path) -> np.ndarray:
 # -- --devices 2 ----------------------------------------------------------------------------------
 
 
-def test_devices_2_writes_each_complex_once_and_a_failing_one_fails_alone(tmp_path, weights):
+def test_devices_2_writes_each_complex_once_and_a_failing_one_fails_alone(tmp_path, weights, capfd):
     """Three real complexes (cut) and a fourth whose output folder cannot be made (a file is in its
     place): the three are ranked, each by exactly one rank; the fourth fails in one line; exit 1."""
     inputs = tmp_path / "in"
@@ -211,15 +219,17 @@ def test_devices_2_writes_each_complex_once_and_a_failing_one_fails_alone(tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     (out / "blocked").write_text("a file where the complex's folder goes\n")
-    run = _cli(inputs, "--complex", "--weights", weights, "--num-recycles", "0", "--out", out, "--devices", "2")
-    assert run.returncode == 1, run.stderr
+    code, stderr = _cli(
+        capfd, inputs, "--complex", "--weights", weights, "--num-recycles", "0", "--out", out, "--devices", "2"
+    )
+    assert code == 1, stderr
     for name in sizes:
-        assert (out / name / "ranked_0.pdb").is_file(), run.stderr
+        assert (out / name / "ranked_0.pdb").is_file(), stderr
         assert sorted(p.name for p in (out / name).glob("*_pred_*.pdb")) == ["tiny_multimer_pred_0.pdb"]
-        ranked = [line for line in run.stderr.splitlines() if f"] {name}: ranked " in line]
-        assert len(ranked) == 1, run.stderr  # one rank ran it
-    errors = [line for line in run.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "complex 'blocked'" in errors[0], run.stderr
+        ranked = [line for line in stderr.splitlines() if f"] {name}: ranked " in line]
+        assert len(ranked) == 1, stderr  # one rank ran it
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "complex 'blocked'" in errors[0], stderr
     timings = json.loads((out / "timings.json").read_text())
     shared = [name for r in timings["ranks"] for name in r["targets"]]
     assert sorted(shared) == sorted([*sizes, "blocked"])  # every complex on exactly one rank

@@ -266,7 +266,13 @@ def run_inference(
         if t.dap > 1 and t.skip_reason(SECTION, run.device.type) is None:
             _dap_rows(run, t, chains, ref_t, dap_runner)
     if run.device.type == "cpu":
-        measured: dict = {}  # policy -> {chain: bytes}: one fresh process per distinct policy
+        # policy -> {chain: bytes}: one fresh process per distinct policy, also over a resume (its kept
+        # rows are this run's)
+        measured: dict = {}
+        for t in runnable:
+            for r in run.store.get(SECTION, "peak_rss_bytes", t.name):
+                if r["value"] is not None:
+                    measured.setdefault(t.policy, {})[r["chain"]] = r["value"]
         for t in runnable:
             missing = [
                 c
@@ -298,8 +304,9 @@ def _dap_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], ref_t: T
 
 def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured: dict) -> list[dict]:
     """Peak-RSS growth per chain from one fresh subprocess (:mod:`.rss_worker`) per policy; a
-    technique whose policy was measured already in this run reuses that process's numbers (its
-    ``prepare`` hook, a weights perturbation, does not change memory and does not run there)."""
+    technique whose policy was measured already in this run (or in the run it resumes: ``measured``
+    is seeded from the kept rows) reuses that process's numbers (its ``prepare`` hook, a weights
+    perturbation, does not change memory and does not run there)."""
 
     def rows(values: dict, config: Optional[dict], **fields) -> list[dict]:
         return [
@@ -319,7 +326,7 @@ def _rss_rows(run: InferenceRun, t: Technique, chains: Sequence[Chain], measured
 
     known = measured.get(t.policy, {})
     if all(c.name in known for c in chains):
-        return rows(known, {}, reason="same policy as a row measured before in this run")
+        return rows(known, {}, reason="same policy as a row measured before in this run (or the run it resumes)")
     result, failure = _rss_worker(run, t, chains)
     if failure:
         return rows({}, None, status="failed", reason=failure)
