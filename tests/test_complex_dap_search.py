@@ -5,8 +5,9 @@
 The complex: 1LCD (51 residues, whose homologues are in ``data/search/homologs.fasta``) and the first
 60 of the 154 residues of a one-residue mutant of 102M (templates 102M and 8F9H in ``data/search``;
 cut for a cheaper forward, both chains still get alignments and templates), tiny AF2-Multimer weights
-(tests/test_predict_complex.py), no recycling, CPU. The ``--dap 2`` run is a bounded subprocess (the
-launcher under test, its ranks in fresh interpreters); the one-process reference runs in this process."""
+(tests/test_predict_complex.py), no recycling, CPU. Both runs go through the CLI's ``main`` in this
+process; the ``--dap 2`` launcher's ranks are fresh interpreters (the launcher as a command is started
+in tests/test_predict_faults_dap.py), bounded as in tests/test_predict_complex_parallel.py."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from .test_predict_complex import _model
 from .test_predict_complex_parallel import _atoms, _cli
 
 
-def test_dap_2_with_db_and_template_search_equals_one_process(tmp_path):
+def test_dap_2_with_db_and_template_search_equals_one_process(tmp_path, capfd):
     pytest.importorskip("pyhmmer", reason="pyhmmer is not installed")
     weights = tmp_path / "tiny_multimer.npz"
     export_af2_params(_model(1), weights)
@@ -36,14 +37,14 @@ def test_dap_2_with_db_and_template_search_equals_one_process(tmp_path):
     for d in MMCIF_DIRS:
         common += ["--mmcif-dir", d]
     one = main(["predict", *map(str, [*common, "--out", tmp_path / "one"]), "--device", "cpu"])
-    two = _cli(*common, "--out", tmp_path / "two", "--dap", "2")
+    code, err = _cli(capfd, *common, "--out", tmp_path / "two", "--dap", "2")  # ranks spawned
     assert one == 0
-    assert two.returncode == 0, two.stderr
+    assert code == 0, err
     # searched once: one jackhmmer line per chain and one template search per entity, then reused by the ranks
-    searches = [line for line in two.stderr.splitlines() if line.startswith("search: ") and "reusing" not in line]
-    assert sum(" vs homologs" in line for line in searches) == 2, two.stderr
-    assert sum(" templates: " in line for line in searches) == 2, two.stderr
-    assert sum("templates: reusing" in line for line in two.stderr.splitlines()) == 2, two.stderr
+    searches = [line for line in err.splitlines() if line.startswith("search: ") and "reusing" not in line]
+    assert sum(" vs homologs" in line for line in searches) == 2, err
+    assert sum(" templates: " in line for line in searches) == 2, err
+    assert sum("templates: reusing" in line for line in err.splitlines()) == 2, err
     # the same files, features (alignments and templates), ranking, scores and coordinates
     files = sorted(p.relative_to(tmp_path / "one").as_posix() for p in (tmp_path / "one").rglob("*"))
     assert sorted(p.relative_to(tmp_path / "two").as_posix() for p in (tmp_path / "two").rglob("*")) == files
