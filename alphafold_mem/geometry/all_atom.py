@@ -47,9 +47,9 @@ def _restype(aatype: Tensor) -> Tensor:
     return aatype.long().clamp(0, rc.restype_num)
 
 
-def _broadcast(a: tuple, b: tuple) -> tuple:
-    """``torch.broadcast_shapes(a, b)`` written out: torch's runs its Python reference, whose first
-    call imports sympy (~0.5 s CPU per process)."""
+def broadcast_shapes(a: tuple, b: tuple) -> tuple:
+    """``torch.broadcast_shapes(a, b)`` written out (torch's runs its Python reference, whose first
+    call imports sympy, ~0.5 s CPU per process); raises RuntimeError when the shapes do not broadcast."""
     n = max(len(a), len(b))
     a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
     if any(x != y and x != 1 and y != 1 for x, y in zip(a, b)):
@@ -62,7 +62,7 @@ def _gather_atoms(x: Tensor, idx: Tensor, n_trailing: int) -> Tensor:
     -> ``[*, N, B, <trailing>]``; the leading dims of ``x`` and ``idx`` broadcast."""
     atom_dim = x.dim() - n_trailing - 1
     trailing = x.shape[atom_dim + 1 :]
-    batch = _broadcast(x.shape[:atom_dim], idx.shape[:-1])
+    batch = broadcast_shapes(x.shape[:atom_dim], idx.shape[:-1])
     x = x.expand(*batch, *x.shape[atom_dim:])
     idx = idx.expand(*batch, idx.shape[-1])
     index = idx.reshape(idx.shape + (1,) * n_trailing).expand(*idx.shape, *trailing)

@@ -242,9 +242,11 @@ class AlphaFold(nn.Module):
                 z_update = self.recycling_embedder.pair_update(z_prev, pb)
             del z_prev
             z = z.to(rep_dtype)
-            # z_update broadcasts into z's shape (checked by hand: torch.broadcast_shapes imports sympy)
-            fits = z_update.dim() <= z.dim() and all(u in (1, n) for u, n in zip(z_update.shape[::-1], z.shape[::-1]))
-            if torch.is_grad_enabled() or torch.result_type(z, z_update) != z.dtype or not fits:
+            if (
+                torch.is_grad_enabled()
+                or torch.result_type(z, z_update) != z.dtype
+                or all_atom.broadcast_shapes(z.shape, z_update.shape) != z.shape
+            ):
                 z = z + z_update
             else:  # inference: the same sum in z's own (fresh) buffer; under DAP, where the in-place
                 # embedding is off, a third pair-sized tensor would otherwise set the peak
