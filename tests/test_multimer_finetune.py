@@ -37,7 +37,6 @@ import warnings
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 from alphafold_mem import MemoryPolicy
 from alphafold_mem.cli import main
@@ -52,6 +51,7 @@ from alphafold_mem.train.multimer_module import MultimerLightning, multimer_trai
 from alphafold_mem.weights import load_af2_params
 
 from .conftest import REPO_DATA, TEST_DATA
+from .test_dap import _mean_over_ranks
 from .torchrun_fork import run_forked
 
 PARAMS = TEST_DATA / "parity_multimer" / "params.npz"
@@ -174,16 +174,6 @@ def test_bf16_mixed_stays_near_the_plain_path(plain):
 #: The loss terms whose targets are binned from the prediction (AF2 stops their gradient): the
 #: aligned error of each residue pair (PAE / TM, 64 bins) and each residue's lDDT (pLDDT, 50 bins).
 BINNED_OFF = {"loss.pae_weight": 0.0, "loss.plddt_weight": 0.0}
-
-
-def _mean_over_ranks(grads: dict, world: int) -> dict:
-    """What DDP does over all processes: the mean of each gradient (one all-reduce of them all,
-    not one per parameter: each collective costs ~1 ms of CPU with the ranks on shared cores)."""
-    flat = torch.cat([g.flatten() for g in grads.values()])
-    dist.all_reduce(flat)
-    flat /= world
-    pieces = flat.split([g.numel() for g in grads.values()])
-    return {n: t.view_as(g).clone() for (n, g), t in zip(grads.items(), pieces)}
 
 
 def _dap_worker(rank: int, world: int, modules: dict) -> dict:
