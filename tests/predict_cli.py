@@ -3,10 +3,12 @@ single-sequence, no recycling, no memory tracking (fast and deterministic)."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 from pathlib import Path
 
+from alphafold_mem.cli.main import main
 from alphafold_mem.predict.layout import prediction_path
 
 
@@ -32,6 +34,19 @@ def predict_args(fasta: Path, out: Path, weights: Path, *extra: str) -> list[str
 def predict_command(fasta: Path, out: Path, weights: Path, *extra: str) -> list[str]:
     """The same run as a subprocess command (this interpreter, ``-m alphafold_mem.cli``)."""
     return [sys.executable, "-m", "alphafold_mem.cli", *predict_args(fasta, out, weights, *extra)]
+
+
+def main_bounded(capfd, argv: list[str], timeout: float) -> tuple[int, str]:
+    """``main(argv)`` in this process (a launcher's ranks are still spawned interpreters), bounded as a
+    subprocess would be: after ``timeout`` seconds a hang ends this test process, with every thread's
+    stack. The exit status and what this run wrote to stderr, the ranks' lines included."""
+    capfd.readouterr()  # only this run's lines
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        code = main(argv)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    return code, capfd.readouterr().err
 
 
 def prediction(out, name: str, suffix: str = ".pdb", weights=None, seed: int = 0) -> Path:

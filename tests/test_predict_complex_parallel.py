@@ -12,7 +12,6 @@ in-process DAP run in :func:`alphafold_mem.distributed.run_local` (forked ranks)
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import random
 from pathlib import Path
@@ -21,12 +20,12 @@ import numpy as np
 import pytest
 import torch
 
-from alphafold_mem.cli import main
 from alphafold_mem.distributed import COUNTER, run_local
 from alphafold_mem.predict import complex_run
 from alphafold_mem.weights.af2_npz import export_af2_params
 from alphafold_mem.weights.checkpoints import save_checkpoint
 
+from .predict_cli import main_bounded
 from .test_predict_complex import _model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,16 +69,9 @@ def _cut(source: Path, dest: Path, n: int) -> Path:
 def _cli(capfd, *args) -> tuple[int, str]:
     """``alphafold-mem predict ARGS --device cpu`` with its launcher in this process (the launchers
     are started as commands, fresh interpreters, in tests/test_predict_faults_dap.py (--dap) and
-    tests/test_predict_devices.py (--devices); their ranks are spawned interpreters here too), bounded
-    as a subprocess would be (a hang ends this test process, with every thread's stack): the exit
-    status and everything written to stderr, the ranks' lines included."""
-    capfd.readouterr()  # only this run's lines
-    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    try:
-        code = main(["predict", *map(str, args), "--device", "cpu"])
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    return code, capfd.readouterr().err
+    tests/test_predict_devices.py (--devices); their ranks are spawned interpreters here too): exit
+    status and stderr (:func:`tests.predict_cli.main_bounded`)."""
+    return main_bounded(capfd, ["predict", *map(str, args), "--device", "cpu"], RUN_TIMEOUT_S)
 
 
 # -- --dap 2 --------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ hanging it (the rejected-record run: its launcher in this process, bounded alike
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
 import subprocess
@@ -25,7 +24,7 @@ from alphafold_mem.predict.devices import launcher_rank, merge, shares, target_c
 from alphafold_mem.predict.results import TargetResult
 from alphafold_mem.predict.targets import Target
 from alphafold_mem.weights import save_checkpoint
-from tests.predict_cli import prediction, ranked
+from tests.predict_cli import main_bounded, prediction, ranked
 
 RUN_TIMEOUT_S = 600  # a bound, not an expectation: on a loaded 2-core machine one run takes minutes
 # Short chains: the run stays fast; lengths differ so that the shares are not trivial (t4 alone on
@@ -68,16 +67,10 @@ def _predict(fasta, out, weights, *extra: str) -> subprocess.CompletedProcess:
 
 def _predict_here(capfd, fasta, out, weights, *extra: str) -> tuple[int, str]:
     """The command line of :func:`_predict` run by this process (the launcher in-process, its ranks
-    still spawned interpreters; the launcher in a fresh one: test_devices_2_writes_what_one_process_writes),
-    bounded as the subprocess is (a hang ends this test process, with every thread's stack): the exit
-    status and everything written to stderr, the ranks' lines included."""
+    still spawned interpreters; the launcher in a fresh one: test_devices_2_writes_what_one_process_writes):
+    exit status and stderr (:func:`tests.predict_cli.main_bounded`)."""
     argv = ["predict", str(fasta), "--out", str(out), "--weights", str(weights), "--single-sequence"]
-    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    try:
-        code = main([*argv, "--num-recycles", "0", "--device", "cpu", *extra])
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    return code, capfd.readouterr().err
+    return main_bounded(capfd, [*argv, "--num-recycles", "0", "--device", "cpu", *extra], RUN_TIMEOUT_S)
 
 
 def _listing(out) -> set[str]:
